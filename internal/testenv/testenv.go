@@ -1,0 +1,186 @@
+// Package testenv gives each test its own slice of a real PostgreSQL and a
+// real Redis: a fresh schema (dropped at cleanup) reached through connections
+// whose search_path is that schema alone, and a Redis key prefix of its own
+// (its keys deleted at cleanup). Tests using it can run with t.Parallel().
+//
+// The servers are found by package endpoint: JOBGUARD_DATABASE_URL and
+// JOBGUARD_REDIS_URL, else the local defaults, else containers where a
+// Docker engine answers, else the test fails saying what to set.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/endpoint"
+	"github.com/jobguard/jobguard/internal/ident"
+)
+
+// Env is one test's share of the servers.
+type Env struct {
+	// Pool reaches the test's schema, in the query mode the test asked for.
+	Pool *pgxpool.Pool
+	// Schema is the test's own schema; search_path is set to it alone.
+	Schema string
+	// DatabaseURL reaches the same schema (search_path included), for child
+	// processes and extra connections.
+	DatabaseURL string
+	// Redis is a client of the shared server; keep to Prefix.
+	Redis *redis.Client
+	// RedisURL reaches the same Redis server.
+	RedisURL string
+	// Prefix is the test's own Redis key prefix (no trailing colon).
+	Prefix string
+
+	t testing.TB
+}
+
+// Options tune New.
+type Options struct {
+	// SimpleProtocol runs the pool in pgx's simple-protocol query mode.
+	SimpleProtocol bool
+	// MaxConns bounds the pool. Defaults to 8.
+	MaxConns int32
+}
+
+var shared struct {
+	once  sync.Once
+	err   error
+	ep    endpoint.Endpoints
+	admin *pgxpool.Pool
+	redis *redis.Client
+}
+
+func servers() error {
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		ep, err := endpoint.Resolve(ctx, nil)
+		if err != nil {
+			shared.err = err
+			return
+		}
+		shared.ep = ep
+		shared.admin, err = pgxpool.New(context.Background(), ep.DatabaseURL)
+		if err == nil {
+			err = shared.admin.Ping(ctx)
+		}
+		if err != nil {
+			shared.err = fmt.Errorf("PostgreSQL at %s: %w (set %s)", ep.DatabaseURL, err, endpoint.DatabaseEnv)
+			return
+		}
+		opt, err := redis.ParseURL(ep.RedisURL)
+		if err != nil {
+			shared.err = fmt.Errorf("%s: %w", endpoint.RedisEnv, err)
+			return
+		}
+		shared.redis = redis.NewClient(opt)
+		if err := shared.redis.Ping(ctx).Err(); err != nil {
+			shared.err = fmt.Errorf("Redis at %s: %w (set %s)", ep.RedisURL, err, endpoint.RedisEnv)
+		}
+	})
+	return shared.err
+}
+
+// New creates the test's schema and Redis prefix, and registers their
+// removal with t.Cleanup.
+func New(t testing.TB, opts ...Options) *Env {
+	t.Helper()
+	if err := servers(); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	name := "jgt_" + randomHex(6)
+	ctx := context.Background()
+	if _, err := shared.admin.Exec(ctx, "CREATE SCHEMA "+ident.Quote(name)); err != nil {
+		t.Fatalf("testenv: create schema: %v", err)
+	}
+	e := &Env{Schema: name, Redis: shared.redis, RedisURL: shared.ep.RedisURL, Prefix: "jgt:" + name, t: t}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := shared.admin.Exec(ctx, "DROP SCHEMA "+ident.Quote(name)+" CASCADE"); err != nil {
+			t.Errorf("testenv: drop schema %s: %v", name, err)
+		}
+		e.deleteKeys(ctx)
+	})
+	u, err := url.Parse(shared.ep.DatabaseURL)
+	if err != nil {
+		t.Fatalf("testenv: %s: %v", endpoint.DatabaseEnv, err)
+	}
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	e.DatabaseURL = u.String()
+	e.Pool = e.Connect(o)
+	return e
+}
+
+// Connect opens another pool on the test's schema, closed at cleanup.
+func (e *Env) Connect(o Options) *pgxpool.Pool {
+	e.t.Helper()
+	cfg, err := pgxpool.ParseConfig(e.DatabaseURL)
+	if err != nil {
+		e.t.Fatalf("testenv: %v", err)
+	}
+	cfg.MaxConns = o.MaxConns
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = 8
+	}
+	if o.SimpleProtocol {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		e.t.Fatalf("testenv: connect: %v", err)
+	}
+	e.t.Cleanup(pool.Close)
+	return pool
+}
+
+// Exec runs SQL on the test's schema and fails the test on error.
+func (e *Env) Exec(sql string, args ...any) {
+	e.t.Helper()
+	if _, err := e.Pool.Exec(context.Background(), sql, args...); err != nil {
+		e.t.Fatalf("testenv: %v\n%s", err, sql)
+	}
+}
+
+// Key returns a Redis key under the test's prefix.
+func (e *Env) Key(parts ...string) string {
+	k := e.Prefix
+	for _, p := range parts {
+		k += ":" + p
+	}
+	return k
+}
+
+func (e *Env) deleteKeys(ctx context.Context) {
+	iter := e.Redis.Scan(ctx, 0, e.Prefix+"*", 500).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if len(keys) > 0 {
+		_ = e.Redis.Del(ctx, keys...).Err()
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,82 @@
+package jobguard
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// CompleteIfActive writes COMPLETED only while the job is QUEUED or
+// PROCESSING and, on a fenced table, still at exec's generation. When that
+// affects zero rows it returns a *StateError wrapping ErrJobTerminal, saying
+// why when it can (not found, which status, superseded).
+//
+// Make it the first write of the transaction that saves the job's results:
+// if it fails, return its error so the transaction rolls back and none of
+// the results land. CompleteTx does exactly that.
+func (g *Guard) CompleteIfActive(ctx context.Context, db DB, exec Execution) error {
+	id, err := g.idArg(exec.JobID)
+	if err != nil {
+		return fmt.Errorf("jobguard: complete: %w", err)
+	}
+	s := g.table.Statuses
+	args := []any{id, s.Completed, s.Queued, s.Processing}
+	if g.Fenced() {
+		args = append(args, exec.Generation)
+	}
+	return g.write(ctx, db, "complete", g.sql.completeActive, args, exec, s.Queued, s.Processing)
+}
+
+// CompleteIfProcessing is CompleteIfActive for paths that must not complete
+// a job that was never started: it writes COMPLETED only from PROCESSING.
+func (g *Guard) CompleteIfProcessing(ctx context.Context, db DB, exec Execution) error {
+	id, err := g.idArg(exec.JobID)
+	if err != nil {
+		return fmt.Errorf("jobguard: complete: %w", err)
+	}
+	s := g.table.Statuses
+	args := []any{id, s.Completed, s.Processing}
+	if g.Fenced() {
+		args = append(args, exec.Generation)
+	}
+	return g.write(ctx, db, "complete", g.sql.completeProcessing, args, exec, s.Processing)
+}
+
+// CompleteTx begins a transaction on db, runs CompleteIfActive as its first
+// statement, then fn, then commits. If the completion is refused, fn never
+// runs and nothing is written; if fn fails, the completion rolls back with
+// its rows. fn's own error is returned as it is.
+//
+// Do the slow work (the model call, the encode) before CompleteTx, never
+// inside fn: the transaction should be short.
+func (g *Guard) CompleteTx(ctx context.Context, db DB, exec Execution, fn func(pgx.Tx) error) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("jobguard: complete: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
+	if err := g.CompleteIfActive(ctx, tx, exec); err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("jobguard: complete: commit: %w", err)
+	}
+	return nil
+}
+
+// write runs one conditional UPDATE of exec and turns zero rows into a
+// *StateError wrapping ErrJobTerminal.
+func (g *Guard) write(ctx context.Context, db DB, op, sql string, args []any, exec Execution, allowed ...string) error {
+	tag, err := db.Exec(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("jobguard: %s: %w", op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return g.refusal(ctx, db, op, args[0], exec, ErrJobTerminal, allowed...)
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package jobguard_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/internal/fixture"
+	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// eachVariant runs fn for every table shape in both pgx query modes.
+func eachVariant(t *testing.T, fn func(t *testing.T, jobs *fixture.Jobs)) {
+	t.Helper()
+	for _, v := range fixture.Variants {
+		for _, simple := range []bool{false, true} {
+			name := v.Name
+			if simple {
+				name += "/simple-protocol"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				env := testenv.New(t, testenv.Options{SimpleProtocol: simple})
+				fn(t, fixture.Create(t, env, v))
+			})
+		}
+	}
+}
+
+func TestCompleteIfActive_CompletesActiveJob(t *testing.T) {
+	t.Parallel()
+	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		ctx := context.Background()
+		id := jobs.Insert(t, fixture.Job{Generation: 3})
+		exec := jobguard.Execution{JobID: id, Generation: 3}
+		require.NoError(t, jobs.Guard.CompleteIfActive(ctx, jobs.Env.Pool, exec))
+		require.Equal(t, jobs.Table.Statuses.Completed, jobs.Read(t, id).Status)
+	})
+}
+
+func TestCompleteIfActive_ReclaimedJobWritesNothing(t *testing.T) {
+	t.Parallel()
+	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		ctx := context.Background()
+		st := jobs.Table.Statuses
+		id := jobs.Insert(t, fixture.Job{Status: st.Failed, Reason: jobguard.ReclaimedReasonDefault, Generation: 1})
+		before := jobs.Read(t, id)
+
+		err := jobs.Guard.CompleteIfActive(ctx, jobs.Env.Pool, jobguard.Execution{JobID: id, Generation: 1})
+		require.ErrorIs(t, err, jobguard.ErrJobTerminal)
+		require.True(t, jobguard.IsPermanent(err))
+		var se *jobguard.StateError
+		require.ErrorAs(t, err, &se)
+		require.Equal(t, jobguard.ReasonStatus, se.Reason)
+		require.Equal(t, st.Failed, se.Status)
+		require.Equal(t, before, jobs.Read(t, id), "a refused completion must not touch the row")
+	})
+}
+
+func TestCompleteTx_RefusedCompletionRunsNoneOfFn(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	env.Exec(`CREATE TABLE chapters (job_id uuid, title text)`)
+	ctx := context.Background()
+	id := jobs.Insert(t, fixture.Job{Status: "FAILED", Generation: 1})
+
+	ran := false
+	err := jobs.Guard.CompleteTx(ctx, env.Pool, jobguard.Execution{JobID: id, Generation: 1}, func(tx pgx.Tx) error {
+		ran = true
+		_, err := tx.Exec(ctx, `INSERT INTO chapters VALUES ($1, 'week 1')`, id)
+		return err
+	})
+	require.ErrorIs(t, err, jobguard.ErrJobTerminal)
+	require.False(t, ran, "fn must not run after a refused completion")
+	var n int
+	require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM chapters`).Scan(&n))
+	require.Zero(t, n)
+}
+
+func TestCompleteTx_FnErrorRollsBackCompletion(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	env.Exec(`CREATE TABLE chapters (job_id uuid, title text)`)
+	ctx := context.Background()
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	boom := errors.New("boom")
+
+	err := jobs.Guard.CompleteTx(ctx, env.Pool, jobguard.Execution{JobID: id, Generation: 1}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO chapters VALUES ($1, 'week 1')`, id); err != nil {
+			return err
+		}
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
+	var n int
+	require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM chapters`).Scan(&n))
+	require.Zero(t, n)
+}
+
+func TestCompleteTx_WritesCompletionAndRows(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	env.Exec(`CREATE TABLE chapters (job_id uuid, title text)`)
+	ctx := context.Background()
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+
+	err := jobs.Guard.CompleteTx(ctx, env.Pool, jobguard.Execution{JobID: id, Generation: 1}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO chapters VALUES ($1, 'week 1')`, id)
+		return err
+	})
+	require.NoError(t, err)
+	require.Equal(t, "COMPLETED", jobs.Read(t, id).Status)
+	var n int
+	require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM chapters WHERE job_id = $1`, id).Scan(&n))
+	require.Equal(t, 1, n)
+}
+
+func TestCompleteIfProcessing_RefusesQueuedJob(t *testing.T) {
+	t.Parallel()
+	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		ctx := context.Background()
+		st := jobs.Table.Statuses
+		queued := jobs.Insert(t, fixture.Job{Status: st.Queued})
+		err := jobs.Guard.CompleteIfProcessing(ctx, jobs.Env.Pool, jobguard.Execution{JobID: queued})
+		require.ErrorIs(t, err, jobguard.ErrJobTerminal)
+		require.Equal(t, st.Queued, jobs.Read(t, queued).Status)
+
+		running := jobs.Insert(t, fixture.Job{Status: st.Processing})
+		require.NoError(t, jobs.Guard.CompleteIfProcessing(ctx, jobs.Env.Pool, jobguard.Execution{JobID: running}))
+		require.Equal(t, st.Completed, jobs.Read(t, running).Status)
+	})
+}
+
+func TestCompleteIfActive_UnknownJobIsNotFound(t *testing.T) {
+	t.Parallel()
+	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		missing := jobs.Insert(t, fixture.Job{})
+		jobs.Env.Exec("DELETE FROM " + jobs.Table.QualifiedName())
+		err := jobs.Guard.CompleteIfActive(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: missing})
+		var se *jobguard.StateError
+		require.ErrorAs(t, err, &se)
+		require.Equal(t, jobguard.ReasonNotFound, se.Reason)
+	})
+}

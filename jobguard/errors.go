@@ -1,0 +1,128 @@
+package jobguard
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrJobTerminal is returned, wrapped in a *StateError, whenever a conditional
+// write affects zero rows: the job is gone, already terminal, or owned by a
+// newer execution. The caller's execution has lost the job and should stop;
+// retrying cannot help.
+var ErrJobTerminal = errors.New("jobguard: job is terminal for this execution")
+
+// ErrReclaimed is the start guard's refusal, wrapped in a *ReclaimedError: the
+// job was reclaimed for exceeding its runtime limit. It is not retryable.
+var ErrReclaimed = errors.New("jobguard: job was reclaimed")
+
+// ErrNotRetryable is returned, wrapped in a *StateError, by Retry when the job
+// is not FAILED (or does not exist).
+var ErrNotRetryable = errors.New("jobguard: job cannot be retried")
+
+// ErrGuardUnavailable is the fail-closed start guard's refusal when a lookup
+// (Redis marker or database reason) failed. Unlike ErrReclaimed it is
+// retryable: the job may well be fine once the lookup works again.
+var ErrGuardUnavailable = errors.New("jobguard: start guard lookup failed")
+
+// ErrInvalidJobID is returned when a job id is empty or does not parse as the
+// id column's type (uuid, integer). No SQL is sent.
+var ErrInvalidJobID = errors.New("jobguard: invalid job id")
+
+// IsPermanent reports whether a queue must not retry after err: the job is
+// terminal for this execution, was reclaimed, or its id is unusable.
+//
+// Mapping it onto queues:
+//
+//	// River: cancel instead of retrying.
+//	if jobguard.IsPermanent(err) { return river.JobCancel(err) }
+//	// asynq: skip the retry.
+//	if jobguard.IsPermanent(err) { return fmt.Errorf("%w: %w", err, asynq.SkipRetry) }
+//	// BullMQ (Node.js processors, or a Go worker reporting to one): throw
+//	// new UnrecoverableError(message), which moves the job straight to failed.
+func IsPermanent(err error) bool {
+	return errors.Is(err, ErrJobTerminal) || errors.Is(err, ErrReclaimed) || errors.Is(err, ErrInvalidJobID)
+}
+
+// Reason says why a conditional write affected zero rows, as far as a read
+// right after it could tell.
+type Reason int
+
+// The reasons a conditional write can find.
+const (
+	// ReasonUnknown: the row looked writable again when read after the write
+	// (it changed twice in between).
+	ReasonUnknown Reason = iota
+	// ReasonNotFound: no row has the job id.
+	ReasonNotFound
+	// ReasonStatus: the row's status is not one the write accepts (for
+	// completion: it is COMPLETED or FAILED).
+	ReasonStatus
+	// ReasonSuperseded: a newer execution owns the job (its generation moved).
+	ReasonSuperseded
+)
+
+func (r Reason) String() string {
+	switch r {
+	case ReasonNotFound:
+		return "not found"
+	case ReasonStatus:
+		return "status"
+	case ReasonSuperseded:
+		return "superseded"
+	default:
+		return "unknown"
+	}
+}
+
+// StateError is a conditional write that affected zero rows, with what a read
+// right after it saw. It wraps ErrJobTerminal (ErrNotRetryable for Retry).
+type StateError struct {
+	Op     string // "complete", "fail", "retry", "start", "heartbeat", ...
+	JobID  string
+	Reason Reason
+	// Status is the status seen, when the row exists.
+	Status string
+	// Generation is the generation seen; Want is the execution's. Both are 0
+	// for a table without a generation column.
+	Generation, Want int64
+
+	kind error
+}
+
+func (e *StateError) Error() string {
+	var why string
+	switch e.Reason {
+	case ReasonNotFound:
+		why = "no such job"
+	case ReasonStatus:
+		why = "job is " + e.Status
+	case ReasonSuperseded:
+		why = fmt.Sprintf("superseded: job is at generation %d, execution has %d", e.Generation, e.Want)
+	default:
+		why = "job changed concurrently"
+	}
+	return fmt.Sprintf("%v: %s job %s: %s", e.kind, e.Op, e.JobID, why)
+}
+
+// Unwrap returns ErrJobTerminal, or ErrNotRetryable for Retry.
+func (e *StateError) Unwrap() error { return e.kind }
+
+// ReclaimedError is the start guard's refusal: it wraps ErrReclaimed and says
+// which evidence refused the job.
+type ReclaimedError struct {
+	JobID string
+	// Source is "database" (the failure reason) or "marker" (the Redis marker).
+	Source string
+	// Reason is the recorded failure reason.
+	Reason string
+	// Generation is the reclaimed generation the marker recorded (0 for the
+	// database source).
+	Generation int64
+}
+
+func (e *ReclaimedError) Error() string {
+	return fmt.Sprintf("%v: job %s (%s: %q)", ErrReclaimed, e.JobID, e.Source, e.Reason)
+}
+
+// Unwrap returns ErrReclaimed.
+func (e *ReclaimedError) Unwrap() error { return ErrReclaimed }

@@ -1,0 +1,206 @@
+package jobguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ReclaimedReasonDefault is the failure reason the reclaimer writes and the
+// start guard looks for (as a prefix, so a reclaimer may append details).
+const ReclaimedReasonDefault = "reclaimed: exceeded runtime limit without progress"
+
+// LookupPolicy says what the start guard does when it cannot read its
+// evidence (Redis unreachable, a database error, an unreadable marker).
+type LookupPolicy int
+
+const (
+	// FailOpen lets the job through and logs a warning: the original design's
+	// behaviour, and the default. The database reason is still checked inside
+	// Start's conditional statement, so only the marker's evidence is lost.
+	FailOpen LookupPolicy = iota
+	// FailClosed refuses with an error wrapping ErrGuardUnavailable, which is
+	// retryable: the queue tries again once the lookup works.
+	FailClosed
+)
+
+func (p LookupPolicy) String() string {
+	if p == FailClosed {
+		return "fail-closed"
+	}
+	return "fail-open"
+}
+
+// StartGuardOptions configures a StartGuard.
+type StartGuardOptions struct {
+	// ReclaimedReason is the prefix of the failure reason that marks a job as
+	// reclaimed. It must match what the reclaimer writes. Defaults to
+	// ReclaimedReasonDefault.
+	ReclaimedReason string
+	// Markers configures where reclaim markers are read. Its Prefix must match
+	// the reclaimer's. Defaults to MarkerConfig's defaults.
+	Markers MarkerConfig
+	// OnLookupError is the policy when evidence cannot be read. Defaults to
+	// FailOpen.
+	OnLookupError LookupPolicy
+	// Logger receives the fail-open warnings. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// StartGuard refuses to start jobs that were reclaimed, and starts the rest
+// as a new execution. Use one per process; it is safe for concurrent use.
+type StartGuard struct {
+	guard   *Guard
+	markers *MarkerStore
+	reason  string
+	policy  LookupPolicy
+	log     *slog.Logger
+}
+
+// NewStartGuard returns a start guard over guard's table and the reclaim
+// markers in rdb.
+func NewStartGuard(guard *Guard, rdb Redis, opts StartGuardOptions) (*StartGuard, error) {
+	if guard == nil {
+		return nil, errors.New("jobguard: start guard: guard is nil")
+	}
+	markers, err := NewMarkerStore(rdb, opts.Markers)
+	if err != nil {
+		return nil, fmt.Errorf("jobguard: start guard: Markers: %w", err)
+	}
+	if opts.ReclaimedReason == "" {
+		opts.ReclaimedReason = ReclaimedReasonDefault
+	}
+	if opts.OnLookupError != FailOpen && opts.OnLookupError != FailClosed {
+		return nil, fmt.Errorf("jobguard: start guard: OnLookupError %d is not a LookupPolicy", opts.OnLookupError)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &StartGuard{guard: guard, markers: markers, reason: opts.ReclaimedReason, policy: opts.OnLookupError, log: opts.Logger}, nil
+}
+
+// Markers returns the marker store the guard reads.
+func (s *StartGuard) Markers() *MarkerStore { return s.markers }
+
+// Check is the original design's guard: it returns a *ReclaimedError
+// wrapping ErrReclaimed when the job's failure reason says it was reclaimed,
+// or when a reclaim marker exists for its current generation. It changes
+// nothing; Start is Check and the start itself in one step.
+func (s *StartGuard) Check(ctx context.Context, db DB, jobID string) error {
+	id, err := s.guard.idArg(jobID)
+	if err != nil {
+		return fmt.Errorf("jobguard: check: %w", err)
+	}
+	r, found, dbErr := s.guard.inspect(ctx, db, id)
+	if dbErr != nil {
+		if err := s.lookupFailed(ctx, jobID, "database", dbErr); err != nil {
+			return err
+		}
+	} else if !found {
+		return &StateError{Op: "check", JobID: jobID, Reason: ReasonNotFound, kind: ErrJobTerminal}
+	} else if s.reclaimed(r.reason) {
+		return &ReclaimedError{JobID: jobID, Source: "database", Reason: r.reason}
+	}
+	m, ok, err := s.markers.Read(ctx, jobID)
+	if err != nil {
+		return s.lookupFailed(ctx, jobID, "marker", err)
+	}
+	// Without the row's generation (fail-open after a database error) the
+	// marker is taken at its word.
+	if ok && (dbErr != nil || s.markerApplies(m, r.generation)) {
+		return &ReclaimedError{JobID: jobID, Source: "marker", Reason: m.Reason, Generation: m.Generation}
+	}
+	return nil
+}
+
+// Start checks the job like Check and starts it as a new execution: in one
+// conditional statement it moves a QUEUED or PROCESSING job whose failure
+// reason does not say reclaimed (and, on a fenced table, whose generation is
+// newer than any marker's) to PROCESSING, bumps the generation, stamps the
+// start time, and returns the new Execution.
+//
+// It never moves a FAILED or COMPLETED job: those return a *StateError
+// wrapping ErrJobTerminal, and reclaimed jobs a *ReclaimedError wrapping
+// ErrReclaimed. Both are permanent (see IsPermanent). Starting a job that is
+// already PROCESSING (a redelivery after a crash) fences out the old
+// execution.
+func (s *StartGuard) Start(ctx context.Context, db DB, jobID string) (Execution, error) {
+	g := s.guard
+	id, err := g.idArg(jobID)
+	if err != nil {
+		return Execution{}, fmt.Errorf("jobguard: start: %w", err)
+	}
+	m, marked, err := s.markers.Read(ctx, jobID)
+	if err != nil {
+		if err := s.lookupFailed(ctx, jobID, "marker", err); err != nil {
+			return Execution{}, err
+		}
+	}
+	st := g.table.Statuses
+	args := []any{id, st.Processing, st.Queued, s.reason}
+	if g.Fenced() {
+		markerGen := int64(-1)
+		if marked {
+			markerGen = m.Generation
+		}
+		args = append(args, markerGen)
+	} else if marked {
+		return Execution{}, &ReclaimedError{JobID: jobID, Source: "marker", Reason: m.Reason}
+	}
+
+	var gen int64
+	err = db.QueryRow(ctx, g.sql.start, args...).Scan(&gen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Execution{}, s.startRefusal(ctx, db, id, jobID, m, marked)
+	}
+	if err != nil {
+		return Execution{}, fmt.Errorf("jobguard: start: %w", err)
+	}
+	return Execution{JobID: jobID, Generation: gen}, nil
+}
+
+// startRefusal explains a Start that matched no row.
+func (s *StartGuard) startRefusal(ctx context.Context, db DB, id any, jobID string, m Marker, marked bool) error {
+	r, found, err := s.guard.inspect(ctx, db, id)
+	switch {
+	case err != nil:
+		return fmt.Errorf("jobguard: start: job %s was not started (reading it to explain: %w)", jobID, err)
+	case !found:
+		return &StateError{Op: "start", JobID: jobID, Reason: ReasonNotFound, kind: ErrJobTerminal}
+	case s.reclaimed(r.reason):
+		return &ReclaimedError{JobID: jobID, Source: "database", Reason: r.reason}
+	case marked && s.markerApplies(m, r.generation):
+		return &ReclaimedError{JobID: jobID, Source: "marker", Reason: m.Reason, Generation: m.Generation}
+	}
+	st := s.guard.table.Statuses
+	e := &StateError{Op: "start", JobID: jobID, Status: r.status, Generation: r.generation, kind: ErrJobTerminal}
+	if r.status != st.Queued && r.status != st.Processing {
+		e.Reason = ReasonStatus
+	}
+	return e
+}
+
+func (s *StartGuard) reclaimed(reason string) bool { return strings.HasPrefix(reason, s.reason) }
+
+// markerApplies reports whether a marker still speaks for the job: it was
+// written for the job's current generation (or a later one). A Retry bumps
+// the generation past it. Without a generation column every marker applies.
+func (s *StartGuard) markerApplies(m Marker, rowGeneration int64) bool {
+	return !s.guard.Fenced() || m.Generation >= rowGeneration
+}
+
+// lookupFailed applies the lookup policy: nil (after a warning) to let the
+// job through, or the refusal.
+func (s *StartGuard) lookupFailed(ctx context.Context, jobID, lookup string, err error) error {
+	if s.policy == FailClosed {
+		return fmt.Errorf("%w: job %s: %s lookup: %w", ErrGuardUnavailable, jobID, lookup, err)
+	}
+	s.log.WarnContext(ctx, "jobguard: start guard lookup failed; letting the job through",
+		slog.String("job_id", jobID), slog.String("lookup", lookup),
+		slog.String("policy", s.policy.String()), slog.Any("error", err))
+	return nil
+}

@@ -1,0 +1,287 @@
+package jobguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/internal/ident"
+)
+
+// Defaults of Table, matching the bundled migration.
+const (
+	TableNameDefault           = "jobs"
+	IDColumnDefault            = "id"
+	StatusColumnDefault        = "status"
+	UpdatedAtColumnDefault     = "updated_at"
+	FailureReasonColumnDefault = "failure_reason"
+
+	StatusQueuedDefault     = "QUEUED"
+	StatusProcessingDefault = "PROCESSING"
+	StatusCompletedDefault  = "COMPLETED"
+	StatusFailedDefault     = "FAILED"
+)
+
+// Table maps the caller's own jobs table. Required columns fall back to the
+// bundled migration's names when left empty; optional columns are absent when
+// left empty. DefaultTable returns the full mapping of the bundled migration.
+//
+// A Prisma-style table is mapped by configuration alone:
+//
+//	jobguard.Table{
+//		Name:                "CourseJob",
+//		UpdatedAtColumn:     "updatedAt",
+//		FailureReasonColumn: "failureReason",
+//		GenerationColumn:    "generation",
+//	}
+type Table struct {
+	// Schema holds the table. Defaults to "", which resolves the table through
+	// the connection's search_path.
+	Schema string
+	// Name is the table's name. Defaults to "jobs".
+	Name string
+	// IDColumn is the primary key: uuid, text, varchar or an integer type.
+	// Defaults to "id".
+	IDColumn string
+	// StatusColumn holds one of Statuses: text, varchar or a Postgres enum that
+	// has all four labels. Defaults to "status".
+	StatusColumn string
+	// UpdatedAtColumn is the progress signal the reclaimer reads: timestamptz
+	// or timestamp (written in UTC). Defaults to "updated_at".
+	UpdatedAtColumn string
+	// FailureReasonColumn records why a job failed, and is where the start
+	// guard looks for a reclaim. Defaults to "failure_reason".
+	FailureReasonColumn string
+
+	// GenerationColumn is the fencing token (an integer type), bumped by every
+	// start and retry. Optional: when empty the guard runs in the weaker
+	// status-only mode, where a stale execution of a job restarted by another
+	// path is not fenced out. DefaultTable sets "generation".
+	GenerationColumn string
+	// ProgressColumn (a number) is set to 100 on completion and written by
+	// progress heartbeats. Optional. DefaultTable sets "progress".
+	ProgressColumn string
+	// TypeColumn (text or enum) names the job type for per-type reclaim limits.
+	// Optional. DefaultTable sets "type".
+	TypeColumn string
+	// ParentIDColumn names the parent (course, video) whose state follows the
+	// job's. Optional. DefaultTable sets "parent_id".
+	ParentIDColumn string
+	// StartedAtColumn (timestamptz or timestamp) is set by Start to the start
+	// of the current attempt, so the reclaimer can read runtime from the table
+	// itself. Optional. DefaultTable sets "started_at".
+	StartedAtColumn string
+
+	// Statuses are the four status values. Each defaults to its upper-case
+	// English name (QUEUED, PROCESSING, COMPLETED, FAILED).
+	Statuses Statuses
+}
+
+// Statuses are the values of the status column a guard reads and writes.
+type Statuses struct {
+	Queued     string // Defaults to "QUEUED".
+	Processing string // Defaults to "PROCESSING".
+	Completed  string // Defaults to "COMPLETED".
+	Failed     string // Defaults to "FAILED".
+}
+
+// DefaultTable returns the mapping of the table created by Migration, with
+// every optional column present.
+func DefaultTable() Table {
+	return Table{
+		GenerationColumn: "generation",
+		ProgressColumn:   "progress",
+		TypeColumn:       "type",
+		ParentIDColumn:   "parent_id",
+		StartedAtColumn:  "started_at",
+	}.withDefaults()
+}
+
+// QualifiedName returns the quoted name of the table as it appears in SQL.
+func (t Table) QualifiedName() string { return ident.Quote(t.Schema, t.Name) }
+
+func (t Table) withDefaults() Table {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&t.Name, TableNameDefault)
+	def(&t.IDColumn, IDColumnDefault)
+	def(&t.StatusColumn, StatusColumnDefault)
+	def(&t.UpdatedAtColumn, UpdatedAtColumnDefault)
+	def(&t.FailureReasonColumn, FailureReasonColumnDefault)
+	def(&t.Statuses.Queued, StatusQueuedDefault)
+	def(&t.Statuses.Processing, StatusProcessingDefault)
+	def(&t.Statuses.Completed, StatusCompletedDefault)
+	def(&t.Statuses.Failed, StatusFailedDefault)
+	return t
+}
+
+// column is one configured column: the Table field it came from, its name,
+// and whether the mapping may leave it out.
+type column struct {
+	field    string
+	name     string
+	optional bool
+	accepts  func(typeInfo) bool
+	accepted string
+}
+
+func (t Table) columns() []column {
+	return []column{
+		{"IDColumn", t.IDColumn, false, isIDType, "uuid, text, varchar or an integer"},
+		{"StatusColumn", t.StatusColumn, false, isLabelType, "text, varchar or an enum"},
+		{"UpdatedAtColumn", t.UpdatedAtColumn, false, isTimestamp, "timestamptz or timestamp"},
+		{"FailureReasonColumn", t.FailureReasonColumn, false, isText, "text or varchar"},
+		{"GenerationColumn", t.GenerationColumn, true, isInteger, "an integer"},
+		{"ProgressColumn", t.ProgressColumn, true, isNumber, "a number"},
+		{"TypeColumn", t.TypeColumn, true, isLabelType, "text, varchar or an enum"},
+		{"ParentIDColumn", t.ParentIDColumn, true, func(typeInfo) bool { return true }, "any"},
+		{"StartedAtColumn", t.StartedAtColumn, true, isTimestamp, "timestamptz or timestamp"},
+	}
+}
+
+// validate checks the mapping itself, before any database is asked.
+func (t Table) validate() error {
+	if t.Schema != "" {
+		if err := ident.Check("Schema", t.Schema); err != nil {
+			return err
+		}
+	}
+	if err := ident.Check("Name", t.Name); err != nil {
+		return err
+	}
+	seen := map[string]string{}
+	for _, c := range t.columns() {
+		if c.name == "" && c.optional {
+			continue
+		}
+		if err := ident.Check(c.field, c.name); err != nil {
+			return err
+		}
+		if other, dup := seen[c.name]; dup {
+			return fmt.Errorf("%s and %s both name column %q", other, c.field, c.name)
+		}
+		seen[c.name] = c.field
+	}
+	s := t.Statuses
+	labels := []string{s.Queued, s.Processing, s.Completed, s.Failed}
+	for i, l := range labels {
+		if slices.Contains(labels[:i], l) {
+			return fmt.Errorf("Statuses has %q twice; the four statuses must differ", l)
+		}
+	}
+	return nil
+}
+
+// typeInfo is what the catalog says of one column.
+type typeInfo struct {
+	name    string // pg_type.typname
+	kind    byte   // pg_type.typtype: b base, e enum, d domain, ...
+	typeOID int64
+}
+
+func isText(t typeInfo) bool {
+	return t.name == "text" || t.name == "varchar" || t.name == "bpchar"
+}
+func isLabelType(t typeInfo) bool { return isText(t) || t.kind == 'e' }
+func isInteger(t typeInfo) bool {
+	return t.name == "int2" || t.name == "int4" || t.name == "int8"
+}
+func isNumber(t typeInfo) bool {
+	return isInteger(t) || t.name == "numeric" || t.name == "float4" || t.name == "float8"
+}
+func isTimestamp(t typeInfo) bool { return t.name == "timestamptz" || t.name == "timestamp" }
+func isIDType(t typeInfo) bool    { return t.name == "uuid" || isText(t) || isInteger(t) }
+
+// catalog is what New learned of the table from the database.
+type catalog struct {
+	columns map[string]typeInfo
+}
+
+// inspectCatalog checks the table against pg_catalog: it exists, every
+// configured column exists with a usable type, and an enum status column has
+// all four labels.
+func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
+	name := t.QualifiedName()
+	var exists bool
+	if err := db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil {
+		return catalog{}, fmt.Errorf("look up table %s: %w", name, err)
+	}
+	if !exists {
+		where := "in search_path"
+		if t.Schema != "" {
+			where = "in schema " + ident.Quote(t.Schema)
+		}
+		return catalog{}, fmt.Errorf("table %s does not exist %s (Table.Name %q)", name, where, t.Name)
+	}
+	rows, err := db.Query(ctx, `
+SELECT a.attname, t.typname, t.typtype::text, t.oid::int8
+FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, name)
+	if err != nil {
+		return catalog{}, fmt.Errorf("read columns of %s: %w", name, err)
+	}
+	cat := catalog{columns: map[string]typeInfo{}}
+	for rows.Next() {
+		var col, kind string
+		var ti typeInfo
+		if err := rows.Scan(&col, &ti.name, &kind, &ti.typeOID); err != nil {
+			rows.Close()
+			return catalog{}, fmt.Errorf("read columns of %s: %w", name, err)
+		}
+		ti.kind = kind[0]
+		cat.columns[col] = ti
+	}
+	if err := rows.Err(); err != nil {
+		return catalog{}, fmt.Errorf("read columns of %s: %w", name, err)
+	}
+
+	var errs []error
+	for _, c := range t.columns() {
+		if c.name == "" {
+			continue
+		}
+		ti, ok := cat.columns[c.name]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("table %s has no column %q (%s)", name, c.name, c.field))
+		case !c.accepts(ti):
+			errs = append(errs, fmt.Errorf("column %q (%s) of %s is %s; want %s", c.name, c.field, name, ti.name, c.accepted))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return catalog{}, err
+	}
+	if st := cat.columns[t.StatusColumn]; st.kind == 'e' {
+		if err := checkEnumLabels(ctx, db, st, t.Statuses); err != nil {
+			return catalog{}, fmt.Errorf("StatusColumn %q: %w", t.StatusColumn, err)
+		}
+	}
+	return cat, nil
+}
+
+func checkEnumLabels(ctx context.Context, db DB, ti typeInfo, s Statuses) error {
+	rows, err := db.Query(ctx, `SELECT enumlabel::text FROM pg_enum WHERE enumtypid = $1::int8::oid`, ti.typeOID)
+	if err != nil {
+		return fmt.Errorf("read labels of enum %s: %w", ti.name, err)
+	}
+	labels, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("read labels of enum %s: %w", ti.name, err)
+	}
+	var missing []string
+	for _, want := range []string{s.Queued, s.Processing, s.Completed, s.Failed} {
+		if !slices.Contains(labels, want) {
+			missing = append(missing, want)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("enum %s has no label %q (it has %q)", ti.name, missing, labels)
+	}
+	return nil
+}

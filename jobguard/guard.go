@@ -46,6 +46,7 @@ type Guard struct {
 	cat    catalog
 	idKind idKind
 	sql    statements
+	batch  batchStatements
 }
 
 type idKind int
@@ -93,6 +94,7 @@ func New(ctx context.Context, db DB, table Table) (*Guard, error) {
 		g.idKind = idInt
 	}
 	g.sql = buildStatements(table, cat)
+	g.batch = buildBatchStatements(table, cat)
 	return g, nil
 }
 

@@ -1,0 +1,209 @@
+package jobguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrStopped is returned, joined with the re-check's own error, when
+// FinalizeSpec.Recheck says the job must not be completed. Nothing was
+// written.
+var ErrStopped = errors.New("jobguard: finalize stopped by re-check")
+
+// FinalizeSpec says how Finalize completes one execution and what it updates
+// afterwards.
+type FinalizeSpec struct {
+	// Recheck runs right before the completion: "was the video deleted, was
+	// the job terminated?". A non-nil error stops Finalize before anything is
+	// written; Finalize returns it joined with ErrStopped, and what to do with
+	// the job (fail it, leave it) is the caller's decision. Defaults to no
+	// re-check.
+	Recheck func(ctx context.Context) error
+	// Complete runs inside the completion's short transaction, right after
+	// the conditional completion succeeded, for writes that must commit with
+	// it or not at all. Its error rolls the completion back. Keep it to a few
+	// statements; never make external calls in it. Defaults to nothing.
+	Complete func(ctx context.Context, tx pgx.Tx) error
+	// Updates are the metadata updates (video, asset, content) that run in
+	// parallel once the completion has committed. Each runs in its own
+	// goroutine with its own context derived from Finalize's ctx, so one
+	// failing does not cancel the others. They are not part of the
+	// completion's transaction. Names must be unique and non-empty. Defaults
+	// to none.
+	Updates []Update
+	// UpdateTimeout bounds each update's context. Defaults to 0: no bound
+	// beyond Finalize's ctx.
+	UpdateTimeout time.Duration
+}
+
+// Update is one metadata update of a finalize.
+type Update struct {
+	// Name identifies the update in errors (UpdateError.Name) and in
+	// Finalized.Failed.
+	Name string
+	// Run performs the update. It must use its own database handle (a pool),
+	// not a connection or transaction shared with other updates, since the
+	// updates run at the same time.
+	Run func(ctx context.Context) error
+}
+
+// UpdateError is one failed metadata update of a finalize.
+type UpdateError struct {
+	Name string
+	Err  error
+}
+
+func (e *UpdateError) Error() string { return fmt.Sprintf("update %s: %v", e.Name, e.Err) }
+
+// Unwrap returns the update's own error.
+func (e *UpdateError) Unwrap() error { return e.Err }
+
+// Finalized is the outcome of Finalize. Only Finalize builds one: its fields
+// are unexported, and the zero value is neither completed nor confirmed, so a
+// Finalized that says Confirmed is proof that this package saw the
+// completion written and every update succeed.
+type Finalized struct {
+	exec      Execution
+	completed bool
+	rejected  bool
+	confirmed bool
+	failed    []string
+}
+
+// Execution returns the execution that was finalized.
+func (f Finalized) Execution() Execution { return f.exec }
+
+// Completed reports whether the conditional completion was written
+// (committed). It stays written whatever the updates did.
+func (f Finalized) Completed() bool { return f.completed }
+
+// Rejected reports whether the conditional completion affected zero rows:
+// the job was terminal for this execution (reclaimed, finished, superseded
+// by a newer generation, gone). Nothing was written and no update ran.
+func (f Finalized) Rejected() bool { return f.rejected }
+
+// Confirmed reports whether the completion was written and every metadata
+// update succeeded. Only a confirmed finalize may bill usage.
+func (f Finalized) Confirmed() bool { return f.confirmed }
+
+// Failed returns the names of the updates that failed, in spec order.
+func (f Finalized) Failed() []string { return append([]string(nil), f.failed...) }
+
+// Finalize is the confirmed finalize of a video-style job:
+//
+//  1. spec.Recheck runs; if it says stop, nothing is written.
+//  2. CompleteTx writes COMPLETED only while exec still owns a QUEUED or
+//     PROCESSING job, in its own short transaction (with spec.Complete).
+//     Zero rows returns a *StateError wrapping ErrJobTerminal, the result is
+//     Rejected, and nothing after it runs.
+//  3. spec.Updates run in parallel, each with its own context. Finalize
+//     waits for all of them before it returns.
+//
+// The result is Confirmed only when the completion was written and every
+// update succeeded. When some fail, the returned error joins every failure
+// as an *UpdateError; the completion and the successful updates stay, since
+// they are separate transactions: re-run the failed updates, do not bill.
+//
+// A commit error leaves the outcome unknown; the result then reports
+// neither Completed nor Rejected.
+func (g *Guard) Finalize(ctx context.Context, db DB, exec Execution, spec FinalizeSpec) (Finalized, error) {
+	fin := Finalized{exec: exec}
+	if err := spec.validate(); err != nil {
+		return fin, fmt.Errorf("jobguard: finalize: %w", err)
+	}
+	if spec.Recheck != nil {
+		if err := spec.Recheck(ctx); err != nil {
+			return fin, fmt.Errorf("jobguard: finalize: %w: %w", ErrStopped, err)
+		}
+	}
+	completed := false // fn runs only once the completion has been written
+	err := g.CompleteTx(ctx, db, exec, func(tx pgx.Tx) error {
+		completed = true
+		if spec.Complete != nil {
+			return spec.Complete(ctx, tx)
+		}
+		return nil
+	})
+	if err != nil {
+		fin.rejected = !completed && errors.Is(err, ErrJobTerminal)
+		return fin, err
+	}
+	fin.completed = true
+
+	errs := runUpdates(ctx, spec.Updates, spec.UpdateTimeout)
+	for _, e := range errs {
+		var ue *UpdateError
+		if errors.As(e, &ue) {
+			fin.failed = append(fin.failed, ue.Name)
+		}
+	}
+	if len(errs) > 0 {
+		return fin, fmt.Errorf("jobguard: finalize: completed but not confirmed: %w", errors.Join(errs...))
+	}
+	fin.confirmed = true
+	return fin, nil
+}
+
+// runUpdates runs every update in its own goroutine and waits for all of
+// them. It returns the failures in spec order. A panicking update is
+// re-panicked in the caller's goroutine once the others have finished.
+func runUpdates(ctx context.Context, updates []Update, timeout time.Duration) []error {
+	results := make([]error, len(updates))
+	panics := make([]any, len(updates))
+	var wg sync.WaitGroup
+	for i, u := range updates {
+		wg.Go(func() {
+			var uctx context.Context
+			var cancel context.CancelFunc
+			if timeout > 0 {
+				uctx, cancel = context.WithTimeout(ctx, timeout)
+			} else {
+				uctx, cancel = context.WithCancel(ctx)
+			}
+			defer cancel()
+			defer func() {
+				if p := recover(); p != nil {
+					panics[i] = p
+				}
+			}()
+			if err := u.Run(uctx); err != nil {
+				results[i] = &UpdateError{Name: u.Name, Err: err}
+			}
+		})
+	}
+	wg.Wait()
+	var errs []error
+	for i := range updates {
+		if panics[i] != nil {
+			panic(fmt.Sprintf("jobguard: finalize: update %s panicked: %v", updates[i].Name, panics[i]))
+		}
+		if results[i] != nil {
+			errs = append(errs, results[i])
+		}
+	}
+	return errs
+}
+
+func (s FinalizeSpec) validate() error {
+	if s.UpdateTimeout < 0 {
+		return fmt.Errorf("UpdateTimeout %v is negative", s.UpdateTimeout)
+	}
+	seen := make(map[string]bool, len(s.Updates))
+	for i, u := range s.Updates {
+		switch {
+		case u.Name == "":
+			return fmt.Errorf("Updates[%d]: Name is empty", i)
+		case u.Run == nil:
+			return fmt.Errorf("Updates[%d] (%s): Run is nil", i, u.Name)
+		case seen[u.Name]:
+			return fmt.Errorf("Updates[%d]: Name %q is used twice", i, u.Name)
+		}
+		seen[u.Name] = true
+	}
+	return nil
+}

@@ -1,0 +1,276 @@
+package jobguard_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/internal/fixture"
+	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// setupFinalize creates the default jobs table and a metadata table the
+// updates write to.
+func setupFinalize(t *testing.T) *fixture.Jobs {
+	t.Helper()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	env.Exec(`CREATE TABLE metadata (job_id text, kind text, PRIMARY KEY (job_id, kind))`)
+	return jobs
+}
+
+// writeMeta is an update that records kind for the job in the metadata table.
+func writeMeta(jobs *fixture.Jobs, id, kind string) jobguard.Update {
+	return jobguard.Update{Name: kind, Run: func(ctx context.Context) error {
+		_, err := jobs.Env.Pool.Exec(ctx, `INSERT INTO metadata VALUES ($1, $2)`, id, kind)
+		return err
+	}}
+}
+
+func metaKinds(t *testing.T, jobs *fixture.Jobs, id string) []string {
+	t.Helper()
+	rows, err := jobs.Env.Pool.Query(context.Background(), `SELECT kind FROM metadata WHERE job_id = $1 ORDER BY kind`, id)
+	require.NoError(t, err)
+	kinds, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return kinds
+}
+
+func TestFinalize_AllUpdatesSucceedIsConfirmed(t *testing.T) {
+	t.Parallel()
+	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		jobs.Env.Exec(`CREATE TABLE metadata (job_id text, kind text, PRIMARY KEY (job_id, kind))`)
+		id := jobs.Insert(t, fixture.Job{Generation: 2})
+		exec := jobguard.Execution{JobID: id, Generation: 2}
+
+		fin, err := jobs.Guard.Finalize(context.Background(), jobs.Env.Pool, exec, jobguard.FinalizeSpec{
+			Recheck: func(context.Context) error { return nil },
+			Updates: []jobguard.Update{writeMeta(jobs, id, "asset"), writeMeta(jobs, id, "content"), writeMeta(jobs, id, "video")},
+		})
+		require.NoError(t, err)
+		require.True(t, fin.Completed())
+		require.True(t, fin.Confirmed())
+		require.False(t, fin.Rejected())
+		require.Empty(t, fin.Failed())
+		require.Equal(t, exec, fin.Execution())
+		require.Equal(t, jobs.Table.Statuses.Completed, jobs.Read(t, id).Status)
+		require.Equal(t, []string{"asset", "content", "video"}, metaKinds(t, jobs, id))
+	})
+}
+
+func TestFinalize_ReclaimedJobRunsNoUpdate(t *testing.T) {
+	t.Parallel()
+	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		jobs.Env.Exec(`CREATE TABLE metadata (job_id text, kind text, PRIMARY KEY (job_id, kind))`)
+		st := jobs.Table.Statuses
+		id := jobs.Insert(t, fixture.Job{Status: st.Failed, Reason: jobguard.ReclaimedReasonDefault, Generation: 1})
+		before := jobs.Read(t, id)
+		var hook atomic.Bool
+
+		fin, err := jobs.Guard.Finalize(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
+			Complete: func(context.Context, pgx.Tx) error { hook.Store(true); return nil },
+			Updates:  []jobguard.Update{writeMeta(jobs, id, "video"), writeMeta(jobs, id, "asset")},
+		})
+		require.ErrorIs(t, err, jobguard.ErrJobTerminal)
+		require.True(t, fin.Rejected())
+		require.False(t, fin.Completed())
+		require.False(t, fin.Confirmed())
+		require.False(t, hook.Load(), "Complete must not run after a rejected completion")
+		require.Empty(t, metaKinds(t, jobs, id), "no metadata update may run after a rejected completion")
+		require.Equal(t, before, jobs.Read(t, id))
+	})
+}
+
+func TestFinalize_SupersededGenerationIsRejectedWhileProcessing(t *testing.T) {
+	t.Parallel()
+	jobs := setupFinalize(t)
+	// The job was restarted by another path: still PROCESSING, but at
+	// generation 3; the stale execution holds generation 2.
+	id := jobs.Insert(t, fixture.Job{Generation: 3})
+
+	fin, err := jobs.Guard.Finalize(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: id, Generation: 2}, jobguard.FinalizeSpec{
+		Updates: []jobguard.Update{writeMeta(jobs, id, "video")},
+	})
+	require.ErrorIs(t, err, jobguard.ErrJobTerminal)
+	var se *jobguard.StateError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, jobguard.ReasonSuperseded, se.Reason)
+	require.True(t, fin.Rejected())
+	require.False(t, fin.Confirmed())
+	row := jobs.Read(t, id)
+	require.Equal(t, "PROCESSING", row.Status)
+	require.Equal(t, int64(3), row.Generation)
+	require.Empty(t, metaKinds(t, jobs, id))
+}
+
+func TestFinalize_FailedUpdateKeepsCompletionAndOtherUpdates(t *testing.T) {
+	t.Parallel()
+	jobs := setupFinalize(t)
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	boom := errors.New("asset store down")
+
+	fin, err := jobs.Guard.Finalize(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
+		Updates: []jobguard.Update{
+			writeMeta(jobs, id, "video"),
+			{Name: "asset", Run: func(context.Context) error { return boom }},
+			writeMeta(jobs, id, "content"),
+		},
+	})
+	require.ErrorIs(t, err, boom)
+	var ue *jobguard.UpdateError
+	require.ErrorAs(t, err, &ue)
+	require.Equal(t, "asset", ue.Name)
+	require.True(t, fin.Completed())
+	require.False(t, fin.Confirmed())
+	require.False(t, fin.Rejected())
+	require.Equal(t, []string{"asset"}, fin.Failed())
+	require.Equal(t, "COMPLETED", jobs.Read(t, id).Status, "the completion stays")
+	require.Equal(t, []string{"content", "video"}, metaKinds(t, jobs, id), "the successful updates stay")
+}
+
+func TestFinalize_ErrorJoinsEveryFailedUpdate(t *testing.T) {
+	t.Parallel()
+	jobs := setupFinalize(t)
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	errVideo, errAsset := errors.New("video"), errors.New("asset")
+
+	fin, err := jobs.Guard.Finalize(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
+		Updates: []jobguard.Update{
+			{Name: "video", Run: func(context.Context) error { return errVideo }},
+			writeMeta(jobs, id, "content"),
+			{Name: "asset", Run: func(context.Context) error { return errAsset }},
+		},
+	})
+	require.ErrorIs(t, err, errVideo)
+	require.ErrorIs(t, err, errAsset)
+	require.Equal(t, []string{"video", "asset"}, fin.Failed())
+	require.False(t, fin.Confirmed())
+}
+
+func TestFinalize_UpdatesRunInParallelWithTheirOwnContexts(t *testing.T) {
+	t.Parallel()
+	jobs := setupFinalize(t)
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	aStarted, bStarted, failed := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	// Each waits for the other to have started: run one after the other, they
+	// would time out.
+	meet := func(mine, other chan struct{}) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			close(mine)
+			select {
+			case <-other:
+				return nil
+			case <-time.After(5 * time.Second):
+				return errors.New("updates did not run in parallel")
+			}
+		}
+	}
+	var cancelledByFailure atomic.Bool
+
+	fin, err := jobs.Guard.Finalize(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
+		Updates: []jobguard.Update{
+			{Name: "a", Run: meet(aStarted, bStarted)},
+			{Name: "b", Run: meet(bStarted, aStarted)},
+			{Name: "fails", Run: func(context.Context) error { defer close(failed); return errors.New("fails") }},
+			{Name: "after", Run: func(ctx context.Context) error {
+				<-failed
+				time.Sleep(10 * time.Millisecond)
+				cancelledByFailure.Store(ctx.Err() != nil)
+				return ctx.Err()
+			}},
+		},
+	})
+	require.Error(t, err)
+	require.Equal(t, []string{"fails"}, fin.Failed(), "a, b and after must succeed")
+	require.False(t, cancelledByFailure.Load(), "one update failing must not cancel another's context")
+}
+
+func TestFinalize_UpdateTimeoutBoundsEachUpdate(t *testing.T) {
+	t.Parallel()
+	jobs := setupFinalize(t)
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+
+	fin, err := jobs.Guard.Finalize(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
+		UpdateTimeout: 20 * time.Millisecond,
+		Updates: []jobguard.Update{{Name: "slow", Run: func(ctx context.Context) error {
+			<-ctx.Done()
+			return ctx.Err()
+		}}},
+	})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, []string{"slow"}, fin.Failed())
+	require.True(t, fin.Completed())
+}
+
+func TestFinalize_RecheckStopWritesNothing(t *testing.T) {
+	t.Parallel()
+	jobs := setupFinalize(t)
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	before := jobs.Read(t, id)
+	deleted := errors.New("video was deleted")
+
+	fin, err := jobs.Guard.Finalize(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
+		Recheck: func(context.Context) error { return deleted },
+		Updates: []jobguard.Update{writeMeta(jobs, id, "video")},
+	})
+	require.ErrorIs(t, err, jobguard.ErrStopped)
+	require.ErrorIs(t, err, deleted)
+	require.False(t, fin.Completed())
+	require.False(t, fin.Rejected())
+	require.False(t, fin.Confirmed())
+	require.Equal(t, before, jobs.Read(t, id))
+	require.Empty(t, metaKinds(t, jobs, id))
+}
+
+func TestFinalize_CompleteHookErrorRollsBackCompletion(t *testing.T) {
+	t.Parallel()
+	jobs := setupFinalize(t)
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	boom := errors.New("boom")
+
+	fin, err := jobs.Guard.Finalize(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
+		Complete: func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO metadata VALUES ($1, 'in-tx')`, id); err != nil {
+				return err
+			}
+			return boom
+		},
+		Updates: []jobguard.Update{writeMeta(jobs, id, "video")},
+	})
+	require.ErrorIs(t, err, boom)
+	require.False(t, fin.Completed())
+	require.False(t, fin.Rejected())
+	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
+	require.Empty(t, metaKinds(t, jobs, id))
+}
+
+func TestFinalize_InvalidSpecWritesNothing(t *testing.T) {
+	t.Parallel()
+	jobs := setupFinalize(t)
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	ok := func(context.Context) error { return nil }
+	for name, spec := range map[string]jobguard.FinalizeSpec{
+		"Name is empty":    {Updates: []jobguard.Update{{Run: ok}}},
+		"Run is nil":       {Updates: []jobguard.Update{{Name: "video"}}},
+		"used twice":       {Updates: []jobguard.Update{{Name: "v", Run: ok}, {Name: "v", Run: ok}}},
+		"UpdateTimeout -1": {UpdateTimeout: -1},
+	} {
+		_, err := jobs.Guard.Finalize(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: id, Generation: 1}, spec)
+		require.ErrorContains(t, err, name)
+	}
+	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
+}
+
+func TestFinalized_ZeroValueIsNotConfirmed(t *testing.T) {
+	t.Parallel()
+	var fin jobguard.Finalized
+	require.False(t, fin.Confirmed())
+	require.False(t, fin.Completed())
+	require.False(t, fin.Rejected())
+}

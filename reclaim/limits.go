@@ -1,0 +1,90 @@
+package reclaim
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// LimitsTableDefault is the table TableLimits reads, created by Migration.
+const LimitsTableDefault = "job_type_limits"
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Migration is the SQL that creates the default limits table
+// (job_type text, max_runtime interval). It can be run more than once.
+var Migration = mustRead(migrationFiles, "migrations/0001_job_type_limits.sql")
+
+func mustRead(f fs.FS, name string) string {
+	b, err := fs.ReadFile(f, name)
+	if err != nil {
+		panic(err) // embedded at build time
+	}
+	return string(b)
+}
+
+// Limits gives the maximum runtime of each job type. Sweep asks for them at
+// the start of every pass, so an operator's change takes effect at the next
+// sweep. A type absent from the map has no limit: its jobs are skipped with
+// a warning, never reclaimed.
+type Limits interface {
+	Limits(ctx context.Context) (map[string]time.Duration, error)
+}
+
+// StaticLimits is a fixed map of job type to maximum runtime.
+type StaticLimits map[string]time.Duration
+
+// Limits returns the map itself.
+func (l StaticLimits) Limits(context.Context) (map[string]time.Duration, error) { return l, nil }
+
+// TableLimits reads the limits from a table with the columns of Migration:
+// job_type (text) and max_runtime (interval), one query per sweep.
+type TableLimits struct {
+	// DB is where the table lives.
+	DB jobguard.DB
+	// Schema holds the table. Defaults to "", which resolves it through the
+	// connection's search_path.
+	Schema string
+	// Table is the table's name. Defaults to LimitsTableDefault.
+	Table string
+}
+
+// Limits reads the whole table.
+func (l TableLimits) Limits(ctx context.Context) (map[string]time.Duration, error) {
+	if l.DB == nil {
+		return nil, errors.New("reclaim: limits: TableLimits.DB is nil")
+	}
+	name := l.Table
+	if name == "" {
+		name = LimitsTableDefault
+	}
+	if err := ident.Check("TableLimits.Table", name); err != nil {
+		return nil, fmt.Errorf("reclaim: limits: %w", err)
+	}
+	// Microseconds, the interval's own precision, so no float is involved.
+	rows, err := l.DB.Query(ctx, `SELECT job_type::text, (extract(epoch FROM max_runtime) * 1000000)::int8 FROM `+
+		ident.Quote(l.Schema, name))
+	if err != nil {
+		return nil, fmt.Errorf("reclaim: limits: %w", err)
+	}
+	out := map[string]time.Duration{}
+	var typ string
+	var us int64
+	_, err = pgx.ForEachRow(rows, []any{&typ, &us}, func() error {
+		out[typ] = time.Duration(us) * time.Microsecond
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reclaim: limits: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,345 @@
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// Defaults of Config.
+const (
+	// NoProgressDefault is how long updated_at must have stood still. It is
+	// three times the heartbeat's default interval, so a job that beats on
+	// schedule is never taken for stalled.
+	NoProgressDefault = 15 * time.Minute
+	// IntervalDefault is the pause between two sweeps of Run.
+	IntervalDefault = time.Minute
+	// LeaderKeyDefault is the Postgres advisory lock key that elects Run's
+	// leader.
+	LeaderKeyDefault int64 = 0x6a6f62_7265636c // "job" "recl"
+)
+
+// Config configures a Reclaimer.
+type Config struct {
+	// Guard maps the jobs table. Required.
+	Guard *jobguard.Guard
+	// DB reaches the jobs table. Run needs a *pgxpool.Pool (it holds the
+	// leader lock on a connection of its own). Required.
+	DB jobguard.DB
+	// Redis receives the reclaim markers. Required.
+	Redis jobguard.Redis
+	// Source lists the active jobs. Defaults to a TableSource over Guard and
+	// DB, which needs the mapping's StartedAtColumn.
+	Source Source
+	// Limits gives the maximum runtime per job type, read at every sweep.
+	// Defaults to TableLimits over DB and the table LimitsTableDefault.
+	Limits Limits
+	// NoProgress is how long a job's updated_at must have stood still before
+	// it may be reclaimed. Defaults to NoProgressDefault (15 minutes).
+	NoProgress time.Duration
+	// Markers says where markers are written. Its Prefix must match the start
+	// guard's StartGuardOptions.Markers.Prefix. Defaults to the MarkerConfig
+	// defaults (prefix "jobguard", a TTL of 7 days).
+	Markers jobguard.MarkerConfig
+	// Reason is written as the failure reason. It must start with the start
+	// guard's ReclaimedReason so that the guard recognises it. Defaults to
+	// jobguard.ReclaimedReasonDefault.
+	Reason string
+	// OnReclaim holds the parent rule of each job type, run in the reclaim's
+	// transaction for the rows that changed. Defaults to no rules.
+	OnReclaim map[string]ParentRule
+	// Interval is the pause between two sweeps of Run, and the longest a
+	// standby waits before it tries to take over. Defaults to IntervalDefault.
+	Interval time.Duration
+	// LeaderKey is the advisory lock key that elects Run's leader; instances
+	// sweeping the same table must share it. Defaults to LeaderKeyDefault.
+	LeaderKey int64
+	// Logger receives warnings (unreadable jobs, unknown types, marker
+	// failures) and the sweep summaries. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Now is the clock runtime and progress are measured with. Defaults to
+	// time.Now.
+	Now func() time.Time
+}
+
+// Reclaimer finds jobs that are really stuck and fails them. It is safe for
+// concurrent use; concurrent sweeps never reclaim a job twice (the write is
+// conditional).
+type Reclaimer struct {
+	cfg     Config
+	markers *jobguard.MarkerStore
+	log     *slog.Logger
+}
+
+// New validates cfg and fills in its defaults.
+func New(cfg Config) (*Reclaimer, error) {
+	switch {
+	case cfg.Guard == nil:
+		return nil, errors.New("reclaim: new: Guard is nil")
+	case cfg.DB == nil:
+		return nil, errors.New("reclaim: new: DB is nil")
+	case cfg.Redis == nil:
+		return nil, errors.New("reclaim: new: Redis is nil")
+	case cfg.NoProgress < 0:
+		return nil, fmt.Errorf("reclaim: new: NoProgress %v is negative", cfg.NoProgress)
+	case cfg.Interval < 0:
+		return nil, fmt.Errorf("reclaim: new: Interval %v is negative", cfg.Interval)
+	}
+	if cfg.Source == nil {
+		src, err := NewTableSource(cfg.Guard, cfg.DB)
+		if err != nil {
+			return nil, fmt.Errorf("reclaim: new: Source: %w", err)
+		}
+		cfg.Source = src
+	}
+	if cfg.Limits == nil {
+		cfg.Limits = TableLimits{DB: cfg.DB}
+	}
+	if cfg.NoProgress == 0 {
+		cfg.NoProgress = NoProgressDefault
+	}
+	if cfg.Reason == "" {
+		cfg.Reason = jobguard.ReclaimedReasonDefault
+	}
+	for typ, rule := range cfg.OnReclaim {
+		if rule == nil {
+			return nil, fmt.Errorf("reclaim: new: OnReclaim[%q] is nil", typ)
+		}
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = IntervalDefault
+	}
+	if cfg.LeaderKey == 0 {
+		cfg.LeaderKey = LeaderKeyDefault
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	markers, err := jobguard.NewMarkerStore(cfg.Redis, cfg.Markers)
+	if err != nil {
+		return nil, fmt.Errorf("reclaim: new: Markers: %w", err)
+	}
+	return &Reclaimer{cfg: cfg, markers: markers, log: cfg.Logger}, nil
+}
+
+// Report counts the decisions of one sweep. Every scanned job lands in
+// exactly one of NoStartTime, SourceErrors, UnknownType, WithinLimit,
+// NotActive, Progressing, Reclaimed and LostRace.
+type Report struct {
+	// Scanned is the number of active jobs the source listed.
+	Scanned int
+	// NoStartTime counts jobs the source has no start time for: skipped.
+	NoStartTime int
+	// SourceErrors counts jobs the source could not read: skipped.
+	SourceErrors int
+	// UnknownType counts jobs whose type has no limit: skipped.
+	UnknownType int
+	// WithinLimit counts jobs whose attempt has not yet run past its limit.
+	WithinLimit int
+	// NotActive counts jobs over their limit whose row is missing or no
+	// longer QUEUED or PROCESSING (finished meanwhile, or never created).
+	NotActive int
+	// Progressing counts jobs over their limit whose updated_at moved within
+	// the no-progress threshold: slow but alive, kept.
+	Progressing int
+	// Reclaimed counts jobs marked FAILED by this sweep.
+	Reclaimed int
+	// LostRace counts jobs chosen for reclaim whose row changed before the
+	// write (progress, completion, another reclaimer): nothing was written
+	// for them, no parent, no marker.
+	LostRace int
+	// MarkerErrors counts reclaimed jobs whose Redis marker could not be
+	// written. The database reason still refuses them at start.
+	MarkerErrors int
+	// ReclaimedIDs lists the reclaimed jobs' ids.
+	ReclaimedIDs []string
+}
+
+// candidate is a job over its limit, with the type its rule is keyed by.
+type candidate struct {
+	job     ActiveJob
+	runtime time.Duration
+}
+
+// Sweep runs one pass: it reads the limits and the source, picks the jobs
+// over their limit, reads their rows in one query, keeps those whose
+// updated_at has not moved for NoProgress, and fails them all in one
+// conditional UPDATE that matches each row on the status, updated_at and
+// generation it was read with. In the same transaction it runs the parent
+// rules for the rows that changed; after the commit it writes their markers
+// in one pipelined round trip.
+//
+// Without parent rules the UPDATE runs on its own, so a sweep over a source
+// outside the database takes three round trips whatever the number of jobs:
+// limits, rows, write.
+//
+// The error is non-nil when the limits or the source cannot be read, or
+// when the read or the write of the rows fails; nothing was reclaimed then.
+// Per-job problems are logged and counted, not returned.
+func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
+	var rep Report
+	limits, err := r.cfg.Limits.Limits(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("reclaim: sweep: %w", err)
+	}
+	jobs, err := r.cfg.Source.Active(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("reclaim: sweep: source: %w", err)
+	}
+	now := r.cfg.Now()
+	rep.Scanned = len(jobs)
+
+	cands := map[string]candidate{}
+	var ids []string
+	unknown := map[string]int{}
+	for _, j := range jobs {
+		limit, known := limits[j.Type]
+		switch {
+		case j.Err != nil:
+			rep.SourceErrors++
+			r.log.WarnContext(ctx, "reclaim: cannot read active job; skipped",
+				slog.String("job_id", j.ID), slog.String("job_type", j.Type), slog.Any("error", j.Err))
+		case j.StartedAt.IsZero():
+			rep.NoStartTime++
+		case !known:
+			rep.UnknownType++
+			unknown[j.Type]++
+		case now.Sub(j.StartedAt) <= limit:
+			rep.WithinLimit++
+		default:
+			if _, dup := cands[j.ID]; dup {
+				rep.Scanned-- // listed twice; decide once
+				continue
+			}
+			cands[j.ID] = candidate{job: j, runtime: now.Sub(j.StartedAt)}
+			ids = append(ids, j.ID)
+		}
+	}
+	for typ, n := range unknown {
+		r.log.WarnContext(ctx, "reclaim: job type has no runtime limit; its jobs are skipped",
+			slog.String("job_type", typ), slog.Int("jobs", n))
+	}
+	if len(ids) == 0 {
+		return rep, nil
+	}
+
+	rows, err := r.cfg.Guard.Snapshot(ctx, r.cfg.DB, ids)
+	if err != nil {
+		return rep, fmt.Errorf("reclaim: sweep: %w", err)
+	}
+	st := r.cfg.Guard.Table().Statuses
+	var expected []jobguard.JobState
+	typeOf := map[string]string{} // row id → the type its limit and rule are keyed by
+	for _, id := range ids {
+		row, found := rows[id]
+		switch {
+		case !found || (row.Status != st.Queued && row.Status != st.Processing):
+			rep.NotActive++
+		case now.Sub(row.UpdatedAt) < r.cfg.NoProgress:
+			rep.Progressing++
+		default:
+			expected = append(expected, row)
+			typeOf[row.ID] = cands[id].job.Type
+		}
+	}
+	if len(expected) == 0 {
+		return rep, nil
+	}
+
+	changed, err := r.reclaim(ctx, expected, typeOf)
+	if err != nil {
+		return rep, fmt.Errorf("reclaim: sweep: %w", err)
+	}
+	rep.Reclaimed = len(changed)
+	rep.LostRace = len(expected) - len(changed)
+	markers := make([]jobguard.Marker, len(changed))
+	won := map[string]bool{}
+	for i, c := range changed {
+		rep.ReclaimedIDs = append(rep.ReclaimedIDs, c.ID)
+		won[c.ID] = true
+		markers[i] = jobguard.Marker{JobID: c.ID, Generation: c.Generation, Reason: r.cfg.Reason, At: now}
+		r.log.InfoContext(ctx, "reclaim: job reclaimed",
+			slog.String("job_id", c.ID), slog.String("job_type", typeOf[c.ID]),
+			slog.Int64("generation", c.Generation), slog.String("parent_id", c.ParentID))
+	}
+	for _, e := range expected {
+		if !won[e.ID] {
+			r.log.InfoContext(ctx, "reclaim: job changed before the write; left alone",
+				slog.String("job_id", e.ID), slog.String("job_type", typeOf[e.ID]))
+		}
+	}
+	if err := r.markers.Write(ctx, markers...); err != nil {
+		rep.MarkerErrors = countJoined(err, len(markers))
+		r.log.WarnContext(ctx, "reclaim: cannot write reclaim markers; the database reason still refuses the jobs",
+			slog.Int("failed", rep.MarkerErrors), slog.Any("error", err))
+	}
+	return rep, nil
+}
+
+// reclaim fails the expected rows that are unchanged and runs the parent
+// rules for them in the same transaction.
+func (r *Reclaimer) reclaim(ctx context.Context, expected []jobguard.JobState, typeOf map[string]string) ([]jobguard.JobState, error) {
+	g := r.cfg.Guard
+	if len(r.cfg.OnReclaim) == 0 {
+		return g.FailIfUnchanged(ctx, r.cfg.DB, expected, r.cfg.Reason)
+	}
+	var changed []jobguard.JobState
+	err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
+		var err error
+		changed, err = g.FailIfUnchanged(ctx, tx, expected, r.cfg.Reason)
+		if err != nil {
+			return err
+		}
+		byType := map[string][]jobguard.JobState{}
+		for i := range changed {
+			typ := typeOf[changed[i].ID]
+			if changed[i].Type == "" {
+				changed[i].Type = typ
+			}
+			byType[typ] = append(byType[typ], changed[i])
+		}
+		types := make([]string, 0, len(byType))
+		for typ := range byType {
+			types = append(types, typ)
+		}
+		slices.Sort(types) // the same order in every sweep
+		for _, typ := range types {
+			rule := r.cfg.OnReclaim[typ]
+			if rule == nil {
+				continue
+			}
+			if err := rule(ctx, tx, byType[typ]); err != nil {
+				return fmt.Errorf("OnReclaim[%q]: %w", typ, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return changed, nil
+}
+
+// countJoined counts the errors joined in err (MarkerStore.Write joins one
+// per failed marker), or returns all when it cannot tell.
+func countJoined(err error, all int) int {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			if n := len(j.Unwrap()); n > 0 && n <= all {
+				return n
+			}
+			break
+		}
+	}
+	return all
+}

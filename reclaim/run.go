@@ -1,0 +1,115 @@
+package reclaim
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// acquirer is the part of *pgxpool.Pool that Run needs to hold the leader
+// lock on a connection of its own.
+type acquirer interface {
+	Acquire(ctx context.Context) (*pgxpool.Conn, error)
+}
+
+// Run sweeps every Interval until ctx ends, then returns nil. Across any
+// number of instances with the same LeaderKey only one sweeps: the one that
+// holds a Postgres session-level advisory lock on a dedicated connection of
+// Config.DB (which must be a *pgxpool.Pool with room for one more
+// connection). The lock goes with the session, so when the leader stops, or
+// its connection dies, a standby takes the lock at its next tick, within one
+// Interval. Run starts no goroutines; on return the connection is closed and
+// the lock released.
+func (r *Reclaimer) Run(ctx context.Context) error {
+	pool, ok := r.cfg.DB.(acquirer)
+	if !ok {
+		return fmt.Errorf("reclaim: run: Config.DB is a %T; the leader lock needs a *pgxpool.Pool", r.cfg.DB)
+	}
+	var lock *pgxpool.Conn
+	defer func() { drop(ctx, lock) }()
+	tick := time.NewTicker(r.cfg.Interval)
+	defer tick.Stop()
+	for {
+		lock = r.lead(ctx, pool, lock)
+		if lock != nil && ctx.Err() == nil {
+			rep, err := r.Sweep(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				r.log.WarnContext(ctx, "reclaim: sweep failed", slog.Any("error", err))
+			case err == nil && (rep.Reclaimed > 0 || rep.LostRace > 0):
+				r.log.InfoContext(ctx, "reclaim: sweep", reportAttrs(rep)...)
+			case err == nil:
+				r.log.DebugContext(ctx, "reclaim: sweep", reportAttrs(rep)...)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// lead returns the connection holding the leader lock, or nil when another
+// instance leads. A held connection is checked first: a dead one loses the
+// lead (the server has released its lock) and the lock is tried again.
+func (r *Reclaimer) lead(ctx context.Context, pool acquirer, held *pgxpool.Conn) *pgxpool.Conn {
+	if held != nil {
+		if _, err := held.Exec(ctx, "SELECT 1"); err == nil {
+			return held
+		} else if ctx.Err() == nil {
+			r.log.WarnContext(ctx, "reclaim: leader connection lost; leadership dropped", slog.Any("error", err))
+		}
+		drop(ctx, held)
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.WarnContext(ctx, "reclaim: cannot get a connection for the leader lock", slog.Any("error", err))
+		}
+		return nil
+	}
+	var got bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", r.cfg.LeaderKey).Scan(&got); err != nil {
+		if ctx.Err() == nil {
+			r.log.WarnContext(ctx, "reclaim: cannot try the leader lock", slog.Any("error", err))
+		}
+		drop(ctx, conn)
+		return nil
+	}
+	if !got {
+		conn.Release()
+		return nil
+	}
+	r.log.InfoContext(ctx, "reclaim: leading the sweeps", slog.Int64("leader_key", r.cfg.LeaderKey))
+	return conn
+}
+
+// drop closes the lock's connection instead of returning it to the pool:
+// ending the session is what releases a session-level advisory lock, also
+// when ctx has already ended.
+func drop(ctx context.Context, c *pgxpool.Conn) {
+	if c == nil {
+		return
+	}
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_ = c.Hijack().Close(closeCtx) // the session ends either way
+}
+
+func reportAttrs(rep Report) []any {
+	return []any{
+		slog.Int("scanned", rep.Scanned), slog.Int("no_start_time", rep.NoStartTime),
+		slog.Int("source_errors", rep.SourceErrors), slog.Int("unknown_type", rep.UnknownType),
+		slog.Int("within_limit", rep.WithinLimit), slog.Int("not_active", rep.NotActive),
+		slog.Int("progressing", rep.Progressing), slog.Int("reclaimed", rep.Reclaimed),
+		slog.Int("lost_race", rep.LostRace), slog.Int("marker_errors", rep.MarkerErrors),
+	}
+}
+

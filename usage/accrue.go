@@ -1,0 +1,140 @@
+package usage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// ErrNotConfirmed is Accrue's refusal when the finalize it was given is not
+// confirmed: the completion was rejected or not written, or a metadata
+// update failed. Nothing was written.
+var ErrNotConfirmed = errors.New("usage: finalize is not confirmed")
+
+// Entry is what one job used of one meter.
+type Entry struct {
+	// Account is billed.
+	Account string
+	// Meter names what is measured ("video_seconds", "tokens"). A job accrues
+	// at most once per meter.
+	Meter string
+	// Quantity is the amount in the meter's integer unit; use a finer unit
+	// (milliseconds, not seconds) for fractions. Must not be negative.
+	Quantity int64
+	// Attributes are stored in the ledger as JSON, so usage can be audited
+	// from the ledger alone. Optional.
+	Attributes map[string]any
+}
+
+// Accrual is the ledger's answer for one (job, meter).
+type Accrual struct {
+	// Accrued is true when this call recorded the accrual and ran the
+	// increment; false when an earlier call already had, and nothing was
+	// done.
+	Accrued bool
+	// Execution is the execution whose confirmed finalize recorded the row.
+	Execution jobguard.Execution
+	// Entry is the entry as recorded: this call's, or the earlier one's.
+	Entry Entry
+	// RecordedAt is when the row was recorded.
+	RecordedAt time.Time
+}
+
+// Accrue records entry for fin's job in the default ledger (usage_ledger,
+// through search_path) and, only when the row is new, runs increment in the
+// same transaction. See Ledger.Accrue.
+func Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finalized, entry Entry, increment func(ctx context.Context, tx pgx.Tx) error) (Accrual, error) {
+	return defaultLedger.Accrue(ctx, db, fin, entry, increment)
+}
+
+// Accrue refuses with ErrNotConfirmed, sending nothing to the database,
+// unless fin is confirmed. Otherwise, in one transaction on db, it inserts
+// the ledger row keyed by (job, meter) and, only when that row is new, runs
+// increment (e.g. UPDATE accounts SET video_seconds = video_seconds + $1).
+// A replay, a retried finalize or a second late execution finds the row,
+// runs nothing and returns Accrued false with the earlier entry.
+//
+// If increment fails, the ledger row rolls back with it and the error is
+// returned as it is, so a later call can accrue. Concurrent calls for the
+// same (job, meter) wait on the row: exactly one of them accrues.
+func (l *Ledger) Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finalized, entry Entry, increment func(ctx context.Context, tx pgx.Tx) error) (Accrual, error) {
+	exec := fin.Execution()
+	if !fin.Confirmed() {
+		return Accrual{}, fmt.Errorf("usage: accrue: job %s: %w", exec.JobID, ErrNotConfirmed)
+	}
+	if err := entry.validate(); err != nil {
+		return Accrual{}, fmt.Errorf("usage: accrue: %w", err)
+	}
+	var attrs *string
+	if entry.Attributes != nil {
+		b, err := json.Marshal(entry.Attributes)
+		if err != nil {
+			return Accrual{}, fmt.Errorf("usage: accrue: Attributes: %w", err)
+		}
+		s := string(b)
+		attrs = &s
+	}
+	at := l.now()
+
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return Accrual{}, fmt.Errorf("usage: accrue: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
+	tag, err := tx.Exec(ctx, l.insert, exec.JobID, entry.Meter, exec.Generation, entry.Account, entry.Quantity, attrs, at)
+	if err != nil {
+		return Accrual{}, fmt.Errorf("usage: accrue: insert: %w", err)
+	}
+	acc := Accrual{Accrued: true, Execution: exec, Entry: entry, RecordedAt: at}
+	if tag.RowsAffected() == 0 {
+		// An earlier accrual committed first; report it and change nothing.
+		if acc, err = l.earlier(ctx, tx, exec.JobID, entry.Meter); err != nil {
+			return Accrual{}, err
+		}
+		return acc, nil
+	}
+	if increment != nil {
+		if err := increment(ctx, tx); err != nil {
+			return Accrual{}, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Accrual{}, fmt.Errorf("usage: accrue: commit: %w", err)
+	}
+	return acc, nil
+}
+
+// earlier reads the accrual that an earlier call recorded.
+func (l *Ledger) earlier(ctx context.Context, tx pgx.Tx, jobID, meter string) (Accrual, error) {
+	acc := Accrual{Execution: jobguard.Execution{JobID: jobID}, Entry: Entry{Meter: meter}}
+	var attrs *string
+	err := tx.QueryRow(ctx, l.read, jobID, meter).Scan(
+		&acc.Execution.Generation, &acc.Entry.Account, &acc.Entry.Quantity, &attrs, &acc.RecordedAt)
+	if err != nil {
+		return Accrual{}, fmt.Errorf("usage: accrue: read earlier accrual: %w", err)
+	}
+	if attrs != nil {
+		if err := json.Unmarshal([]byte(*attrs), &acc.Entry.Attributes); err != nil {
+			return Accrual{}, fmt.Errorf("usage: accrue: read earlier accrual: attributes: %w", err)
+		}
+	}
+	return acc, nil
+}
+
+func (e Entry) validate() error {
+	switch {
+	case e.Account == "":
+		return errors.New("Account is empty")
+	case e.Meter == "":
+		return errors.New("Meter is empty")
+	case e.Quantity < 0:
+		return fmt.Errorf("Quantity %d is negative", e.Quantity)
+	}
+	return nil
+}

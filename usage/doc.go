@@ -1,0 +1,44 @@
+// Package usage bills a job's usage exactly once, and only for a confirmed
+// finalize.
+//
+// What it guarantees:
+//
+//   - Accrue refuses with ErrNotConfirmed, and sends nothing to the
+//     database, unless the jobguard.Finalized it is given is confirmed: the
+//     completion was written and every metadata update succeeded. A
+//     Finalized cannot be built outside package jobguard, so a rejected
+//     completion (a reclaimed job, a superseded generation) can never bill.
+//   - The ledger holds at most one row per (job, meter), and the caller's
+//     increment runs in the same transaction only when that row is new. A
+//     replayed message, a retried finalize or concurrent calls accrue once;
+//     the others get Accrued false and the earlier entry.
+//   - Each ledger row records account, meter, quantity, the execution's
+//     generation, optional JSON attributes and the time, so usage can be
+//     audited from the ledger alone.
+//
+// What it does not do:
+//
+//   - It does not make a not-confirmed finalize billable later: re-run the
+//     failed metadata updates and finalize again (the completion is already
+//     written, so that finalize is rejected) — or bill by other means. The
+//     gate is deliberately strict.
+//   - Idempotency is per (job, meter), not per execution: a job that is
+//     retried and confirmed again still accrues once per meter.
+//   - Increments on other databases or services are not in the transaction;
+//     only what increment writes through its pgx.Tx is.
+//
+// The ledger table comes from Migration (usage_ledger); NewLedger points a
+// Ledger at a table of another name or schema with the same columns. The
+// package-level Accrue uses the default table through search_path.
+//
+//	fin, err := guard.Finalize(ctx, pool, exec, spec)
+//	if err != nil {
+//		return err // not confirmed: no usage
+//	}
+//	_, err = usage.Accrue(ctx, pool, fin, usage.Entry{
+//		Account: accountID, Meter: "video_seconds", Quantity: seconds,
+//	}, func(ctx context.Context, tx pgx.Tx) error {
+//		_, err := tx.Exec(ctx, `UPDATE accounts SET video_seconds = video_seconds + $1 WHERE id = $2`, seconds, accountID)
+//		return err
+//	})
+package usage

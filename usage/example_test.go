@@ -1,0 +1,78 @@
+package usage_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/internal/fixture"
+	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/usage"
+)
+
+// exampleTB lets an example, which has no *testing.T, use the test
+// harness: cleanups run when the example returns, failures panic.
+type exampleTB struct {
+	*testing.T
+	cleanups []func()
+}
+
+func newExampleTB() *exampleTB                         { return &exampleTB{T: &testing.T{}} }
+func (e *exampleTB) Cleanup(f func())                  { e.cleanups = append(e.cleanups, f) }
+func (e *exampleTB) Helper()                           {}
+func (e *exampleTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+
+func (e *exampleTB) done() {
+	for i := len(e.cleanups) - 1; i >= 0; i-- {
+		e.cleanups[i]()
+	}
+}
+
+func ExampleAccrue() {
+	tb := newExampleTB()
+	defer tb.done()
+	env := testenv.New(tb)
+	jobs := fixture.Create(tb, env, fixture.Default)
+	ctx := context.Background()
+	pool := env.Pool
+	env.Exec(usage.Migration)
+	env.Exec(`CREATE TABLE accounts (id text PRIMARY KEY, video_seconds bigint NOT NULL);
+	          INSERT INTO accounts VALUES ('acct-1', 0)`)
+	exec := jobguard.Execution{JobID: jobs.Insert(tb, fixture.Job{Generation: 1}), Generation: 1}
+
+	// Only a confirmed finalize can be billed.
+	fin, err := jobs.Guard.Finalize(ctx, pool, exec, jobguard.FinalizeSpec{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	entry := usage.Entry{Account: "acct-1", Meter: "video_seconds", Quantity: 90}
+	increment := func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE accounts SET video_seconds = video_seconds + $1 WHERE id = $2`, entry.Quantity, entry.Account)
+		return err
+	}
+	for range 2 { // a replay finds the earlier accrual
+		acc, err := usage.Accrue(ctx, pool, fin, entry, increment)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println("accrued:", acc.Accrued)
+	}
+	var seconds int64
+	_ = pool.QueryRow(ctx, `SELECT video_seconds FROM accounts WHERE id = 'acct-1'`).Scan(&seconds)
+	fmt.Println("billed seconds:", seconds)
+
+	// A zero (or rejected, or not confirmed) Finalized is refused.
+	_, err = usage.Accrue(ctx, pool, jobguard.Finalized{}, entry, increment)
+	fmt.Println(errors.Is(err, usage.ErrNotConfirmed))
+	// Output:
+	// accrued: true
+	// accrued: false
+	// billed seconds: 90
+	// true
+}

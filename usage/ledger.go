@@ -1,0 +1,66 @@
+package usage
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jobguard/jobguard/internal/ident"
+)
+
+// LedgerTableDefault is the ledger table of the bundled migration.
+const LedgerTableDefault = "usage_ledger"
+
+// Config says where a Ledger keeps its rows. The table needs the columns and
+// the (job_id, meter) primary key of the bundled migration.
+type Config struct {
+	// Schema holds the ledger table. Defaults to "", which resolves the table
+	// through the connection's search_path.
+	Schema string
+	// Table is the ledger table's name. Defaults to LedgerTableDefault.
+	Table string
+	// Now stamps recorded_at. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Ledger records accruals in one table, at most one per (job, meter). Build
+// it with NewLedger; it is safe for concurrent use.
+type Ledger struct {
+	now    func() time.Time
+	insert string // $1 job_id, $2 meter, $3 generation, $4 account, $5 quantity, $6 attributes, $7 recorded_at
+	read   string // $1 job_id, $2 meter → generation, account, quantity, attributes, recorded_at
+}
+
+// NewLedger validates cfg and builds the ledger's statements once.
+func NewLedger(cfg Config) (*Ledger, error) {
+	if cfg.Table == "" {
+		cfg.Table = LedgerTableDefault
+	}
+	if err := ident.Check("Table", cfg.Table); err != nil {
+		return nil, fmt.Errorf("usage: new ledger: %w", err)
+	}
+	if cfg.Schema != "" {
+		if err := ident.Check("Schema", cfg.Schema); err != nil {
+			return nil, fmt.Errorf("usage: new ledger: %w", err)
+		}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	tbl := ident.Quote(cfg.Schema, cfg.Table)
+	return &Ledger{
+		now: cfg.Now,
+		insert: `INSERT INTO ` + tbl + ` (job_id, meter, generation, account, quantity, attributes, recorded_at)` +
+			` VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7) ON CONFLICT (job_id, meter) DO NOTHING`,
+		read: `SELECT generation, account, quantity, attributes::text, recorded_at FROM ` + tbl +
+			` WHERE job_id = $1 AND meter = $2`,
+	}, nil
+}
+
+// defaultLedger is the bundled migration's table, used by Accrue.
+var defaultLedger = func() *Ledger {
+	l, err := NewLedger(Config{})
+	if err != nil {
+		panic(err) // the default configuration is fixed at build time
+	}
+	return l
+}()

@@ -1,0 +1,209 @@
+package compensate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// Defaults of Config.
+const (
+	// TableDefault is the artifacts table of the bundled migration.
+	TableDefault = "job_artifacts"
+	// IntervalDefault is Run's pause between sweeps.
+	IntervalDefault = time.Minute
+	// MaxPerSweepDefault bounds how many artifacts one sweep compensates.
+	MaxPerSweepDefault = 1000
+)
+
+// Artifact is one thing an execution created before its completion: a file,
+// a storage object, a row.
+type Artifact struct {
+	ID int64
+	// JobID and Generation name the execution that created it.
+	JobID      string
+	Generation int64
+	// Kind selects the compensator ("file", "s3", "asset_row").
+	Kind string
+	// Ref says which one: a path, a storage key, a row id.
+	Ref string
+	// Attempts counts earlier compensation attempts.
+	Attempts int
+}
+
+// Func undoes one artifact. tx is the transaction that marks the artifact
+// done: undo a row through it, and the undo and the mark commit together.
+// Anything outside the database (deleting a file, an object) must be
+// idempotent: if the commit fails after it, the artifact is compensated
+// again by a later sweep. A non-nil error rolls back what fn wrote through
+// tx and leaves the artifact owed, to be retried by the next sweep.
+type Func func(ctx context.Context, tx pgx.Tx, a Artifact) error
+
+// Config configures Artifacts.
+type Config struct {
+	// Guard maps the jobs table. Its table must have a generation column:
+	// without one the artifacts of two executions of a job cannot be told
+	// apart. Required.
+	Guard *jobguard.Guard
+	// DB runs compensation and sweeps; a *pgxpool.Pool. Required.
+	DB jobguard.DB
+	// Compensators undo artifacts, by kind. Record refuses a kind that has
+	// none. Required: at least one.
+	Compensators map[string]Func
+	// Schema holds the artifacts table. Defaults to "", which resolves the
+	// table through the connection's search_path.
+	Schema string
+	// Table is the artifacts table's name. Defaults to TableDefault.
+	Table string
+	// Interval is Run's pause between sweeps. Defaults to IntervalDefault.
+	Interval time.Duration
+	// MaxPerSweep bounds the artifacts one sweep compensates. Defaults to
+	// MaxPerSweepDefault.
+	MaxPerSweep int
+	// Logger receives compensation failures and sweep reports. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+	// Now stamps updated_at. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Artifacts records what executions create and compensates what a rejected
+// execution left behind. Build it with New; it is safe for concurrent use,
+// and any number of processes may sweep the same table at once.
+type Artifacts struct {
+	cfg Config
+	log *slog.Logger
+	sql statements
+}
+
+// statements are built once by New.
+type statements struct {
+	record  string // $1 job_id, $2 generation, $3 kind, $4 ref, $5 now
+	keep    string // $1 job_id, $2 generation, $3 now
+	reject  string // $1 job_id, $2 generation, $3 now, $4 completed
+	settle  string // $1 now, $2 completed → kept (sweep)
+	promote string // $1 now, $2 failed → rejected (sweep)
+	next    string // $1 after id, $2 job_id or NULL, $3 generation or NULL → one owed artifact, locked
+	done    string // $1 id, $2 now
+	retry   string // $1 id, $2 now, $3 error
+}
+
+// New validates cfg and builds every statement once.
+func New(cfg Config) (*Artifacts, error) {
+	switch {
+	case cfg.Guard == nil:
+		return nil, errors.New("compensate: new: Guard is nil")
+	case !cfg.Guard.Fenced():
+		return nil, errors.New("compensate: new: Guard: the jobs table has no generation column, so executions cannot be told apart")
+	case cfg.DB == nil:
+		return nil, errors.New("compensate: new: DB is nil")
+	case len(cfg.Compensators) == 0:
+		return nil, errors.New("compensate: new: Compensators is empty")
+	case cfg.Interval < 0:
+		return nil, fmt.Errorf("compensate: new: Interval %v is negative", cfg.Interval)
+	case cfg.MaxPerSweep < 0:
+		return nil, fmt.Errorf("compensate: new: MaxPerSweep %d is negative", cfg.MaxPerSweep)
+	}
+	for kind, fn := range cfg.Compensators {
+		if kind == "" || fn == nil {
+			return nil, fmt.Errorf("compensate: new: Compensators[%q]: kind is empty or func is nil", kind)
+		}
+	}
+	if cfg.Table == "" {
+		cfg.Table = TableDefault
+	}
+	if err := ident.Check("Table", cfg.Table); err != nil {
+		return nil, fmt.Errorf("compensate: new: %w", err)
+	}
+	if cfg.Schema != "" {
+		if err := ident.Check("Schema", cfg.Schema); err != nil {
+			return nil, fmt.Errorf("compensate: new: %w", err)
+		}
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = IntervalDefault
+	}
+	if cfg.MaxPerSweep == 0 {
+		cfg.MaxPerSweep = MaxPerSweepDefault
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Artifacts{cfg: cfg, log: cfg.Logger, sql: buildStatements(cfg)}, nil
+}
+
+func buildStatements(cfg Config) statements {
+	q := ident.Quote
+	art := q(cfg.Schema, cfg.Table)
+	jt := cfg.Guard.Table()
+	jobs := jt.QualifiedName()
+	jid, jstatus, jgen := q(jt.IDColumn), q(jt.StatusColumn), q(jt.GenerationColumn)
+	// Job rows are matched as text so that uuid, text and integer ids all
+	// work.
+
+	var s statements
+	s.record = `INSERT INTO ` + art + ` (job_id, generation, kind, ref, created_at, updated_at)` +
+		` VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (job_id, generation, kind, ref) DO NOTHING`
+	s.keep = `UPDATE ` + art + ` SET state = 'kept', updated_at = $3` +
+		` WHERE job_id = $1 AND generation = $2 AND state = 'pending'`
+	// A rejected completion owes compensation for the execution's artifacts,
+	// unless the job row shows this very execution completed (a finalize
+	// retried after a lost commit acknowledgement).
+	s.reject = fmt.Sprintf(`UPDATE %s a SET state = 'rejected', updated_at = $3`+
+		` WHERE a.job_id = $1 AND a.generation = $2 AND a.state = 'pending'`+
+		` AND NOT EXISTS (SELECT 1 FROM %s j WHERE j.%s::text = a.job_id AND j.%s::int8 = a.generation AND j.%s::text = $4)`,
+		art, jobs, jid, jgen, jstatus)
+	// The sweep settles pending artifacts whose execution is decided: kept
+	// once it completed, owed once it can never complete (the job failed,
+	// or a newer generation owns it; both are final for this execution). A
+	// job that is gone decides nothing: its artifacts stay pending. Rows
+	// another sweeper is settling are skipped, not waited for, so sweepers
+	// never deadlock on each other.
+	settle := func(state, cond string) string {
+		return fmt.Sprintf(`UPDATE %s SET state = '%s', updated_at = $1 WHERE id IN (`+
+			`SELECT a.id FROM %s a JOIN %s j ON j.%s::text = a.job_id`+
+			` WHERE a.state = 'pending' AND %s FOR UPDATE OF a SKIP LOCKED)`,
+			art, state, art, jobs, jid, cond)
+	}
+	s.settle = settle("kept", fmt.Sprintf(`j.%s::int8 = a.generation AND j.%s::text = $2`, jgen, jstatus))
+	s.promote = settle("rejected", fmt.Sprintf(`(j.%s::int8 <> a.generation OR j.%s::text = $2)`, jgen, jstatus))
+	s.next = `SELECT id, job_id, generation, kind, ref, attempts FROM ` + art +
+		` WHERE state = 'rejected' AND id > $1` +
+		` AND ($2::text IS NULL OR (job_id = $2::text AND generation = $3::int8))` +
+		` ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
+	s.done = `UPDATE ` + art + ` SET state = 'done', attempts = attempts + 1, last_error = NULL, updated_at = $2` +
+		` WHERE id = $1 AND state = 'rejected'`
+	s.retry = `UPDATE ` + art + ` SET attempts = attempts + 1, last_error = $3, updated_at = $2` +
+		` WHERE id = $1 AND state = 'rejected'`
+	return s
+}
+
+// Record tags an artifact with the execution that created it, before the
+// execution completes. When the artifact is a row, pass the transaction
+// that inserts it, so that the row and its record commit together; a file
+// or object is recorded before it is created, so that a crash in between
+// leaves a record of something that may not exist (compensators treat a
+// missing artifact as done) rather than an untracked file. Recording the
+// same artifact twice is a no-op.
+func (a *Artifacts) Record(ctx context.Context, db jobguard.DB, exec jobguard.Execution, kind, ref string) error {
+	if _, ok := a.cfg.Compensators[kind]; !ok {
+		return fmt.Errorf("compensate: record: no compensator for kind %q", kind)
+	}
+	if exec.JobID == "" {
+		return fmt.Errorf("compensate: record: %w: job id is empty", jobguard.ErrInvalidJobID)
+	}
+	if _, err := db.Exec(ctx, a.sql.record, exec.JobID, exec.Generation, kind, ref, a.cfg.Now()); err != nil {
+		return fmt.Errorf("compensate: record: %w", err)
+	}
+	return nil
+}

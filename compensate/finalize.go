@@ -1,0 +1,68 @@
+package compensate
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// Finalize is Guard.Finalize with the execution's artifacts settled:
+//
+//   - in the completion's transaction, before spec.Complete, the
+//     execution's pending artifacts are marked kept, so they are kept if and
+//     only if the completion commits, and are never compensated afterwards;
+//   - when the completion is rejected (ErrJobTerminal: reclaimed, finished,
+//     superseded, gone), the compensator of each kind is called for exactly
+//     this execution's artifacts before Finalize returns. Those that fail
+//     stay owed and are retried by Compensate; the failures are logged, and
+//     the returned error is Finalize's own.
+//
+// Artifacts are kept when the completion is written even if a metadata
+// update then fails: the job is COMPLETED and its outputs are in use, so the
+// remedy is to re-run the update, not to delete what it points to.
+func (a *Artifacts) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Execution, spec jobguard.FinalizeSpec) (jobguard.Finalized, error) {
+	complete := spec.Complete
+	spec.Complete = func(ctx context.Context, tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, a.sql.keep, exec.JobID, exec.Generation, a.cfg.Now())
+		if err != nil {
+			return fmt.Errorf("compensate: finalize: keep artifacts: %w", err)
+		}
+		a.log.DebugContext(ctx, "compensate: artifacts kept", slog.String("job_id", exec.JobID),
+			slog.Int64("generation", exec.Generation), slog.Int64("artifacts", tag.RowsAffected()))
+		if complete != nil {
+			return complete(ctx, tx)
+		}
+		return nil
+	}
+	fin, err := a.cfg.Guard.Finalize(ctx, db, exec, spec)
+	if fin.Rejected() {
+		if rep, cerr := a.CompensateExecution(ctx, exec); cerr != nil || rep.Failed > 0 {
+			attrs := append(reportAttrs(rep), slog.String("job_id", exec.JobID), slog.Int64("generation", exec.Generation))
+			if cerr != nil {
+				attrs = append(attrs, slog.Any("error", cerr))
+			}
+			a.log.WarnContext(ctx, "compensate: rejected execution not fully compensated; the sweep retries", attrs...)
+		}
+	}
+	return fin, err
+}
+
+// CompensateExecution marks the pending artifacts of exec owed, unless the
+// job row shows exec completed, and compensates them now. Call it when you
+// learn by other means that exec lost its job (a heartbeat or a Fail that
+// returned ErrJobTerminal); Finalize calls it on a rejected completion.
+func (a *Artifacts) CompensateExecution(ctx context.Context, exec jobguard.Execution) (Report, error) {
+	var rep Report
+	tag, err := a.cfg.DB.Exec(ctx, a.sql.reject, exec.JobID, exec.Generation, a.cfg.Now(),
+		a.cfg.Guard.Table().Statuses.Completed)
+	if err != nil {
+		return rep, fmt.Errorf("compensate: execution %s/%d: %w", exec.JobID, exec.Generation, err)
+	}
+	rep.Rejected = int(tag.RowsAffected())
+	err = a.drain(ctx, &exec, &rep)
+	return rep, err
+}

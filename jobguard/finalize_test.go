@@ -3,6 +3,7 @@ package jobguard_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -273,4 +274,62 @@ func TestFinalized_ZeroValueIsNotConfirmed(t *testing.T) {
 	require.False(t, fin.Confirmed())
 	require.False(t, fin.Completed())
 	require.False(t, fin.Rejected())
+}
+
+// finalizeTB lets ExampleGuard_Finalize, which has no *testing.T, use the
+// test harness: cleanups run when the example returns, failures panic.
+type finalizeTB struct {
+	*testing.T
+	cleanups []func()
+}
+
+func (e *finalizeTB) Cleanup(f func())                  { e.cleanups = append(e.cleanups, f) }
+func (e *finalizeTB) Helper()                           {}
+func (e *finalizeTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (e *finalizeTB) done() {
+	for i := len(e.cleanups) - 1; i >= 0; i-- {
+		e.cleanups[i]()
+	}
+}
+
+func ExampleGuard_Finalize() {
+	tb := &finalizeTB{T: &testing.T{}}
+	defer tb.done()
+	env := testenv.New(tb)
+	jobs := fixture.Create(tb, env, fixture.Default)
+	env.Exec(`CREATE TABLE videos (id text PRIMARY KEY, status text NOT NULL, deleted bool NOT NULL DEFAULT false);
+	          INSERT INTO videos VALUES ('v1', 'ENCODING')`)
+	ctx, pool, guard := context.Background(), env.Pool, jobs.Guard
+	exec := jobguard.Execution{JobID: jobs.Insert(tb, fixture.Job{Generation: 1}), Generation: 1}
+
+	fin, err := guard.Finalize(ctx, pool, exec, jobguard.FinalizeSpec{
+		// Right before completing: was the video deleted meanwhile?
+		Recheck: func(ctx context.Context) error {
+			var deleted bool
+			if err := pool.QueryRow(ctx, `SELECT deleted FROM videos WHERE id = 'v1'`).Scan(&deleted); err != nil {
+				return err
+			}
+			if deleted {
+				return errors.New("video deleted")
+			}
+			return nil
+		},
+		// After the completion, in parallel, each in its own transaction.
+		Updates: []jobguard.Update{
+			{Name: "video", Run: func(ctx context.Context) error {
+				_, err := pool.Exec(ctx, `UPDATE videos SET status = 'READY' WHERE id = 'v1'`)
+				return err
+			}},
+			{Name: "asset", Run: func(ctx context.Context) error { return nil }},
+		},
+	})
+	fmt.Println("completed:", fin.Completed(), "confirmed:", fin.Confirmed(), "error:", err)
+
+	// A late execution of a reclaimed job is rejected: nothing is written.
+	late := jobguard.Execution{JobID: jobs.Insert(tb, fixture.Job{Status: "FAILED", Generation: 1}), Generation: 1}
+	fin, err = guard.Finalize(ctx, pool, late, jobguard.FinalizeSpec{})
+	fmt.Println("rejected:", fin.Rejected(), "confirmed:", fin.Confirmed(), errors.Is(err, jobguard.ErrJobTerminal))
+	// Output:
+	// completed: true confirmed: true error: <nil>
+	// rejected: true confirmed: false true
 }

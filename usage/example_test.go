@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -74,5 +75,17 @@ func ExampleAccrue() {
 	// accrued: true
 	// accrued: false
 	// billed seconds: 90
+	// true
+}
+
+func ExampleNewLedger() {
+	// A ledger table of your own, with the bundled migration's columns.
+	ledger, err := usage.NewLedger(usage.Config{Schema: "billing", Table: "UsageLedger"})
+	fmt.Println(ledger != nil, err)
+
+	_, err = usage.NewLedger(usage.Config{Table: strings.Repeat("x", 64)})
+	fmt.Println(err != nil)
+	// Output:
+	// true <nil>
 	// true
 }

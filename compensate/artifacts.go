@@ -202,6 +202,7 @@ func (a *Artifacts) Record(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 	if exec.JobID == "" {
 		return fmt.Errorf("compensate: record: %w: job id is empty", jobguard.ErrInvalidJobID)
 	}
+	// Zero rows means the artifact was recorded before: the same outcome.
 	if _, err := db.Exec(ctx, a.sql.record, exec.JobID, exec.Generation, kind, ref, a.cfg.Now()); err != nil {
 		return fmt.Errorf("compensate: record: %w", err)
 	}

@@ -102,7 +102,8 @@ func (f Finalized) Failed() []string { return append([]string(nil), f.failed...)
 //     Zero rows returns a *StateError wrapping ErrJobTerminal, the result is
 //     Rejected, and nothing after it runs.
 //  3. spec.Updates run in parallel, each with its own context. Finalize
-//     waits for all of them before it returns.
+//     waits for all of them before it returns; an update that panics is
+//     re-panicked in the caller's goroutine once the others have finished.
 //
 // The result is Confirmed only when the completion was written and every
 // update succeeded. When some fail, the returned error joins every failure

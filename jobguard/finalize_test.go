@@ -192,6 +192,47 @@ func TestFinalize_UpdatesRunInParallelWithTheirOwnContexts(t *testing.T) {
 	require.False(t, cancelledByFailure.Load(), "one update failing must not cancel another's context")
 }
 
+func TestFinalize_WaitsForEveryUpdate(t *testing.T) {
+	t.Parallel()
+	jobs := setupFinalize(t)
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	var finished atomic.Int32
+	slow := func(d time.Duration, err error) func(context.Context) error {
+		return func(context.Context) error {
+			time.Sleep(d)
+			finished.Add(1)
+			return err
+		}
+	}
+
+	_, err := jobs.Guard.Finalize(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
+		Updates: []jobguard.Update{
+			{Name: "fails-fast", Run: slow(0, errors.New("fails"))},
+			{Name: "slow", Run: slow(50*time.Millisecond, nil)},
+			{Name: "slower", Run: slow(100*time.Millisecond, nil)},
+		},
+	})
+	require.Error(t, err)
+	require.Equal(t, int32(3), finished.Load(), "Finalize returns only after every update has returned")
+}
+
+func TestFinalize_PanickingUpdateRepanicsAfterTheOthers(t *testing.T) {
+	t.Parallel()
+	jobs := setupFinalize(t)
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	var other atomic.Bool
+
+	require.PanicsWithValue(t, "jobguard: finalize: update asset panicked: boom", func() {
+		_, _ = jobs.Guard.Finalize(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
+			Updates: []jobguard.Update{
+				{Name: "asset", Run: func(context.Context) error { panic("boom") }},
+				{Name: "video", Run: func(context.Context) error { time.Sleep(20 * time.Millisecond); other.Store(true); return nil }},
+			},
+		})
+	})
+	require.True(t, other.Load(), "the other update finished before the panic reached the caller")
+}
+
 func TestFinalize_UpdateTimeoutBoundsEachUpdate(t *testing.T) {
 	t.Parallel()
 	jobs := setupFinalize(t)

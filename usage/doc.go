@@ -18,10 +18,10 @@
 //
 // What it does not do:
 //
-//   - It does not make a not-confirmed finalize billable later: re-run the
-//     failed metadata updates and finalize again (the completion is already
-//     written, so that finalize is rejected) — or bill by other means. The
-//     gate is deliberately strict.
+//   - It never bills a finalize that is not confirmed, not even later: its
+//     completion is written, so finalizing again is rejected and cannot
+//     confirm. Repair the failed metadata and, if the usage must be billed,
+//     do it as a deliberate operator action. The gate is strict on purpose.
 //   - Idempotency is per (job, meter), not per execution: a job that is
 //     retried and confirmed again still accrues once per meter.
 //   - Increments on other databases or services are not in the transaction;

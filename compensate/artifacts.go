@@ -95,8 +95,11 @@ type statements struct {
 	retry   string // $1 id, $2 now, $3 error
 }
 
-// New validates cfg and builds every statement once.
-func New(cfg Config) (*Artifacts, error) {
+// New validates cfg, checks that the artifacts table exists and reads the
+// type of the jobs table's id column (job ids are stored as text and cast
+// to it, so the sweep's join uses the jobs table's primary key), and builds
+// every statement once.
+func New(ctx context.Context, cfg Config) (*Artifacts, error) {
 	switch {
 	case cfg.Guard == nil:
 		return nil, errors.New("compensate: new: Guard is nil")
@@ -139,30 +142,55 @@ func New(cfg Config) (*Artifacts, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Artifacts{cfg: cfg, log: cfg.Logger, sql: buildStatements(cfg)}, nil
+	art := ident.Quote(cfg.Schema, cfg.Table)
+	var exists bool
+	if err := cfg.DB.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, art).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("compensate: new: %w", err)
+	}
+	if !exists {
+		return nil, fmt.Errorf("compensate: new: Table: %s does not exist (apply Migration)", art)
+	}
+	jt := cfg.Guard.Table()
+	var idType string
+	err := cfg.DB.QueryRow(ctx, `SELECT format_type(atttypid, NULL) FROM pg_attribute`+
+		` WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped`,
+		jt.QualifiedName(), jt.IDColumn).Scan(&idType)
+	if err != nil {
+		return nil, fmt.Errorf("compensate: new: Guard: reading the type of %s.%s: %w", jt.QualifiedName(), jt.IDColumn, err)
+	}
+	return &Artifacts{cfg: cfg, log: cfg.Logger, sql: buildStatements(cfg, idType)}, nil
 }
 
-func buildStatements(cfg Config) statements {
+// buildStatements builds the statements; idType is the jobs table's id
+// type as the catalog prints it (format_type), which quotes it as needed.
+func buildStatements(cfg Config, idType string) statements {
 	q := ident.Quote
 	art := q(cfg.Schema, cfg.Table)
 	jt := cfg.Guard.Table()
 	jobs := jt.QualifiedName()
 	jid, jstatus, jgen := q(jt.IDColumn), q(jt.StatusColumn), q(jt.GenerationColumn)
-	// Job rows are matched as text so that uuid, text and integer ids all
-	// work.
+	// A job row is matched by casting the artifact's job id to the id
+	// column's type, so the lookup uses the jobs table's primary key.
+	match := fmt.Sprintf(`j.%s = a.job_id::%s`, jid, idType)
+	// norm is the job id parameter $n as Record stores it.
+	norm := func(n int) string { return fmt.Sprintf(`$%d::text::%s::text`, n, idType) }
 
 	var s statements
-	s.record = `INSERT INTO ` + art + ` (job_id, generation, kind, ref, created_at, updated_at)` +
-		` VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (job_id, generation, kind, ref) DO NOTHING`
+	// The job id is stored as the id column prints it, so that one job is
+	// always one key (a uuid in any case), and an id of the wrong type is
+	// refused by the cast.
+	s.record = fmt.Sprintf(`INSERT INTO %s (job_id, generation, kind, ref, created_at, updated_at)`+
+		` VALUES (%s, $2, $3, $4, $5, $5) ON CONFLICT (job_id, generation, kind, ref) DO NOTHING`,
+		art, norm(1))
 	s.keep = `UPDATE ` + art + ` SET state = 'kept', updated_at = $3` +
-		` WHERE job_id = $1 AND generation = $2 AND state = 'pending'`
+		` WHERE job_id = ` + norm(1) + ` AND generation = $2 AND state = 'pending'`
 	// A rejected completion owes compensation for the execution's artifacts,
 	// unless the job row shows this very execution completed (a finalize
 	// retried after a lost commit acknowledgement).
 	s.reject = fmt.Sprintf(`UPDATE %s a SET state = 'rejected', updated_at = $3`+
-		` WHERE a.job_id = $1 AND a.generation = $2 AND a.state = 'pending'`+
-		` AND NOT EXISTS (SELECT 1 FROM %s j WHERE j.%s::text = a.job_id AND j.%s::int8 = a.generation AND j.%s::text = $4)`,
-		art, jobs, jid, jgen, jstatus)
+		` WHERE a.job_id = %s AND a.generation = $2 AND a.state = 'pending'`+
+		` AND NOT EXISTS (SELECT 1 FROM %s j WHERE %s AND j.%s::int8 = a.generation AND j.%s::text = $4)`,
+		art, norm(1), jobs, match, jgen, jstatus)
 	// The sweep settles pending artifacts whose execution is decided: kept
 	// once it completed, owed once it can never complete (the job failed,
 	// or a newer generation owns it; both are final for this execution). A
@@ -171,15 +199,15 @@ func buildStatements(cfg Config) statements {
 	// never deadlock on each other.
 	settle := func(state, cond string) string {
 		return fmt.Sprintf(`UPDATE %s SET state = '%s', updated_at = $1 WHERE id IN (`+
-			`SELECT a.id FROM %s a JOIN %s j ON j.%s::text = a.job_id`+
+			`SELECT a.id FROM %s a JOIN %s j ON %s`+
 			` WHERE a.state = 'pending' AND %s FOR UPDATE OF a SKIP LOCKED)`,
-			art, state, art, jobs, jid, cond)
+			art, state, art, jobs, match, cond)
 	}
 	s.settle = settle("kept", fmt.Sprintf(`j.%s::int8 = a.generation AND j.%s::text = $2`, jgen, jstatus))
 	s.promote = settle("rejected", fmt.Sprintf(`(j.%s::int8 <> a.generation OR j.%s::text = $2)`, jgen, jstatus))
 	s.next = `SELECT id, job_id, generation, kind, ref, attempts FROM ` + art +
 		` WHERE state = 'rejected' AND id > $1` +
-		` AND ($2::text IS NULL OR (job_id = $2::text AND generation = $3::int8))` +
+		` AND ($2::text IS NULL OR (job_id = ` + norm(2) + ` AND generation = $3::int8))` +
 		` ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
 	s.done = `UPDATE ` + art + ` SET state = 'done', attempts = attempts + 1, last_error = NULL, updated_at = $2` +
 		` WHERE id = $1 AND state = 'rejected'`

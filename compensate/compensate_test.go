@@ -268,7 +268,7 @@ func TestCompensate_SweepSettlesExecutionsThatNeverFinalized(t *testing.T) {
 func TestRun_SweepsUntilContextEnds(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	arts, err := compensate.New(compensate.Config{
+	arts, err := compensate.New(context.Background(), compensate.Config{
 		Guard: b.jobs.Guard, DB: b.env.Pool, Interval: 10 * time.Millisecond,
 		Compensators: map[string]compensate.Func{"file": b.files.compensate},
 	})
@@ -308,6 +308,24 @@ func TestRecord_RowArtifactRollsBackWithItsRow(t *testing.T) {
 	require.Equal(t, map[string]string{"a": "pending"}, b.states(t, exec))
 }
 
+func TestRecord_UUIDInAnyCaseIsOneJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	id := b.jobs.Insert(t, fixture.Job{Generation: 1})
+	upper := jobguard.Execution{JobID: strings.ToUpper(id), Generation: 1}
+	require.NoError(t, b.arts.Record(ctx, b.env.Pool, upper, "file", "a"))
+	require.NoError(t, b.jobs.Guard.Fail(ctx, b.env.Pool, upper, jobguard.ReclaimedReasonDefault))
+
+	rep, err := b.arts.Compensate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, compensate.Report{Rejected: 1, Compensated: 1}, rep)
+	require.Equal(t, map[string]string{"a": "done"}, b.states(t, jobguard.Execution{JobID: id, Generation: 1}))
+
+	err = b.arts.Record(ctx, b.env.Pool, jobguard.Execution{JobID: "not-a-uuid", Generation: 1}, "file", "b")
+	require.Error(t, err, "an id the jobs table cannot hold is refused")
+}
+
 func TestRecord_RefusesKindWithoutCompensator(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -330,8 +348,9 @@ func TestNew_ValidatesConfig(t *testing.T) {
 		"Interval":             {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, Interval: -1},
 		"MaxPerSweep":          {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, MaxPerSweep: -1},
 		"Table":                {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, Table: strings.Repeat("x", 64)},
+		"does not exist":       {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, Table: "artifacts_elsewhere"},
 	} {
-		_, err := compensate.New(cfg)
+		_, err := compensate.New(context.Background(), cfg)
 		require.ErrorContains(t, err, want)
 	}
 }

@@ -35,8 +35,9 @@
 //     executions of a job cannot be told apart, and New refuses the guard.
 //   - Artifacts of a job whose row was deleted stay pending: the sweep
 //     cannot tell what became of that execution and does not guess.
-//   - Job ids are matched as text (jobs.id::text): record them as the
-//     database prints them (lower-case uuids).
+//   - Record stores a job id as the jobs table's id column prints it (a
+//     uuid in any case is one job) and refuses one that column cannot hold;
+//     the sweep finds each artifact's job through the primary key.
 //   - Failed compensations are retried every sweep, with no backoff.
 //
 // Why a package of its own: artifacts are a second table with their own
@@ -44,7 +45,7 @@
 // conditional writes on the caller's jobs table, does not need. compensate
 // imports jobguard and wraps its Finalize; jobguard knows nothing of it.
 //
-//	arts, err := compensate.New(compensate.Config{
+//	arts, err := compensate.New(ctx, compensate.Config{
 //		Guard: guard, DB: pool,
 //		Compensators: map[string]compensate.Func{
 //			"file": func(ctx context.Context, _ pgx.Tx, a compensate.Artifact) error {

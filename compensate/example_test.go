@@ -38,7 +38,7 @@ func ExampleArtifacts_Finalize() {
 	env.Exec(compensate.Migration)
 	ctx, pool := context.Background(), env.Pool
 
-	arts, err := compensate.New(compensate.Config{
+	arts, err := compensate.New(ctx, compensate.Config{
 		Guard: jobs.Guard,
 		DB:    pool,
 		Compensators: map[string]compensate.Func{

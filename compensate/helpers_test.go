@@ -84,7 +84,7 @@ func setup(t *testing.T, v ...fixture.Variant) *bundle {
 // newArtifacts is another process's view of the same table.
 func (b *bundle) newArtifacts(t *testing.T, db jobguard.DB) *compensate.Artifacts {
 	t.Helper()
-	arts, err := compensate.New(compensate.Config{
+	arts, err := compensate.New(context.Background(), compensate.Config{
 		Guard: b.jobs.Guard, DB: db,
 		Compensators: map[string]compensate.Func{"file": b.files.compensate, "asset_row": deleteAsset},
 	})

@@ -1,0 +1,106 @@
+package jobguard_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/internal/fixture"
+	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+func TestNew_RejectsBadMappingWithNamedProblem(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	env.Exec(jobguard.Migration)
+	env.Exec(`CREATE TYPE short_status AS ENUM ('QUEUED', 'PROCESSING', 'DONE', 'FAILED')`)
+	env.Exec(`CREATE TABLE enum_jobs (id uuid PRIMARY KEY, status short_status NOT NULL,
+		updated_at timestamptz NOT NULL DEFAULT now(), failure_reason text, generation text)`)
+	ctx := context.Background()
+	def := jobguard.DefaultTable()
+	with := func(f func(*jobguard.Table)) jobguard.Table { t := def; f(&t); return t }
+
+	cases := map[string]struct {
+		table jobguard.Table
+		want  string
+	}{
+		"missing table":     {with(func(t *jobguard.Table) { t.Name = "jobz" }), `table "jobz" does not exist`},
+		"missing schema":    {with(func(t *jobguard.Table) { t.Schema = "nope" }), `"nope"."jobs" does not exist in schema "nope"`},
+		"missing column":    {with(func(t *jobguard.Table) { t.UpdatedAtColumn = "updatedAt" }), `has no column "updatedAt" (UpdatedAtColumn)`},
+		"wrong type":        {with(func(t *jobguard.Table) { t.GenerationColumn = "payload" }), `column "payload" (GenerationColumn) of "jobs" is jsonb; want an integer`},
+		"enum lacks labels": {jobguard.Table{Name: "enum_jobs"}, `enum short_status has no label ["COMPLETED"]`},
+		"bad generation":    {jobguard.Table{Name: "enum_jobs", GenerationColumn: "generation", Statuses: jobguard.Statuses{Completed: "DONE"}}, `(GenerationColumn) of "enum_jobs" is text`},
+		"same column twice": {with(func(t *jobguard.Table) { t.StartedAtColumn = "updated_at" }), `UpdatedAtColumn and StartedAtColumn both name column "updated_at"`},
+		"duplicate status":  {with(func(t *jobguard.Table) { t.Statuses.Failed = "QUEUED" }), `Statuses has "QUEUED" twice`},
+		"NUL in identifier": {with(func(t *jobguard.Table) { t.Name = "jo\x00bs" }), "Name \"jo\\x00bs\" contains a NUL byte"},
+		"too long name":     {with(func(t *jobguard.Table) { t.StatusColumn = strings.Repeat("s", 64) }), "longer than 63 bytes"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := jobguard.New(ctx, env.Pool, c.table)
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+	_, err := jobguard.New(ctx, nil, def)
+	require.ErrorContains(t, err, "db is nil")
+
+	g, err := jobguard.New(ctx, env.Pool, jobguard.Table{Name: "enum_jobs", Statuses: jobguard.Statuses{Completed: "DONE"}})
+	require.NoError(t, err, "an enum with every configured label is fine")
+	require.False(t, g.Fenced())
+}
+
+func TestGuard_RefusesBadJobIDsBeforeSendingSQL(t *testing.T) {
+	t.Parallel()
+	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		ctx := context.Background()
+		tx, err := jobs.Env.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+
+		ids := []string{""}
+		switch jobs.Name {
+		case fixture.Default.Name, fixture.NoGeneration.Name:
+			ids = append(ids, "not-a-uuid", "'; DROP TABLE jobs; --")
+		case fixture.IntID.Name:
+			ids = append(ids, "12a", "1 OR 1=1")
+		}
+		for _, id := range ids {
+			err := jobs.Guard.CompleteIfActive(ctx, tx, jobguard.Execution{JobID: id})
+			require.ErrorIs(t, err, jobguard.ErrInvalidJobID, "id %q", id)
+			require.True(t, jobguard.IsPermanent(err))
+		}
+		// Nothing reached the server, so the transaction is still usable.
+		require.NoError(t, tx.Commit(ctx))
+	})
+}
+
+func TestNewStartGuard_RejectsBadOptions(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	_, err := jobguard.NewStartGuard(nil, env.Redis, jobguard.StartGuardOptions{})
+	require.ErrorContains(t, err, "guard is nil")
+	_, err = jobguard.NewStartGuard(jobs.Guard, nil, jobguard.StartGuardOptions{})
+	require.ErrorContains(t, err, "redis client is nil")
+	_, err = jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardOptions{OnLookupError: 7})
+	require.ErrorContains(t, err, "OnLookupError 7")
+	_, err = jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardOptions{Markers: jobguard.MarkerConfig{Prefix: "a{b}"}})
+	require.ErrorContains(t, err, "Markers: jobguard: marker store: Prefix")
+}
+
+func TestGuard_ClosedConnectionIsAnErrorNotARefusal(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	pool := env.Connect(testenv.Options{})
+	pool.Close()
+	err := jobs.Guard.CompleteIfActive(context.Background(), pool, jobguard.Execution{JobID: id, Generation: 1})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, jobguard.ErrJobTerminal)
+	require.False(t, jobguard.IsPermanent(err), "a closed pool must leave the job retryable")
+	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
+}

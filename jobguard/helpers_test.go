@@ -7,4 +7,4 @@ import (
 )
 
 func sqlf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
-func quote(name string) string             { return ident.Quote(name) }
+func quote(name string) string               { return ident.Quote(name) }

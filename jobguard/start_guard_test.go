@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -160,7 +161,7 @@ func TestStartGuard_ConcurrentStartsGetDistinctGenerations(t *testing.T) {
 
 // deadRedis is a client of a port where nothing listens.
 func deadRedis(t *testing.T) redis.UniversalClient {
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200e6})
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

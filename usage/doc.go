@@ -22,6 +22,11 @@
 //     completion is written, so finalizing again is rejected and cannot
 //     confirm. Repair the failed metadata and, if the usage must be billed,
 //     do it as a deliberate operator action. The gate is strict on purpose.
+//   - It bills at most once, not at least once: a process that dies between
+//     a confirmed Finalize and Accrue loses the accrual, since a Finalized
+//     lives only in the process that finalized and finalizing again is
+//     rejected. Call Accrue right after Finalize; reconcile from the jobs
+//     table (COMPLETED jobs with no ledger row) if that window matters.
 //   - Idempotency is per (job, meter), not per execution: a job that is
 //     retried and confirmed again still accrues once per meter.
 //   - Increments on other databases or services are not in the transaction;

@@ -184,3 +184,27 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// ForExample is New for Example functions, which have no testing.TB: it
+// panics where New would fail the test, and returns the cleanup to defer.
+func ForExample() (*Env, func()) {
+	tb := &exampleTB{}
+	return New(tb), tb.cleanup
+}
+
+// exampleTB stands in for a testing.TB in examples. Embedding the interface
+// satisfies its unexported method; every method New uses is overridden.
+type exampleTB struct {
+	testing.TB
+	cleanups []func()
+}
+
+func (e *exampleTB) Helper()                   {}
+func (e *exampleTB) Cleanup(f func())          { e.cleanups = append(e.cleanups, f) }
+func (e *exampleTB) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+func (e *exampleTB) Errorf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+func (e *exampleTB) cleanup() {
+	for i := len(e.cleanups) - 1; i >= 0; i-- {
+		e.cleanups[i]()
+	}
+}

@@ -1,0 +1,115 @@
+package jobguard_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/internal/fixture"
+	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// Each benchmark pair runs the same transaction shape, BEGIN; update;
+// insert one child row; COMMIT, once with a plain UPDATE and once through
+// the guard, so the overhead reads as a ratio:
+//
+//	go test -run '^$' -bench . -count 6 ./jobguard/ | benchstat -col /op -
+
+type benchEnv struct {
+	env  *testenv.Env
+	jobs *fixture.Jobs
+	sg   *jobguard.StartGuard
+}
+
+func setupBench(b *testing.B) benchEnv {
+	b.Helper()
+	env := testenv.New(b)
+	jobs := fixture.Create(b, env, fixture.Default)
+	env.Exec(`CREATE TABLE children (job_id uuid NOT NULL, n int NOT NULL)`)
+	sg, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardOptions{Markers: jobguard.MarkerConfig{Prefix: env.Prefix}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return benchEnv{env, jobs, sg}
+}
+
+// insertJobs creates n jobs with status and generation 1 and returns their ids.
+func (e benchEnv) insertJobs(b *testing.B, n int, status string) []string {
+	b.Helper()
+	rows, err := e.env.Pool.Query(context.Background(), `
+INSERT INTO jobs (type, status, generation) SELECT 'bench', $2, 1 FROM generate_series(1, $1)
+RETURNING id::text`, n, status)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ids
+}
+
+func (e benchEnv) inTx(b *testing.B, id string, update func(ctx context.Context, tx pgx.Tx) error) {
+	ctx := context.Background()
+	err := pgx.BeginFunc(ctx, e.env.Pool, func(tx pgx.Tx) error {
+		if err := update(ctx, tx); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO children (job_id, n) VALUES ($1, 1)`, id)
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+func BenchmarkComplete(b *testing.B) {
+	b.Run("op=plain", func(b *testing.B) {
+		e := setupBench(b)
+		ids := e.insertJobs(b, b.N, "PROCESSING")
+		b.ResetTimer()
+		for i := range b.N {
+			e.inTx(b, ids[i], func(ctx context.Context, tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `UPDATE jobs SET status = 'COMPLETED', updated_at = now() WHERE id = $1`, ids[i])
+				return err
+			})
+		}
+	})
+	b.Run("op=guarded", func(b *testing.B) {
+		e := setupBench(b)
+		ids := e.insertJobs(b, b.N, "PROCESSING")
+		b.ResetTimer()
+		for i := range b.N {
+			e.inTx(b, ids[i], func(ctx context.Context, tx pgx.Tx) error {
+				return e.jobs.Guard.CompleteIfActive(ctx, tx, jobguard.Execution{JobID: ids[i], Generation: 1})
+			})
+		}
+	})
+}
+
+func BenchmarkStart(b *testing.B) {
+	b.Run("op=plain", func(b *testing.B) {
+		e := setupBench(b)
+		ids := e.insertJobs(b, b.N, "QUEUED")
+		b.ResetTimer()
+		for i := range b.N {
+			e.inTx(b, ids[i], func(ctx context.Context, tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `UPDATE jobs SET status = 'PROCESSING', updated_at = now() WHERE id = $1`, ids[i])
+				return err
+			})
+		}
+	})
+	b.Run("op=guarded", func(b *testing.B) {
+		e := setupBench(b)
+		ids := e.insertJobs(b, b.N, "QUEUED")
+		b.ResetTimer()
+		for i := range b.N {
+			e.inTx(b, ids[i], func(ctx context.Context, tx pgx.Tx) error {
+				_, err := e.sg.Start(ctx, tx, ids[i])
+				return err
+			})
+		}
+	})
+}

@@ -1,0 +1,65 @@
+// Package jobguard decides what a late result may still change.
+//
+// A recovery service marks a long-stalled job FAILED, but the worker's
+// external call (a model call, an encode) was only slow: it returns, and an
+// unconditional "UPDATE jobs SET status = 'COMPLETED'" brings the reclaimed
+// job back to life, lands its generated rows in product tables and bills its
+// usage. jobguard puts the condition inside the write instead.
+//
+// # What it guarantees
+//
+//   - Conditional completion. CompleteIfActive writes COMPLETED only while the
+//     job is QUEUED or PROCESSING; CompleteIfProcessing only from PROCESSING.
+//     Zero rows affected returns a *StateError wrapping ErrJobTerminal, which
+//     says why (not found, which status, superseded generation). CompleteTx
+//     makes the completion the first write of the save transaction, so a
+//     refused completion leaves none of the caller's rows.
+//   - Generations (fencing tokens). StartGuard.Start bumps the row's
+//     generation and returns it in an Execution; every later write of that
+//     execution (complete, fail, touch) carries "AND generation = $g". A job
+//     restarted by any path gets a new generation, so a stale execution can
+//     change nothing even when the status looks right.
+//   - A start guard. StartGuard refuses, with a permanent *ReclaimedError
+//     wrapping ErrReclaimed, a job whose failure reason or Redis marker says
+//     it was reclaimed. Start never moves a FAILED job back to PROCESSING;
+//     only Retry (an operator's explicit retry) does, and it bumps the
+//     generation so old markers stop applying.
+//   - Finalize. A re-check, the conditional completion in its own short
+//     transaction, then the caller's metadata updates in parallel; the
+//     Finalized result is Confirmed only when all of them succeeded, and it
+//     cannot be forged outside this package (package usage bills only
+//     confirmed results).
+//   - Bad input is refused before SQL is sent: a mapping that does not match
+//     the catalog fails in New, a malformed job id fails with ErrInvalidJobID.
+//     Identifiers are quoted once; values are always parameters.
+//
+// # What it does not guarantee
+//
+//   - The external call is not undone. A refused completion stops the result
+//     from landing; it does not cancel or refund the model call or the encode
+//     that produced it. Files and rows made before the completion check stay
+//     unless they are recorded as artifacts (package compensate).
+//   - A table without a generation column runs in status-only mode: a stale
+//     execution of a job that another path moved back to PROCESSING can still
+//     complete it. Map a generation column (DefaultTable does) to close that.
+//   - Reclaim markers expire (7 days by default), and under the default
+//     FailOpen policy a failed Redis lookup lets a job through with a warning;
+//     the database reason is still checked inside Start's conditional UPDATE.
+//   - Metadata updates after Finalize's completion are not one transaction
+//     with it: when some fail, the completion and the successful updates stay.
+//
+// # Using it
+//
+//	guard, err := jobguard.New(ctx, pool, jobguard.DefaultTable())
+//	starts, err := jobguard.NewStartGuard(guard, rdb, jobguard.StartGuardOptions{})
+//
+//	exec, err := starts.Start(ctx, pool, jobID) // refuses reclaimed jobs
+//	if jobguard.IsPermanent(err) { /* tell the queue not to retry */ }
+//	result := callTheModel(ctx)                 // outside any transaction
+//	err = guard.CompleteTx(ctx, pool, exec, func(tx pgx.Tx) error {
+//		return saveChapters(ctx, tx, result)    // only runs if completion won
+//	})
+//
+// Migration holds the SQL of the default table; Table maps a table of your
+// own, including Prisma-style names and a Postgres enum for the status.
+package jobguard

@@ -1,0 +1,71 @@
+package jobguard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// A worker starts a job, the reclaimer fails it while the model call is
+// still running, and the late result is refused before any row is saved.
+func Example() {
+	env, done := testenv.ForExample()
+	defer done()
+	ctx := context.Background()
+	pool := env.Pool
+
+	if _, err := pool.Exec(ctx, jobguard.Migration+`
+		CREATE TABLE chapters (job_id uuid, title text)`); err != nil {
+		panic(err)
+	}
+	guard, err := jobguard.New(ctx, pool, jobguard.DefaultTable())
+	if err != nil {
+		panic(err)
+	}
+	starts, err := jobguard.NewStartGuard(guard, env.Redis, jobguard.StartGuardOptions{
+		Markers: jobguard.MarkerConfig{Prefix: env.Prefix},
+	})
+	if err != nil {
+		panic(err)
+	}
+	var jobID string
+	if err := pool.QueryRow(ctx, `INSERT INTO jobs (type) VALUES ('chapter') RETURNING id::text`).Scan(&jobID); err != nil {
+		panic(err)
+	}
+
+	exec, err := starts.Start(ctx, pool, jobID)
+	fmt.Println("started generation", exec.Generation, err)
+
+	// While the model call hangs, the reclaimer fails the job.
+	if err := guard.Fail(ctx, pool, exec, jobguard.ReclaimedReasonDefault); err != nil {
+		panic(err)
+	}
+
+	// The call returns; the save transaction is refused at its first write.
+	err = guard.CompleteTx(ctx, pool, exec, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO chapters VALUES ($1, 'Week 1')`, jobID)
+		return err
+	})
+	var se *jobguard.StateError
+	fmt.Println("terminal:", errors.Is(err, jobguard.ErrJobTerminal), errors.As(err, &se) && se.Status == "FAILED")
+	fmt.Println("permanent:", jobguard.IsPermanent(err))
+
+	var chapters int
+	_ = pool.QueryRow(ctx, `SELECT count(*) FROM chapters`).Scan(&chapters)
+	fmt.Println("chapters saved:", chapters)
+
+	// The queue redelivers the job: the start guard refuses it for good.
+	_, err = starts.Start(ctx, pool, jobID)
+	fmt.Println("redelivery refused:", errors.Is(err, jobguard.ErrReclaimed))
+	// Output:
+	// started generation 1 <nil>
+	// terminal: true true
+	// permanent: true
+	// chapters saved: 0
+	// redelivery refused: true
+}

@@ -21,7 +21,7 @@ type clock struct{ ns atomic.Int64 }
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func (c *clock) Now() time.Time           { return epoch.Add(time.Duration(c.ns.Load())) }
+func (c *clock) Now() time.Time          { return epoch.Add(time.Duration(c.ns.Load())) }
 func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // bundle is one test's jobs table, a heartbeat over it on a manual clock,

@@ -428,3 +428,41 @@ func TestResult_String(t *testing.T) {
 		require.Equal(t, want, r.String())
 	}
 }
+
+// TestBeat_WriteAmplification fires 10,000 beats a second, spread over ten
+// jobs, for ten simulated intervals and counts the rows really written:
+// one per job per interval, however many calls arrive.
+func TestBeat_WriteAmplification(t *testing.T) {
+	t.Parallel()
+	const (
+		rate      = 10_000 // calls per simulated second, all jobs together
+		nJobs     = 10
+		iv        = time.Second // scaled down so the run stays short
+		intervals = 10
+	)
+	b := setup(t, fixture.Default)
+	hb := heartbeat.New(b.jobs.Guard, heartbeat.Config{Interval: iv, Now: b.clock.Now})
+	ctx := context.Background()
+	execs := make([]jobguard.Execution, nJobs)
+	for i := range execs {
+		execs[i] = jobguard.Execution{JobID: b.jobs.Insert(t, fixture.Job{Generation: 1}), Generation: 1}
+	}
+
+	calls, written := 0, 0
+	for range rate * int(iv/time.Second) * intervals {
+		res, err := hb.Beat(ctx, b.env.Pool, execs[calls%nJobs], heartbeat.Output(1))
+		require.NoError(t, err)
+		if res == heartbeat.Written {
+			written++
+		}
+		calls++
+		b.clock.Advance(time.Second / rate)
+	}
+
+	var rows int
+	require.NoError(t, b.env.Pool.QueryRow(ctx, `SELECT count(*) FROM row_writes`).Scan(&rows))
+	require.Equal(t, written, rows)
+	require.Equal(t, nJobs*intervals, rows, "one write per job per interval")
+	t.Logf("%d calls at %d/s over %d jobs for %d intervals: %d row writes = %.2f writes per job per interval, %d calls per write",
+		calls, rate, nJobs, intervals, rows, float64(rows)/nJobs/intervals, calls/rows)
+}

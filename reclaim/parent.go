@@ -51,7 +51,7 @@ func SetParent(p ParentUpdate) (ParentRule, error) {
 	if p.Value == "" {
 		return nil, fmt.Errorf("reclaim: parent rule: Value is empty")
 	}
-	sql := fmt.Sprintf(`UPDATE %s SET %s = $1 WHERE %s::text = ANY($2::text[])`,
+	sql := fmt.Sprintf(`UPDATE %s SET %s = $1 WHERE %s = ANY($2)`,
 		ident.Quote(p.Schema, p.Table), ident.Quote(p.Column), ident.Quote(p.IDColumn))
 	return func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
 		var parents []string

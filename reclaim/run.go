@@ -29,7 +29,7 @@ func (r *Reclaimer) Run(ctx context.Context) error {
 		return fmt.Errorf("reclaim: run: Config.DB is a %T; the leader lock needs a *pgxpool.Pool", r.cfg.DB)
 	}
 	var lock *pgxpool.Conn
-	defer func() { drop(ctx, lock) }()
+	defer func() { r.drop(ctx, lock) }()
 	tick := time.NewTicker(r.cfg.Interval)
 	defer tick.Stop()
 	for {
@@ -63,7 +63,7 @@ func (r *Reclaimer) lead(ctx context.Context, pool acquirer, held *pgxpool.Conn)
 		} else if ctx.Err() == nil {
 			r.log.WarnContext(ctx, "reclaim: leader connection lost; leadership dropped", slog.Any("error", err))
 		}
-		drop(ctx, held)
+		r.dropDead(ctx, held)
 	}
 	if ctx.Err() != nil {
 		return nil
@@ -80,7 +80,7 @@ func (r *Reclaimer) lead(ctx context.Context, pool acquirer, held *pgxpool.Conn)
 		if ctx.Err() == nil {
 			r.log.WarnContext(ctx, "reclaim: cannot try the leader lock", slog.Any("error", err))
 		}
-		drop(ctx, conn)
+		r.dropDead(ctx, conn)
 		return nil
 	}
 	if !got {
@@ -91,16 +91,30 @@ func (r *Reclaimer) lead(ctx context.Context, pool acquirer, held *pgxpool.Conn)
 	return conn
 }
 
-// drop closes the lock's connection instead of returning it to the pool:
-// ending the session is what releases a session-level advisory lock, also
-// when ctx has already ended.
-func drop(ctx context.Context, c *pgxpool.Conn) {
+// drop gives up the lead: it unlocks and returns the connection to the
+// pool, or, when that fails (the connection is dead), closes it, since
+// ending the session releases a session-level advisory lock too. It runs
+// also after ctx has ended.
+func (r *Reclaimer) drop(ctx context.Context, c *pgxpool.Conn) {
 	if c == nil {
 		return
 	}
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	_ = c.Hijack().Close(closeCtx) // the session ends either way
+	var unlocked bool
+	if err := c.QueryRow(ctx, "SELECT pg_advisory_unlock($1)", r.cfg.LeaderKey).Scan(&unlocked); err == nil && unlocked {
+		c.Release()
+		return
+	}
+	_ = c.Hijack().Close(ctx) // the session ends either way
+}
+
+// dropDead closes a connection that failed: ending the session releases
+// any lock it held.
+func (r *Reclaimer) dropDead(ctx context.Context, c *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_ = c.Hijack().Close(ctx)
 }
 
 func reportAttrs(rep Report) []any {

@@ -126,4 +126,3 @@ func reportAttrs(rep Report) []any {
 		slog.Int("lost_race", rep.LostRace), slog.Int("marker_errors", rep.MarkerErrors),
 	}
 }
-

@@ -27,9 +27,10 @@
 //     wrapping jobguard.ErrJobTerminal: the worker has lost the job and
 //     should stop.
 //   - Memory stays bounded without a background goroutine. Entries are kept
-//     in two generations of about an interval each; a write more than an
-//     interval after the current generation began drops the older one
-//     whole, so jobs left alone fall out once other beats keep arriving.
+//     in two generations of about an interval each; the first beat that
+//     claims a slot more than an interval after the current generation
+//     began drops the older one whole, so jobs left alone fall out once
+//     other beats keep arriving.
 //     Forget drops a job at once; Len reports the size for monitoring.
 //
 // # What it does not guarantee

@@ -144,9 +144,10 @@ func (h *Heartbeat) Beat(ctx context.Context, db jobguard.DB, exec jobguard.Exec
 // write in flight is not affected.
 func (h *Heartbeat) Forget(jobID string) { h.lim.forget(jobID) }
 
-// Len returns how many jobs the limiter holds, for monitoring. Stale entries
-// are dropped by later beats that write (no goroutine runs in the
-// background), so Len counts at most the jobs that wrote in about the last
-// two intervals; entries of jobs left alone fall away once beats of other
-// jobs keep arriving for two intervals. Forget drops an entry at once.
+// Len returns how many jobs the limiter holds, for monitoring. Nothing runs
+// in the background: stale entries are dropped by later beats that are not
+// throttled. Len therefore counts at most the jobs whose slot was claimed in
+// about the last two intervals, and the entries of jobs left alone fall away
+// once other jobs' beats keep arriving for two intervals. Forget drops an
+// entry at once.
 func (h *Heartbeat) Len() int { return h.lim.len() }

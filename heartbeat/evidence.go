@@ -27,6 +27,7 @@ const (
 	KindPoll
 )
 
+// String returns the kind's name: "progress", "output", "poll" or "none".
 func (k Kind) String() string {
 	switch k {
 	case KindProgress:
@@ -65,6 +66,7 @@ func Poll(status string) Evidence { return Evidence{kind: KindPoll, status: stat
 // Kind returns what e is.
 func (e Evidence) Kind() Kind { return e.kind }
 
+// String describes e for people, for example `progress 42%`.
 func (e Evidence) String() string {
 	switch e.kind {
 	case KindProgress:

@@ -50,6 +50,7 @@ const (
 	Lost
 )
 
+// String returns "written", "throttled", "lost" or "failed".
 func (r Result) String() string {
 	switch r {
 	case Written:

@@ -466,3 +466,20 @@ func TestBeat_WriteAmplification(t *testing.T) {
 	t.Logf("%d calls at %d/s over %d jobs for %d intervals: %d row writes = %.2f writes per job per interval, %d calls per write",
 		calls, rate, nJobs, intervals, rows, float64(rows)/nJobs/intervals, calls/rows)
 }
+
+// TestBeat_LimitIsPerProcess shows the documented non-guarantee: two
+// Heartbeats (as two worker processes would have) each write once.
+func TestBeat_LimitIsPerProcess(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fixture.Default)
+	ctx := context.Background()
+	id := b.jobs.Insert(t, fixture.Job{Generation: 1})
+	exec := jobguard.Execution{JobID: id, Generation: 1}
+	other := heartbeat.New(b.jobs.Guard, heartbeat.Config{Now: b.clock.Now})
+
+	for _, hb := range []*heartbeat.Heartbeat{b.hb, other, b.hb, other} {
+		_, err := hb.Beat(ctx, b.env.Pool, exec, heartbeat.Progress(1))
+		require.NoError(t, err)
+	}
+	require.Equal(t, 2, b.writes(t, id))
+}

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// invariant is one line of DESIGN.md section 5, checked against the rows.
+type invariant struct {
+	title string
+	check func(ctx context.Context) (held bool, detail string, err error)
+}
+
+// invariants checks every invariant against the database (and, for the
+// visibility of refusals, against what the callers and the log saw), prints
+// one line each, and reports whether all held.
+func (d *demo) invariants(ctx context.Context) (bool, error) {
+	d.tl.heading("Invariants (DESIGN.md section 5), computed from the database")
+	all := true
+	for i, inv := range []invariant{
+		{"A job never leaves FAILED except through Retry", d.failedStaysFailed},
+		{"No product row or READY parent for a job that is not COMPLETED", d.noOrphanProducts},
+		{"Usage accrued exactly once per confirmed finalize, never for a rejected one", d.usageOnce},
+		{"A reclaim that lost the race changes nothing: no parent, no marker", d.reclaimsBacked},
+		{"An execution with an old generation changes nothing", d.oldGenerationsInert},
+		{"Every refusal is visible: typed error, report count, log line", d.refusalsVisible},
+	} {
+		held, detail, err := inv.check(ctx)
+		if err != nil {
+			return false, fmt.Errorf("invariant %d: %w", i+1, err)
+		}
+		verdict := "HELD"
+		if !held {
+			verdict, all = "BROKEN", false
+		}
+		d.tl.say("  invariant %d %-6s %s\n                   %s", i+1, verdict, inv.title, detail)
+	}
+	return all, nil
+}
+
+// reclaimedPrefix is what the reclaimer writes as the failure reason.
+const reclaimedPrefix = jobguard.ReclaimedReasonDefault
+
+func (d *demo) failedStaysFailed(ctx context.Context) (bool, string, error) {
+	var failed, retries, other int
+	err := d.env.Pool.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE new_status = 'FAILED'),
+		       count(*) FILTER (WHERE old_status = 'FAILED' AND new_status = 'QUEUED'
+		                          AND new_generation = old_generation + 1 AND failure_reason IS NULL),
+		       count(*) FILTER (WHERE old_status = 'FAILED' AND NOT (new_status = 'QUEUED'
+		                          AND new_generation = old_generation + 1 AND failure_reason IS NULL))
+		FROM job_transitions`).Scan(&failed, &retries, &other)
+	if err != nil {
+		return false, "", err
+	}
+	return other == 0, fmt.Sprintf("%d moves to FAILED; %d moves out of FAILED by Retry (QUEUED, generation+1, reason cleared); %d any other way",
+		failed, retries, other), nil
+}
+
+func (d *demo) noOrphanProducts(ctx context.Context) (bool, string, error) {
+	var chapters, lessons, lectures, readyCourses, readyVideos, readyAssets, exportsDone int
+	var bad [7]int
+	notDone := `j.status IS DISTINCT FROM 'COMPLETED'`
+	err := d.env.Pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM chapters),
+		       (SELECT count(*) FROM lessons),
+		       (SELECT count(*) FROM lectures),
+		       (SELECT count(*) FROM courses WHERE status = 'READY'),
+		       (SELECT count(*) FROM videos WHERE status = 'READY'),
+		       (SELECT count(*) FROM assets WHERE status = 'READY'),
+		       (SELECT count(*) FROM documents WHERE export_status = 'DONE'),
+		       (SELECT count(*) FROM chapters c LEFT JOIN jobs j ON j.id = c.job_id WHERE `+notDone+`),
+		       (SELECT count(*) FROM lessons l JOIN chapters c ON c.id = l.chapter_id
+		            LEFT JOIN jobs j ON j.id = c.job_id WHERE `+notDone+`),
+		       (SELECT count(*) FROM lectures k JOIN lessons l ON l.id = k.lesson_id JOIN chapters c ON c.id = l.chapter_id
+		            LEFT JOIN jobs j ON j.id = c.job_id WHERE `+notDone+`),
+		       (SELECT count(*) FROM courses p WHERE status = 'READY' AND NOT EXISTS (SELECT 1 FROM jobs j
+		            WHERE j.parent_id = p.id AND j.type = 'chapter' AND j.status = 'COMPLETED')),
+		       (SELECT count(*) FROM videos p WHERE status = 'READY' AND NOT EXISTS (SELECT 1 FROM jobs j
+		            WHERE j.parent_id = p.id AND j.type = 'video' AND j.status = 'COMPLETED')),
+		       (SELECT count(*) FROM assets s LEFT JOIN jobs j ON j.id = s.job_id
+		            WHERE s.status = 'READY' AND (`+notDone+` OR j.generation <> s.generation)),
+		       (SELECT count(*) FROM documents p WHERE export_status = 'DONE' AND NOT EXISTS (SELECT 1 FROM jobs j
+		            WHERE j.parent_id = p.id AND j.type = 'export' AND j.status = 'COMPLETED'))`).
+		Scan(&chapters, &lessons, &lectures, &readyCourses, &readyVideos, &readyAssets, &exportsDone,
+			&bad[0], &bad[1], &bad[2], &bad[3], &bad[4], &bad[5], &bad[6])
+	if err != nil {
+		return false, "", err
+	}
+	orphans := 0
+	for _, n := range bad {
+		orphans += n
+	}
+	return orphans == 0, fmt.Sprintf("%d chapters, %d lessons, %d lectures, %d READY courses, %d READY videos, %d READY assets, %d done exports; %d without a COMPLETED job",
+		chapters, lessons, lectures, readyCourses, readyVideos, readyAssets, exportsDone, orphans), nil
+}
+
+func (d *demo) usageOnce(ctx context.Context) (bool, string, error) {
+	var rows, stale, wrongCount, completed, badAccounts, billed int
+	err := d.env.Pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM usage_ledger),
+		       (SELECT count(*) FROM usage_ledger u LEFT JOIN jobs j ON j.id::text = u.job_id
+		            WHERE j.status IS DISTINCT FROM 'COMPLETED' OR j.generation <> u.generation),
+		       (SELECT count(*) FROM jobs j JOIN videos v ON v.id = j.parent_id
+		            WHERE j.type = 'video' AND j.status = 'COMPLETED' AND v.status = 'READY'
+		              AND (SELECT count(*) FROM usage_ledger u WHERE u.job_id = j.id::text AND u.meter = $1) <> 1),
+		       (SELECT count(*) FROM jobs j WHERE j.type = 'video' AND j.status = 'COMPLETED'),
+		       (SELECT count(*) FROM accounts a WHERE a.video_seconds <> (SELECT coalesce(sum(quantity), 0)
+		            FROM usage_ledger u WHERE u.account = a.id AND u.meter = $1)),
+		       (SELECT coalesce(sum(video_seconds), 0) FROM accounts)`, "video_seconds").
+		Scan(&rows, &stale, &wrongCount, &completed, &badAccounts, &billed)
+	if err != nil {
+		return false, "", err
+	}
+	return stale == 0 && wrongCount == 0 && badAccounts == 0, fmt.Sprintf(
+		"%d ledger rows for %d confirmed video jobs (%d with another count); %d rows for a job not COMPLETED at that generation; %d s billed, %d accounts off the ledger",
+		rows, completed, wrongCount, stale, billed, badAccounts), nil
+}
+
+func (d *demo) reclaimsBacked(ctx context.Context) (bool, string, error) {
+	e := d.env
+	markers, unbacked := 0, 0
+	iter := e.Redis.Scan(ctx, 0, e.Markers.Prefix+":reclaimed:*", 500).Iterator()
+	for iter.Next(ctx) {
+		key := iter.Val()
+		open, end := strings.IndexByte(key, '{'), strings.LastIndexByte(key, '}')
+		if open < 0 || end < open {
+			return false, "", fmt.Errorf("marker key %q has no hash tag", key)
+		}
+		jobID := key[open+1 : end]
+		m, found, err := e.Starts.Markers().Read(ctx, jobID)
+		if err != nil {
+			return false, "", err
+		}
+		if !found {
+			continue // expired between the scan and the read
+		}
+		markers++
+		var backed bool
+		if err := e.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM job_transitions WHERE job_id::text = $1
+			AND old_status IN ('QUEUED', 'PROCESSING') AND new_status = 'FAILED' AND new_generation = $2
+			AND starts_with(failure_reason, $3))`, jobID, m.Generation, reclaimedPrefix).Scan(&backed); err != nil {
+			return false, "", err
+		}
+		if !backed {
+			unbacked++
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return false, "", err
+	}
+	var reclaims, failedParents, orphanParents int
+	err := e.Pool.QueryRow(ctx, `
+		WITH failed AS (
+		    SELECT id, 'chapter' AS type FROM courses WHERE status = 'FAILED'
+		    UNION ALL SELECT id, 'video' FROM videos WHERE status = 'FAILED'
+		    UNION ALL SELECT id, 'export' FROM documents WHERE export_status = 'FAILED')
+		SELECT (SELECT count(*) FROM job_transitions WHERE new_status = 'FAILED' AND starts_with(failure_reason, $1)),
+		       (SELECT count(*) FROM failed),
+		       (SELECT count(*) FROM failed p WHERE NOT EXISTS (SELECT 1 FROM jobs j
+		            JOIN job_transitions t ON t.job_id = j.id
+		            WHERE j.parent_id = p.id AND j.type = p.type AND t.new_status = 'FAILED'
+		              AND starts_with(t.failure_reason, $1)))`, reclaimedPrefix).
+		Scan(&reclaims, &failedParents, &orphanParents)
+	if err != nil {
+		return false, "", err
+	}
+	reported, lost := 0, 0
+	d.mu.Lock()
+	for _, r := range d.reports {
+		reported += r.Reclaimed
+		lost += r.LostRace
+	}
+	d.mu.Unlock()
+	held := unbacked == 0 && orphanParents == 0 && reported == reclaims
+	return held, fmt.Sprintf("%d reclaims written (%d reported); %d markers, %d not backed by a reclaim at their generation; %d FAILED parents, %d without a reclaimed job; %d lost races reported",
+		reclaims, reported, markers, unbacked, failedParents, orphanParents, lost), nil
+}
+
+func (d *demo) oldGenerationsInert(ctx context.Context) (bool, string, error) {
+	var old, oldOpen, staleRows, badKept int
+	err := d.env.Pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM job_artifacts a JOIN jobs j ON j.id::text = a.job_id WHERE a.generation <> j.generation),
+		       (SELECT count(*) FROM job_artifacts a JOIN jobs j ON j.id::text = a.job_id
+		            WHERE a.generation <> j.generation AND a.state <> 'done'),
+		       (SELECT count(*) FROM chapters c JOIN jobs j ON j.id = c.job_id WHERE c.generation <> j.generation)
+		     + (SELECT count(*) FROM assets s JOIN jobs j ON j.id = s.job_id WHERE s.generation <> j.generation)
+		     + (SELECT count(*) FROM usage_ledger u JOIN jobs j ON j.id::text = u.job_id WHERE u.generation <> j.generation),
+		       (SELECT count(*) FROM job_artifacts a JOIN jobs j ON j.id::text = a.job_id
+		            WHERE a.state = 'kept' AND (a.generation <> j.generation OR j.status <> 'COMPLETED'))`).
+		Scan(&old, &oldOpen, &staleRows, &badKept)
+	if err != nil {
+		return false, "", err
+	}
+	return oldOpen == 0 && staleRows == 0 && badKept == 0, fmt.Sprintf(
+		"%d artifacts of old generations, %d of them not compensated; %d chapter, asset or ledger rows of an old generation; %d kept artifacts of an unfinished execution",
+		old, oldOpen, staleRows, badKept), nil
+}
+
+func (d *demo) refusalsVisible(ctx context.Context) (bool, string, error) {
+	rows, err := d.env.Pool.Query(ctx, `SELECT job_id::text, new_generation FROM job_transitions
+		WHERE new_status = 'FAILED' AND starts_with(failure_reason, $1)`, reclaimedPrefix)
+	if err != nil {
+		return false, "", err
+	}
+	type exec struct {
+		id  string
+		gen int64
+	}
+	var reclaimed []exec
+	for rows.Next() {
+		var x exec
+		if err := rows.Scan(&x.id, &x.gen); err != nil {
+			return false, "", err
+		}
+		reclaimed = append(reclaimed, x)
+	}
+	if err := rows.Err(); err != nil {
+		return false, "", err
+	}
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var missing []string
+	for _, x := range reclaimed {
+		inReport := false
+		for _, r := range d.reports {
+			for _, id := range r.ReclaimedIDs {
+				inReport = inReport || id == x.id
+			}
+		}
+		if !inReport {
+			missing = append(missing, short(x.id)+": no sweep report")
+		}
+		if len(d.logs.find("reclaim: job reclaimed", x.id)) == 0 {
+			missing = append(missing, short(x.id)+": no reclaim log line")
+		}
+		told := false
+		for _, err := range d.refusals[x.id] {
+			var se *jobguard.StateError
+			told = told || (errors.As(err, &se) && errors.Is(err, jobguard.ErrJobTerminal) && se.Want == x.gen)
+		}
+		if !told {
+			missing = append(missing, fmt.Sprintf("%s: execution %d never got ErrJobTerminal", short(x.id), x.gen))
+		}
+	}
+	refusals := 0
+	for id, errs := range d.refusals {
+		refusals += len(errs)
+		for _, err := range errs {
+			if !jobguard.IsPermanent(err) {
+				missing = append(missing, fmt.Sprintf("%s: untyped error %v", short(id), err))
+			}
+		}
+		if n := len(d.logs.find("worker: job refused; not retried", id)); n < len(errs) {
+			missing = append(missing, fmt.Sprintf("%s: %d refusals, %d log lines", short(id), len(errs), n))
+		}
+	}
+	detail := fmt.Sprintf("%d reclaims, each in a sweep report, a log line and an ErrJobTerminal to its execution; %d refusals, each typed and logged",
+		len(reclaimed), refusals)
+	if len(missing) > 0 {
+		detail += "; missing: " + strings.Join(missing, "; ")
+	}
+	return len(missing) == 0, detail, nil
+}

@@ -1,0 +1,234 @@
+// Command demo tells jobguard's story end to end against a real PostgreSQL
+// and Redis, in a few seconds:
+//
+//  1. a chapter job whose model call hangs past its limit is reclaimed; the
+//     call returns, and its save is refused before any chapter row is
+//     written, so the course never becomes READY;
+//  2. a slow video encode survives the same sweep, because its heartbeat
+//     shows progress; it finalizes and its usage is accrued once;
+//  3. a video job reclaimed mid-encode: its late finalize is rejected, so no
+//     READY and no usage, and its file and slide asset are compensated;
+//  4. the queue redelivers the reclaimed job: the start guard refuses it as
+//     non-retryable;
+//  5. an operator retries it: it runs and completes.
+//
+// It ends with the final rows and one line per invariant of the design,
+// each computed from the database, and exits non-zero if any did not hold.
+//
+// Usage:
+//
+//	go run ./examples/demo [-keep] [-v]
+//
+// The servers are found like the tests find them: JOBGUARD_DATABASE_URL and
+// JOBGUARD_REDIS_URL, else 127.0.0.1:5432 (database test) and
+// 127.0.0.1:6379, else containers where Docker answers.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/examples/internal/flow"
+	"github.com/jobguard/jobguard/internal/endpoint"
+	"github.com/jobguard/jobguard/reclaim"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// The demo's short limits, so the whole story takes seconds.
+const (
+	limit      = time.Second            // max runtime of every job type
+	noProgress = time.Second            // no-progress threshold of the reclaimer
+	beatEvery  = 100 * time.Millisecond // heartbeat interval
+	stepDelay  = 50 * time.Millisecond  // one encoder chunk
+	overLimit  = limit + 500*time.Millisecond
+)
+
+// demo is one run: its connections, reclaimer, log and the refusals its
+// callers saw.
+type demo struct {
+	tl      *timeline
+	env     *flow.Env
+	rec     *reclaim.Reclaimer
+	logs    *logStore
+	log     *slog.Logger
+	// retried is the job of scenes 3 to 5.
+	retried string
+
+	mu      sync.Mutex
+	reports []reclaim.Report
+	// refusals are the errors the worker got back, by job id.
+	refusals map[string][]error
+}
+
+// run is the whole demo; it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	keep := fs.Bool("keep", false, "keep the demo's schema, Redis keys and files for inspection")
+	verbose := fs.Bool("v", false, "print the libraries' debug logs too (heartbeat writes, kept artifacts)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+
+	tl := &timeline{out: stdout, start: time.Now()}
+	tl.say("jobguard demo: a reclaimed job can change nothing, a slow one is left alone")
+	ep, err := endpoint.Resolve(ctx, func(format string, args ...any) { tl.say("  "+format, args...) })
+	if err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return 2
+	}
+	defer func() { _ = ep.Close(context.WithoutCancel(ctx)) }()
+
+	suffix := randomHex(4)
+	schema, prefix := "jobguard_demo_"+suffix, "jobguard-demo:"+suffix
+	files, err := os.MkdirTemp("", "jobguard-demo-")
+	if err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return 2
+	}
+	store := &logStore{}
+	logger := slog.New(&recorder{store: store, tl: tl, verbose: *verbose})
+	env, err := flow.Open(ctx, flow.Config{
+		DatabaseURL: ep.DatabaseURL, RedisURL: ep.RedisURL, Schema: schema, Prefix: prefix,
+		FilesDir: files, HeartbeatInterval: beatEvery, Logger: logger,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return 2
+	}
+	defer env.Close()
+	defer func() {
+		if *keep {
+			tl.say("\nkept: schema %s, Redis keys %s:*, files in %s", schema, prefix, files)
+			return
+		}
+		cleanup(context.WithoutCancel(ctx), env, prefix, files)
+	}()
+	tl.say("  schema %s, Redis prefix %s", schema, prefix)
+	tl.say("  limits: every job type %v of runtime; reclaimed only after %v without progress; heartbeat at most every %v",
+		limit, noProgress, beatEvery)
+
+	d := &demo{tl: tl, env: env, logs: store, log: logger, refusals: map[string][]error{}}
+	if err := d.setup(ctx); err != nil {
+		fmt.Fprintf(stderr, "demo: setup: %v\n", err)
+		return 2
+	}
+	tl.start = time.Now()
+	for _, scene := range []func(context.Context) error{d.hungChapterAndSlowVideo, d.reclaimedMidEncode, d.redelivered, d.operatorRetry} {
+		if err := scene(ctx); err != nil {
+			fmt.Fprintf(stderr, "demo: %v\n", err)
+			return 2
+		}
+	}
+	if err := d.finalRows(ctx); err != nil {
+		fmt.Fprintf(stderr, "demo: final rows: %v\n", err)
+		return 2
+	}
+	held, err := d.invariants(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "demo: invariants: %v\n", err)
+		return 2
+	}
+	switch {
+	case !held:
+		tl.say("\nAn invariant did not hold.")
+		return 1
+	case tl.unexpected > 0:
+		tl.say("\n%d step(s) of the story did not go as expected.", tl.unexpected)
+		return 1
+	}
+	tl.say("\nEvery invariant held.")
+	return 0
+}
+
+// setup writes the limits, the product rows and the audit trigger the
+// invariants read, and builds the reclaimer.
+func (d *demo) setup(ctx context.Context) error {
+	e := d.env
+	for _, typ := range []string{flow.TypeChapter, flow.TypeVideo, flow.TypeExport} {
+		if err := flow.SetLimit(ctx, e, typ, limit); err != nil {
+			return err
+		}
+	}
+	if _, err := e.Pool.Exec(ctx, auditSQL); err != nil {
+		return fmt.Errorf("audit trigger: %w", err)
+	}
+	if _, err := e.Pool.Exec(ctx, `
+		INSERT INTO courses (id, title) VALUES ('course-1', 'Distributed Systems'), ('course-2', 'Databases');
+		INSERT INTO accounts (id) VALUES ('acct-1');
+		INSERT INTO videos (id, account_id, title) VALUES
+			('video-1', 'acct-1', 'Lecture 1: clocks'),
+			('video-2', 'acct-1', 'Lecture 2: consensus');`); err != nil {
+		return fmt.Errorf("product rows: %w", err)
+	}
+	var err error
+	d.rec, err = flow.NewReclaimer(e, flow.ReclaimConfig{NoProgress: noProgress, Logger: d.log})
+	return err
+}
+
+// auditSQL records every status or generation change of a job, so that the
+// invariants can be checked against what really happened to each row.
+const auditSQL = `
+CREATE TABLE job_transitions (
+    seq            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id         uuid   NOT NULL,
+    old_status     text,
+    new_status     text   NOT NULL,
+    old_generation bigint,
+    new_generation bigint NOT NULL,
+    failure_reason text,
+    at             timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE FUNCTION record_job_transition() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO job_transitions (job_id, new_status, new_generation, failure_reason)
+        VALUES (NEW.id, NEW.status, NEW.generation, NEW.failure_reason);
+    ELSIF OLD.status IS DISTINCT FROM NEW.status OR OLD.generation IS DISTINCT FROM NEW.generation THEN
+        INSERT INTO job_transitions (job_id, old_status, new_status, old_generation, new_generation, failure_reason)
+        VALUES (NEW.id, OLD.status, NEW.status, OLD.generation, NEW.generation, NEW.failure_reason);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER record_job_transition AFTER INSERT OR UPDATE ON jobs
+    FOR EACH ROW EXECUTE FUNCTION record_job_transition();`
+
+// cleanup drops the schema, the Redis keys and the files.
+func cleanup(ctx context.Context, e *flow.Env, prefix, files string) {
+	_, _ = e.Pool.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{e.Schema}.Sanitize()+` CASCADE`)
+	iter := e.Redis.Scan(ctx, 0, prefix+":*", 500).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if len(keys) > 0 {
+		_ = e.Redis.Del(ctx, keys...).Err()
+	}
+	_ = os.RemoveAll(files)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jobguard/jobguard/examples/internal/flow"
+	"github.com/jobguard/jobguard/examples/internal/sim"
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/reclaim"
+	"github.com/jobguard/jobguard/usage"
+)
+
+// Scenes 1 and 2 share one sweep: it must reclaim the hung chapter job and
+// leave the slow, progressing video alone.
+func (d *demo) hungChapterAndSlowVideo(ctx context.Context) error {
+	tl, e := d.tl, d.env
+	tl.heading("Scenes 1 and 2: a chapter job whose model call hangs, and a slow video encode that keeps making progress")
+	chapterJob, err := flow.EnqueueChapter(ctx, e, "course-1", 2)
+	if err != nil {
+		return err
+	}
+	videoJob, err := flow.EnqueueVideo(ctx, e, "video-1")
+	if err != nil {
+		return err
+	}
+	healthyJob, err := flow.EnqueueChapter(ctx, e, "course-2", 1)
+	if err != nil {
+		return err
+	}
+	tl.at("queued chapter job %s (add 2 weeks to course-1), video job %s (encode video-1) and chapter job %s (add a week to course-2)",
+		short(chapterJob), short(videoJob), short(healthyJob))
+
+	hang := sim.NewGate()
+	chapters := &flow.Chapters{Env: e, Model: sim.Model{Call: sim.Call{Hang: hang}}}
+	videos := &flow.Videos{Env: e, Encoder: sim.Encoder{Steps: 60, StepDelay: stepDelay, Seconds: 90}}
+	var chapterRes flow.ChapterResult
+	chapterDone := d.goDeliver(ctx, flow.TypeChapter, chapterJob, func(ctx context.Context, id string) (err error) {
+		chapterRes, err = chapters.Process(ctx, id)
+		return err
+	})
+	var videoRes flow.VideoResult
+	videoDone := d.goDeliver(ctx, flow.TypeVideo, videoJob, func(ctx context.Context, id string) (err error) {
+		videoRes, err = videos.Process(ctx, id)
+		return err
+	})
+	healthy := &flow.Chapters{Env: e, Model: sim.Model{Call: sim.Call{Latency: 200 * time.Millisecond}}}
+	var healthyRes flow.ChapterResult
+	err = d.deliver(ctx, flow.TypeChapter, healthyJob, func(ctx context.Context, id string) (err error) {
+		healthyRes, err = healthy.Process(ctx, id)
+		return err
+	})
+	tl.at("chapter job %s: the model answered in 200ms; course-2 now has %d week(s)", short(healthyJob), healthyRes.Total)
+	tl.expect(err == nil && healthyRes.Weeks == 1, "a job that is not stuck completes as usual: %v", err)
+	if err := waitFor(ctx, hang.Reached()); err != nil {
+		return err
+	}
+	tl.at("chapter job %s started; its model call hangs and gives no sign of life, so nothing heartbeats it", short(chapterJob))
+	tl.at("video job %s is encoding 60 chunks, %v each; each chunk's progress is a heartbeat (one write per %v at most)",
+		short(videoJob), stepDelay, beatEvery)
+	if err := sleep(ctx, overLimit); err != nil {
+		return err
+	}
+
+	rep, err := d.sweep(ctx)
+	if err != nil {
+		return err
+	}
+	tl.expect(rep.Reclaimed == 1 && rep.ReclaimedIDs[0] == chapterJob,
+		"the hung chapter job was reclaimed: over its limit and no progress for %v", overLimit)
+	tl.expect(rep.Progressing == 1, "the video job, over its limit too, was left alone: its updated_at moves")
+	course, _ := d.text(ctx, `SELECT status FROM courses WHERE id = 'course-1'`)
+	tl.expect(course == "FAILED", "course-1 is %s (the chapter parent rule ran in the reclaim's transaction)", course)
+
+	tl.at("the model call returns; the worker saves its 2 weeks")
+	hang.Release()
+	err = <-chapterDone
+	tl.at("save refused: %v", err)
+	tl.expect(errors.Is(err, jobguard.ErrJobTerminal) && jobguard.IsPermanent(err),
+		"the refusal is ErrJobTerminal, permanent: the queue will not retry it")
+	chapterRows, _ := d.count(ctx, `SELECT count(*) FROM chapters WHERE course_id = 'course-1'`)
+	course, _ = d.text(ctx, `SELECT status FROM courses WHERE id = 'course-1'`)
+	tl.expect(chapterRows == 0 && course != "READY" && chapterRes.Weeks == 0,
+		"course-1 has %d chapter rows and is %s, not READY: the completion was the save's first write", chapterRows, course)
+
+	err = <-videoDone
+	if err != nil {
+		tl.at("video job %s: %v", short(videoJob), err)
+	} else {
+		tl.at("video job %s finished: %ds encoded; finalize confirmed=%v; usage accrued=%v",
+			short(videoJob), videoRes.Seconds, videoRes.Finalize.Confirmed(), videoRes.Accrued)
+	}
+	video, _ := d.text(ctx, `SELECT status FROM videos WHERE id = 'video-1'`)
+	tl.expect(err == nil && videoRes.Finalize.Confirmed() && videoRes.Accrued && video == "READY",
+		"video-1 is %s and its seconds were billed", video)
+	if err == nil {
+		// A replayed message, or a second call, finds the earlier accrual.
+		acc, err := usage.Accrue(ctx, e.Pool, videoRes.Finalize, usage.Entry{
+			Account: "acct-1", Meter: flow.MeterVideoSeconds, Quantity: int64(videoRes.Seconds),
+		}, nil)
+		tl.expect(err == nil && !acc.Accrued, "a replayed accrual of video-1 finds the earlier entry and bills nothing")
+	}
+	return nil
+}
+
+// Scene 3: a video job reclaimed while its mux hangs, after its last
+// progress; its late finalize is rejected and what it made is undone.
+func (d *demo) reclaimedMidEncode(ctx context.Context) error {
+	tl, e := d.tl, d.env
+	tl.heading("Scene 3: a video job reclaimed mid-encode finalizes late")
+	jobID, err := flow.EnqueueVideo(ctx, e, "video-2")
+	if err != nil {
+		return err
+	}
+	d.retried = jobID
+	mux := sim.NewGate()
+	videos := &flow.Videos{Env: e, Encoder: sim.Encoder{Steps: 4, StepDelay: stepDelay, Seconds: 120, Hang: mux}}
+	var res flow.VideoResult
+	done := d.goDeliver(ctx, flow.TypeVideo, jobID, func(ctx context.Context, id string) (err error) {
+		res, err = videos.Process(ctx, id)
+		return err
+	})
+	tl.at("queued and started video job %s (encode video-2); its file is recorded as an artifact", short(jobID))
+	if err := waitFor(ctx, mux.Reached()); err != nil {
+		return err
+	}
+	tl.at("the encoder wrote its 4 chunks, then its mux stalls: no progress, so no heartbeat")
+	if err := sleep(ctx, overLimit); err != nil {
+		return err
+	}
+	rep, err := d.sweep(ctx)
+	if err != nil {
+		return err
+	}
+	tl.expect(rep.Reclaimed == 1 && rep.ReclaimedIDs[0] == jobID, "video job %s was reclaimed", short(jobID))
+	m, found, err := e.Starts.Markers().Read(ctx, jobID)
+	tl.expect(err == nil && found && m.Generation == 1,
+		"Redis marker %s records generation %d, reason %q", e.Starts.Markers().Key(jobID), m.Generation, m.Reason)
+
+	tl.at("the mux finishes; the worker upserts the slide asset (an artifact too) and finalizes")
+	mux.Release()
+	err = <-done
+	tl.at("finalize rejected: %v", err)
+	tl.expect(errors.Is(err, jobguard.ErrJobTerminal) && res.Finalize.Rejected() && !res.Finalize.Confirmed(),
+		"the finalize is Rejected, not Confirmed: no metadata update ran")
+	_, statErr := os.Stat(res.File)
+	assets, _ := d.count(ctx, `SELECT count(*) FROM assets WHERE video_id = 'video-2'`)
+	tl.expect(errors.Is(statErr, fs.ErrNotExist) && assets == 0,
+		"its file %s and its slide asset row were compensated", shortPath(res.File))
+	video, _ := d.text(ctx, `SELECT status FROM videos WHERE id = 'video-2'`)
+	ledger, _ := d.count(ctx, `SELECT count(*) FROM usage_ledger WHERE job_id = $1`, jobID)
+	tl.expect(video != "READY" && ledger == 0, "video-2 is %s, not READY, and has %d usage rows", video, ledger)
+	return nil
+}
+
+// Scene 4: the queue delivers the reclaimed job again.
+func (d *demo) redelivered(ctx context.Context) error {
+	tl, e := d.tl, d.env
+	tl.heading("Scene 4: the queue redelivers the reclaimed job")
+	videos := &flow.Videos{Env: e, Encoder: sim.Encoder{Steps: 4, StepDelay: stepDelay}}
+	err := d.deliver(ctx, flow.TypeVideo, d.retried, func(ctx context.Context, id string) error {
+		_, err := videos.Process(ctx, id)
+		return err
+	})
+	tl.at("start refused: %v", err)
+	var re *jobguard.ReclaimedError
+	tl.expect(errors.As(err, &re) && jobguard.IsPermanent(err),
+		"the refusal is ErrReclaimed (evidence: %s), permanent: River would JobCancel, BullMQ UnrecoverableError", source(re))
+	status, _ := d.text(ctx, `SELECT status || ' at generation ' || generation FROM jobs WHERE id = $1`, d.retried)
+	tl.expect(strings.HasPrefix(status, "FAILED"), "job %s is still %s: Start never moves a FAILED job", short(d.retried), status)
+	return nil
+}
+
+// Scene 5: an operator's explicit retry runs the job again.
+func (d *demo) operatorRetry(ctx context.Context) error {
+	tl, e := d.tl, d.env
+	tl.heading("Scene 5: an operator retries it")
+	gen, err := e.Guard.Retry(ctx, e.Pool, d.retried)
+	if err != nil {
+		return err
+	}
+	tl.at("Retry: job %s is QUEUED at generation %d, reason cleared; the marker of generation 1 no longer applies",
+		short(d.retried), gen)
+	videos := &flow.Videos{Env: e, Encoder: sim.Encoder{Steps: 6, StepDelay: stepDelay, Seconds: 120}}
+	var res flow.VideoResult
+	err = d.deliver(ctx, flow.TypeVideo, d.retried, func(ctx context.Context, id string) (err error) {
+		res, err = videos.Process(ctx, id)
+		return err
+	})
+	if err != nil {
+		tl.at("video job %s: %v", short(d.retried), err)
+	} else {
+		tl.at("video job %s finished: %ds encoded; finalize confirmed=%v; usage accrued=%v",
+			short(d.retried), res.Seconds, res.Finalize.Confirmed(), res.Accrued)
+	}
+	video, _ := d.text(ctx, `SELECT status FROM videos WHERE id = 'video-2'`)
+	tl.expect(err == nil && res.Finalize.Confirmed() && res.Accrued && video == "READY",
+		"video-2 is %s and its seconds were billed once, at generation %d", video, res.Finalize.Execution().Generation)
+	return nil
+}
+
+// sweep runs one reclaimer pass and prints its report.
+func (d *demo) sweep(ctx context.Context) (reclaim.Report, error) {
+	rep, err := d.rec.Sweep(ctx)
+	if err != nil {
+		return rep, err
+	}
+	d.mu.Lock()
+	d.reports = append(d.reports, rep)
+	d.mu.Unlock()
+	ids := make([]string, len(rep.ReclaimedIDs))
+	for i, id := range rep.ReclaimedIDs {
+		ids[i] = short(id)
+	}
+	d.tl.at("reclaimer sweep: scanned %d, reclaimed %d %v, progressing %d, within limit %d, lost race %d, marker errors %d",
+		rep.Scanned, rep.Reclaimed, ids, rep.Progressing, rep.WithinLimit, rep.LostRace, rep.MarkerErrors)
+	return rep, nil
+}
+
+// deliver runs one delivery through the worker and keeps its error.
+func (d *demo) deliver(ctx context.Context, typ, jobID string, process func(context.Context, string) error) error {
+	err := flow.Deliver(ctx, d.log, typ, jobID, process)
+	if err != nil {
+		d.mu.Lock()
+		d.refusals[jobID] = append(d.refusals[jobID], err)
+		d.mu.Unlock()
+	}
+	return err
+}
+
+// goDeliver is deliver in a goroutine; the channel gets its error.
+func (d *demo) goDeliver(ctx context.Context, typ, jobID string, process func(context.Context, string) error) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- d.deliver(ctx, typ, jobID, process) }()
+	return done
+}
+
+func (d *demo) text(ctx context.Context, sql string, args ...any) (string, error) {
+	var s string
+	err := d.env.Pool.QueryRow(ctx, sql, args...).Scan(&s)
+	return s, err
+}
+
+func (d *demo) count(ctx context.Context, sql string, args ...any) (int, error) {
+	var n int
+	err := d.env.Pool.QueryRow(ctx, sql, args...).Scan(&n)
+	return n, err
+}
+
+func source(re *jobguard.ReclaimedError) string {
+	if re == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%s says %q", re.Source, re.Reason)
+}
+
+func shortPath(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+func waitFor(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

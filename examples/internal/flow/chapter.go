@@ -1,0 +1,127 @@
+package flow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/examples/internal/sim"
+)
+
+// Chapters is the "add weeks to a course" processor.
+//
+// The order is the point: start the job as a new execution (the start guard
+// refuses a reclaimed job), make the slow model call outside any
+// transaction, then save in one short transaction whose first write is the
+// conditional completion. A job that was reclaimed while the model was
+// thinking is refused right there, before any chapter row exists, and the
+// rollback takes nothing with it.
+type Chapters struct {
+	Env   *Env
+	Model sim.Model
+}
+
+// ChapterResult is what a successful chapter job added.
+type ChapterResult struct {
+	CourseID string
+	Weeks    int // weeks added
+	Total    int // the course's week count afterwards
+}
+
+// EnqueueChapter queues a job that adds weeks to course and marks the course
+// GENERATING. It returns the job id.
+func EnqueueChapter(ctx context.Context, e *Env, courseID string, weeks int) (string, error) {
+	var id string
+	err := pgx.BeginFunc(ctx, e.Pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `INSERT INTO jobs (type, parent_id, payload)
+			VALUES ($1, $2, jsonb_build_object('weeks', $3::int)) RETURNING id::text`,
+			TypeChapter, courseID, weeks).Scan(&id); err != nil {
+			return err
+		}
+		return setStatus(ctx, tx, `UPDATE courses SET status = 'GENERATING' WHERE id = $1`, courseID)
+	})
+	if err != nil {
+		return "", fmt.Errorf("enqueue chapter job for course %s: %w", courseID, err)
+	}
+	return id, nil
+}
+
+// Process runs one delivery of a chapter job.
+func (c *Chapters) Process(ctx context.Context, jobID string) (ChapterResult, error) {
+	e := c.Env
+	// 1. Start: refused (permanently) if the job was reclaimed; otherwise a
+	// new execution with its own generation.
+	exec, err := e.Starts.Start(ctx, e.Pool, jobID)
+	if err != nil {
+		return ChapterResult{}, fmt.Errorf("chapter: %w", err)
+	}
+	var res ChapterResult
+	var title string
+	var existing, weeks int
+	err = e.Pool.QueryRow(ctx, `SELECT c.id, c.title, c.weeks, (j.payload->>'weeks')::int
+		FROM jobs j JOIN courses c ON c.id = j.parent_id WHERE j.id = $1`, jobID).
+		Scan(&res.CourseID, &title, &existing, &weeks)
+	if err != nil {
+		return res, errors.Join(fmt.Errorf("chapter: read course: %w", err),
+			e.Guard.Fail(ctx, e.Pool, exec, "chapter: course unreadable"))
+	}
+
+	// 2. The model call: slow and external, so outside any transaction.
+	generated, err := c.Model.Generate(ctx, title, existing+1, weeks)
+	if err != nil {
+		return res, errors.Join(fmt.Errorf("chapter: %w", err),
+			e.Guard.Fail(ctx, e.Pool, exec, err.Error()))
+	}
+
+	// 3. The save: the conditional completion is the transaction's first
+	// write. If the job was reclaimed meanwhile it returns ErrJobTerminal,
+	// the function below never runs, and nothing is written.
+	err = e.Guard.CompleteTx(ctx, e.Pool, exec, func(tx pgx.Tx) error {
+		for _, w := range generated {
+			existing++
+			var chapterID int64
+			if err := tx.QueryRow(ctx, `INSERT INTO chapters (course_id, job_id, generation, week, title)
+				VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+				res.CourseID, exec.JobID, exec.Generation, existing, w.Title).Scan(&chapterID); err != nil {
+				return fmt.Errorf("chapter: insert chapter: %w", err)
+			}
+			for li, l := range w.Lessons {
+				var lessonID int64
+				if err := tx.QueryRow(ctx, `INSERT INTO lessons (chapter_id, position, title)
+					VALUES ($1, $2, $3) RETURNING id`, chapterID, li+1, l.Title).Scan(&lessonID); err != nil {
+					return fmt.Errorf("chapter: insert lesson: %w", err)
+				}
+				for ki, k := range l.Lectures {
+					if _, err := tx.Exec(ctx, `INSERT INTO lectures (lesson_id, position, title, body)
+						VALUES ($1, $2, $3, $4)`, lessonID, ki+1, k.Title, k.Body); err != nil {
+						return fmt.Errorf("chapter: insert lecture: %w", err)
+					}
+				}
+			}
+		}
+		if err := tx.QueryRow(ctx, `UPDATE courses SET weeks = weeks + $2, status = 'READY'
+			WHERE id = $1 RETURNING weeks`, res.CourseID, len(generated)).Scan(&res.Total); err != nil {
+			return fmt.Errorf("chapter: update course: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("chapter: save: %w", err)
+	}
+	res.Weeks = len(generated)
+	return res, nil
+}
+
+// setStatus runs a one-row status update and fails when no row matched.
+func setStatus(ctx context.Context, tx pgx.Tx, sql string, args ...any) error {
+	tag, err := tx.Exec(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("%d rows matched %v", tag.RowsAffected(), args)
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package flow
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jobguard/jobguard/reclaim"
+)
+
+// ParentRules are the examples' parent rules: a reclaimed chapter job fails
+// its course, a reclaimed video job fails its video, and a reclaimed export
+// fails only the export status of its document, which stays READY.
+func ParentRules() (map[string]reclaim.ParentRule, error) {
+	rules := map[string]reclaim.ParentRule{}
+	for typ, p := range map[string]reclaim.ParentUpdate{
+		TypeChapter: {Table: "courses", Column: "status", Value: "FAILED"},
+		TypeVideo:   {Table: "videos", Column: "status", Value: "FAILED"},
+		TypeExport:  {Table: "documents", Column: "export_status", Value: "FAILED"},
+	} {
+		rule, err := reclaim.SetParent(p)
+		if err != nil {
+			return nil, fmt.Errorf("parent rule of %s: %w", typ, err)
+		}
+		rules[typ] = rule
+	}
+	return rules, nil
+}
+
+// ReclaimConfig is what a reclaimer of the examples may change.
+type ReclaimConfig struct {
+	// Limits overrides the per-type limits of the job_type_limits table.
+	// Defaults to reading that table at every sweep.
+	Limits reclaim.Limits
+	// NoProgress is the no-progress threshold. Defaults to
+	// reclaim.NoProgressDefault.
+	NoProgress time.Duration
+	// Interval is Run's pause between sweeps. Defaults to
+	// reclaim.IntervalDefault.
+	Interval time.Duration
+	// Logger receives the reclaimer's logs. Defaults to the Env's logger.
+	Logger *slog.Logger
+}
+
+// NewReclaimer returns a reclaimer over the examples' jobs table, with their
+// parent rules and the Env's marker prefix.
+func NewReclaimer(e *Env, cfg ReclaimConfig) (*reclaim.Reclaimer, error) {
+	rules, err := ParentRules()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = e.Log
+	}
+	return reclaim.New(reclaim.Config{
+		Guard:      e.Guard,
+		DB:         e.Pool,
+		Redis:      e.Redis,
+		Limits:     cfg.Limits,
+		NoProgress: cfg.NoProgress,
+		Markers:    e.Markers,
+		OnReclaim:  rules,
+		Interval:   cfg.Interval,
+		Logger:     cfg.Logger,
+	})
+}
+
+// SetLimit stores the maximum runtime of a job type in the job_type_limits
+// table; the next sweep uses it.
+func SetLimit(ctx context.Context, e *Env, jobType string, limit time.Duration) error {
+	_, err := e.Pool.Exec(ctx, `INSERT INTO job_type_limits (job_type, max_runtime)
+		VALUES ($1, make_interval(secs => $2::float8))
+		ON CONFLICT (job_type) DO UPDATE SET max_runtime = EXCLUDED.max_runtime`,
+		jobType, limit.Seconds())
+	if err != nil {
+		return fmt.Errorf("set limit of %s: %w", jobType, err)
+	}
+	return nil
+}
+
+// SummaryAttrs renders a sweep's report as snake_case log attributes.
+func SummaryAttrs(rep reclaim.Report) []slog.Attr {
+	return []slog.Attr{
+		slog.Int("scanned", rep.Scanned), slog.Int("reclaimed", rep.Reclaimed),
+		slog.Int("progressing", rep.Progressing), slog.Int("within_limit", rep.WithinLimit),
+		slog.Int("lost_race", rep.LostRace), slog.Int("not_active", rep.NotActive),
+		slog.Int("no_start_time", rep.NoStartTime), slog.Int("unknown_type", rep.UnknownType),
+		slog.Int("source_errors", rep.SourceErrors), slog.Int("marker_errors", rep.MarkerErrors),
+	}
+}

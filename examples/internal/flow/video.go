@@ -1,0 +1,196 @@
+package flow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/examples/internal/sim"
+	"github.com/jobguard/jobguard/heartbeat"
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/usage"
+)
+
+// MeterVideoSeconds is the usage meter the video processor bills.
+const MeterVideoSeconds = "video_seconds"
+
+// Videos is the video composition processor: it encodes a file and upserts
+// a slide asset (both recorded as artifacts of the execution, so a rejected
+// completion compensates them), heartbeats on the encoder's progress, and
+// finalizes with the video, asset and content metadata updated in parallel.
+// Usage is accrued only for a confirmed finalize.
+type Videos struct {
+	Env     *Env
+	Encoder sim.Encoder
+}
+
+// VideoResult is what a video job did.
+type VideoResult struct {
+	VideoID  string
+	File     string
+	Seconds  int
+	Accrued  bool // this call billed the seconds
+	Finalize jobguard.Finalized
+}
+
+// EnqueueVideo queues a job that encodes video and marks it ENCODING. It
+// returns the job id.
+func EnqueueVideo(ctx context.Context, e *Env, videoID string) (string, error) {
+	var id string
+	err := pgx.BeginFunc(ctx, e.Pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `INSERT INTO jobs (type, parent_id) VALUES ($1, $2) RETURNING id::text`,
+			TypeVideo, videoID).Scan(&id); err != nil {
+			return err
+		}
+		return setStatus(ctx, tx, `UPDATE videos SET status = 'ENCODING' WHERE id = $1`, videoID)
+	})
+	if err != nil {
+		return "", fmt.Errorf("enqueue video job for %s: %w", videoID, err)
+	}
+	return id, nil
+}
+
+// Process runs one delivery of a video job.
+func (v *Videos) Process(ctx context.Context, jobID string) (VideoResult, error) {
+	e := v.Env
+	exec, err := e.Starts.Start(ctx, e.Pool, jobID)
+	if err != nil {
+		return VideoResult{}, fmt.Errorf("video: %w", err)
+	}
+	defer e.Heartbeat.Forget(jobID)
+	var res VideoResult
+	var account, title string
+	err = e.Pool.QueryRow(ctx, `SELECT v.id, v.account_id, v.title
+		FROM jobs j JOIN videos v ON v.id = j.parent_id WHERE j.id = $1`, jobID).Scan(&res.VideoID, &account, &title)
+	if err != nil {
+		return res, errors.Join(fmt.Errorf("video: read video: %w", err),
+			e.Guard.Fail(ctx, e.Pool, exec, "video: video unreadable"))
+	}
+
+	// The file: recorded as an artifact before it exists, so that a crash
+	// in between leaves a record rather than an untracked file.
+	res.File = filepath.Join(e.FilesDir, fmt.Sprintf("%s-%s-g%d.mp4", res.VideoID, jobID[:8], exec.Generation))
+	if err := e.Artifacts.Record(ctx, e.Pool, exec, "file", res.File); err != nil {
+		return res, fmt.Errorf("video: %w", err)
+	}
+	enc, err := v.encode(ctx, exec, res.File)
+	if errors.Is(err, jobguard.ErrJobTerminal) {
+		// A heartbeat found the job lost: stop, and undo what was made.
+		if _, cerr := e.Artifacts.CompensateExecution(ctx, exec); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return res, fmt.Errorf("video: %w", err)
+	}
+	if err != nil {
+		return res, errors.Join(fmt.Errorf("video: %w", err), e.Guard.Fail(ctx, e.Pool, exec, err.Error()))
+	}
+	res.Seconds = enc.Seconds
+
+	// The slide asset: upserted, and recorded in the same transaction.
+	assetID := res.VideoID + "/slides"
+	err = pgx.BeginFunc(ctx, e.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO assets (id, video_id, kind, job_id, generation)
+			VALUES ($1, $2, 'slides', $3, $4)
+			ON CONFLICT (id) DO UPDATE SET job_id = $3, generation = $4, status = 'PENDING'`,
+			assetID, res.VideoID, exec.JobID, exec.Generation); err != nil {
+			return err
+		}
+		return e.Artifacts.Record(ctx, tx, exec, "asset", assetID)
+	})
+	if err != nil {
+		return res, fmt.Errorf("video: slide asset: %w", err)
+	}
+
+	// The finalize: re-check, conditional completion (the artifacts are kept
+	// in its transaction, or compensated if it is rejected), then the
+	// metadata updates in parallel.
+	res.Finalize, err = e.Artifacts.Finalize(ctx, e.Pool, exec, jobguard.FinalizeSpec{
+		Recheck: func(ctx context.Context) error {
+			var status string
+			if err := e.Pool.QueryRow(ctx, `SELECT status FROM videos WHERE id = $1`, res.VideoID).Scan(&status); err != nil {
+				return err
+			}
+			if status == "DELETED" {
+				return fmt.Errorf("video %s was deleted", res.VideoID)
+			}
+			return nil
+		},
+		Updates: []jobguard.Update{
+			{Name: "video", Run: func(ctx context.Context) error {
+				return exec1(ctx, e, `UPDATE videos SET status = 'READY', file_path = $2, duration_seconds = $3
+					WHERE id = $1 AND status <> 'DELETED'`, res.VideoID, res.File, res.Seconds)
+			}},
+			{Name: "asset", Run: func(ctx context.Context) error {
+				return exec1(ctx, e, `UPDATE assets SET status = 'READY' WHERE id = $1 AND generation = $2`,
+					assetID, exec.Generation)
+			}},
+			{Name: "content", Run: func(ctx context.Context) error {
+				return exec1(ctx, e, `INSERT INTO contents (video_id, title, duration_seconds, published)
+					VALUES ($1, $2, $3, true)
+					ON CONFLICT (video_id) DO UPDATE SET duration_seconds = $3, published = true`,
+					res.VideoID, title, res.Seconds)
+			}},
+		},
+	})
+	if err != nil {
+		// Rejected (the job is terminal for this execution) or not
+		// confirmed (a metadata update failed): no usage either way.
+		return res, fmt.Errorf("video: %w", err)
+	}
+
+	// Usage, only for the confirmed finalize, at most once per job.
+	acc, err := usage.Accrue(ctx, e.Pool, res.Finalize, usage.Entry{
+		Account: account, Meter: MeterVideoSeconds, Quantity: int64(res.Seconds),
+		Attributes: map[string]any{"video_id": res.VideoID},
+	}, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE accounts SET video_seconds = video_seconds + $2 WHERE id = $1`,
+			account, res.Seconds)
+		return err
+	})
+	if err != nil {
+		return res, fmt.Errorf("video: %w", err)
+	}
+	res.Accrued = acc.Accrued
+	return res, nil
+}
+
+// encode writes the file and heartbeats on every chunk the encoder reports.
+// A Lost beat stops the encode with an error wrapping ErrJobTerminal.
+func (v *Videos) encode(ctx context.Context, exec jobguard.Execution, path string) (sim.Encoded, error) {
+	e := v.Env
+	f, err := os.Create(path)
+	if err != nil {
+		return sim.Encoded{}, err
+	}
+	enc, err := v.Encoder.Encode(ctx, f, func(percent int) error {
+		res, err := e.Heartbeat.Beat(ctx, e.Pool, exec, heartbeat.Progress(percent))
+		switch res {
+		case heartbeat.Lost:
+			return err
+		case heartbeat.Failed:
+			// A heartbeat that could not be written is not a reason to stop.
+			e.Log.WarnContext(ctx, "video: heartbeat not written", "job_id", exec.JobID, "error", err)
+		}
+		return nil
+	})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return enc, err
+}
+
+// exec1 runs a one-row update and fails when no row matched.
+func exec1(ctx context.Context, e *Env, sql string, args ...any) error {
+	tag, err := e.Pool.Exec(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return errors.New("no row matched")
+	}
+	return nil
+}

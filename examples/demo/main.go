@@ -64,11 +64,11 @@ const (
 // demo is one run: its connections, reclaimer, log and the refusals its
 // callers saw.
 type demo struct {
-	tl      *timeline
-	env     *flow.Env
-	rec     *reclaim.Reclaimer
-	logs    *logStore
-	log     *slog.Logger
+	tl   *timeline
+	env  *flow.Env
+	rec  *reclaim.Reclaimer
+	logs *logStore
+	log  *slog.Logger
 	// retried is the job of scenes 3 to 5.
 	retried string
 

@@ -1,0 +1,262 @@
+package bullmq_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/internal/fixture"
+	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/reclaim"
+	"github.com/jobguard/jobguard/reclaim/bullmq"
+)
+
+// heldJob is a job the Node worker holds active, as BullMQ told it.
+type heldJob struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	ProcessedOn int64  `json:"processedOn"`
+	RowID       string `json:"rowId"`
+}
+
+type holding struct {
+	Held     []heldJob `json:"held"`
+	Finished []string  `json:"finished"`
+}
+
+var npm struct {
+	once sync.Once
+	err  error
+	out  []byte
+}
+
+// nodeOrSkip returns the node binary after making sure the test data's
+// packages are installed (npm ci from the lock file, once per run). It skips
+// the test only when Node.js or npm is not installed.
+func nodeOrSkip(t *testing.T) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed; the BullMQ tests need Node.js")
+	}
+	if _, err := os.Stat(filepath.Join("testdata", "node_modules", "bullmq")); err == nil {
+		return node
+	}
+	npmPath, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("npm is not installed; the BullMQ tests need it to install bullmq")
+	}
+	npm.once.Do(func() {
+		cmd := exec.Command(npmPath, "ci", "--no-audit", "--no-fund")
+		cmd.Dir = "testdata"
+		npm.out, npm.err = cmd.CombinedOutput()
+	})
+	if npm.err != nil {
+		t.Fatalf("npm ci in reclaim/bullmq/testdata: %v\n%s", npm.err, npm.out)
+	}
+	return node
+}
+
+// runBullMQ starts the Node script against the test's Redis and waits for
+// its report. The process is stopped at cleanup.
+func runBullMQ(t *testing.T, env *testenv.Env, prefix, queue string, n int, mode string) holding {
+	t.Helper()
+	node := nodeOrSkip(t)
+	args := []string{"hold.mjs", env.RedisURL, prefix, queue, itoa(n)}
+	if mode != "" {
+		args = append(args, mode)
+	}
+	cmd := exec.Command(node, args...)
+	cmd.Dir = "testdata"
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	t.Cleanup(func() {
+		_ = stdin.Close() // the script stops when stdin closes
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	lines := make(chan string, 1)
+	go func() {
+		defer close(exited)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		for sc.Scan() {
+		}
+		_ = cmd.Wait()
+	}()
+	select {
+	case line := <-lines:
+		var h holding
+		require.NoError(t, json.Unmarshal([]byte(line), &h), line)
+		return h
+	case <-exited:
+		t.Fatalf("node hold.mjs exited early: %s", stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("node hold.mjs did not report within a minute: %s", stderr.String())
+	}
+	return holding{}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func newSource(t *testing.T, env *testenv.Env, prefix, queue, field string) *bullmq.Source {
+	t.Helper()
+	src, err := bullmq.New(bullmq.Config{Redis: env.Redis, Prefix: prefix, Queue: queue, RowIDField: field})
+	require.NoError(t, err)
+	return src
+}
+
+func TestActive_ReadsJobsARealWorkerHolds(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	prefix := env.Prefix + ":{bull}" // a Redis Cluster hash tag, as BullMQ needs there
+	h := runBullMQ(t, env, prefix, "chapters", 3, "")
+	require.Len(t, h.Held, 3)
+
+	got, err := newSource(t, env, prefix, "chapters", "").Active(context.Background())
+	require.NoError(t, err)
+	want := make([]reclaim.ActiveJob, len(h.Held))
+	for i, j := range h.Held {
+		want[i] = reclaim.ActiveJob{ID: j.ID, Type: "chapter", StartedAt: time.UnixMilli(j.ProcessedOn)}
+	}
+	require.ElementsMatch(t, want, got, "processedOn of each held job, and no finished job")
+	for _, j := range got {
+		require.NotContains(t, h.Finished, j.ID)
+	}
+
+	byRow, err := newSource(t, env, prefix, "chapters", "rowId").Active(context.Background())
+	require.NoError(t, err)
+	var rows []string
+	for _, j := range byRow {
+		rows = append(rows, j.ID)
+	}
+	require.ElementsMatch(t, []string{"row-0", "row-1", "row-2"}, rows)
+}
+
+func TestActive_ListedJobWithoutHashOrStartIsNotGuessed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	prefix := env.Prefix + ":{bull}"
+	h := runBullMQ(t, env, prefix, "chapters", 2, "")
+	base := prefix + ":chapters:"
+	// A job that left (its hash removed) while its id is still listed, and a
+	// job whose hash has no processedOn.
+	require.NoError(t, env.Redis.LPush(ctx, base+"active", "gone", "unstarted").Err())
+	require.NoError(t, env.Redis.HSet(ctx, base+"unstarted", "name", "chapter", "data", `{}`).Err())
+
+	got, err := newSource(t, env, prefix, "chapters", "").Active(ctx)
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+	byID := map[string]reclaim.ActiveJob{}
+	for _, j := range got {
+		byID[j.ID] = j
+	}
+	require.ErrorIs(t, byID["gone"].Err, bullmq.ErrNoJobHash)
+	require.NoError(t, byID["unstarted"].Err)
+	require.True(t, byID["unstarted"].StartedAt.IsZero())
+	require.Equal(t, time.UnixMilli(h.Held[0].ProcessedOn), byID[h.Held[0].ID].StartedAt)
+
+	// Through a sweep: counted, skipped, nothing written.
+	jobs := fixture.Create(t, env, fixture.TextID)
+	r, err := reclaim.New(reclaim.Config{
+		Guard: jobs.Guard, DB: env.Pool, Redis: env.Redis,
+		Source:  newSource(t, env, prefix, "chapters", ""),
+		Limits:  reclaim.StaticLimits{"chapter": time.Hour},
+		Markers: jobguardMarkers(env),
+	})
+	require.NoError(t, err)
+	rep, err := r.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, reclaim.Report{Scanned: 4, SourceErrors: 1, NoStartTime: 1, WithinLimit: 2}, rep)
+}
+
+func TestActive_SnapshotIsConsistentWhileJobsLeave(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	prefix := env.Prefix + ":{bull}"
+	runBullMQ(t, env, prefix, "churn", 8, "churn")
+	src := newSource(t, env, prefix, "churn", "rowId")
+
+	seen := 0
+	for range 300 {
+		got, err := src.Active(ctx)
+		require.NoError(t, err)
+		for _, j := range got {
+			// Read in two steps (the list, then the hashes), a job finishing in
+			// between would show up here without a hash.
+			require.NoError(t, j.Err)
+			require.False(t, j.StartedAt.IsZero(), "an active job always has processedOn")
+			seen++
+		}
+	}
+	require.NotZero(t, seen, "the worker kept jobs active while the source read")
+}
+
+func TestSweep_ReclaimsJobsARealWorkerHolds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.TextID)
+	for i := range 3 {
+		jobs.Insert(t, fixture.Job{ID: "row-" + itoa(i), UpdatedAgo: 2 * time.Hour})
+	}
+	prefix := env.Prefix + ":{bull}"
+	runBullMQ(t, env, prefix, "chapters", 3, "")
+
+	r, err := reclaim.New(reclaim.Config{
+		Guard: jobs.Guard, DB: env.Pool, Redis: env.Redis,
+		Source:  newSource(t, env, prefix, "chapters", "rowId"),
+		Limits:  reclaim.StaticLimits{"chapter": 30 * time.Minute},
+		Markers: jobguardMarkers(env),
+		// An hour later, by the reclaimer's clock: the held jobs are over
+		// their limit and have not progressed.
+		Now: func() time.Time { return time.Now().Add(time.Hour) },
+	})
+	require.NoError(t, err)
+	rep, err := r.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, rep.Reclaimed)
+	require.ElementsMatch(t, []string{"row-0", "row-1", "row-2"}, rep.ReclaimedIDs)
+	require.Equal(t, "dead", jobs.Read(t, "row-1").Status)
+}
+
+func TestNew_ErrorsNameTheField(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	_, err := bullmq.New(bullmq.Config{Queue: "q"})
+	require.ErrorContains(t, err, "Redis")
+	_, err = bullmq.New(bullmq.Config{Redis: env.Redis})
+	require.ErrorContains(t, err, "Queue")
+	_, err = bullmq.New(bullmq.Config{Redis: env.Redis, Queue: "a:b"})
+	require.ErrorContains(t, err, "Queue")
+}
+
+func jobguardMarkers(env *testenv.Env) jobguard.MarkerConfig {
+	return jobguard.MarkerConfig{Prefix: env.Prefix}
+}

@@ -1,0 +1,35 @@
+// Package bullmq is a reclaim.Source over a BullMQ queue in Redis.
+//
+// It reads the queue's active list, "<prefix>:<queue>:active", and for each
+// listed job its hash "<prefix>:<queue>:<job id>": processedOn as the start
+// of the current attempt and name as the job type. The list and the hashes
+// are read by one Lua script, so they are one consistent state: a job that
+// finishes (and whose hash is removed) between two separate reads can not be
+// mistaken for an active job without a start time.
+//
+// # What it guarantees
+//
+// processedOn is set by BullMQ every time a job moves to active, so it
+// measures the current attempt, not the job's first one. A listed id with no
+// hash is reported with ErrNoJobHash and one with no processedOn with a zero
+// start time; the sweep skips and counts both, never guessing. A job maps to
+// its row in the jobs table by its BullMQ job id, or by a field of its data
+// (Config.RowIDField).
+//
+// # What it does not do
+//
+// processedOn is the worker's clock; skew between the worker and the
+// reclaimer shifts the limit by as much. The script reads every listed job,
+// so its run time grows with the active list (a few milliseconds for
+// thousands of jobs); it does not page. On Redis Cluster the prefix must
+// carry a hash tag ("{bull}"), as BullMQ itself requires, so that the list
+// and the hashes share a slot.
+//
+// # Usage
+//
+//	src, err := bullmq.New(bullmq.Config{Redis: rdb, Prefix: "{bull}", Queue: "chapters", RowIDField: "jobId"})
+//	if err != nil {
+//		return err
+//	}
+//	r, err := reclaim.New(reclaim.Config{Guard: guard, DB: pool, Redis: rdb, Source: src})
+package bullmq

@@ -1,0 +1,83 @@
+// A real BullMQ producer and worker for the Go tests of reclaim/bullmq.
+//
+// usage: node hold.mjs <redis url> <prefix> <queue> <n> [churn]
+//
+// Default mode: adds one job that finishes at once and n "chapter" jobs
+// (data {"rowId": "row-<i>"}) that the worker keeps active until the process
+// is stopped. Once all n are active and the quick one has completed it
+// prints one JSON line:
+//   {"held":[{"id":"2","name":"chapter","processedOn":1700000000000,"rowId":"row-0"}, ...],
+//    "finished":["1"]}
+//
+// churn mode: keeps feeding jobs with removeOnComplete, which a worker of
+// concurrency n takes through the active list as fast as it can, so that
+// jobs keep leaving the list (and their hashes disappear) while the Go test
+// reads it. Prints {"held":[],"finished":[]} once the first job completed.
+//
+// Either mode stops on SIGTERM or when stdin closes.
+import { Queue, Worker } from 'bullmq';
+
+const [url, prefix, queueName, count, mode] = process.argv.slice(2);
+const u = new URL(url);
+const connection = {
+  host: u.hostname,
+  port: Number(u.port || 6379),
+  db: Number(u.pathname.slice(1) || 0),
+  password: u.password || undefined,
+  maxRetriesPerRequest: null,
+};
+const n = Number(count);
+const queue = new Queue(queueName, { connection, prefix });
+const cleanups = [];
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function hold() {
+  let release;
+  const stop = new Promise((resolve) => { release = resolve; });
+  cleanups.push(release);
+  const held = [];
+  const quick = await queue.add('quick', { rowId: 'quick' });
+  for (let i = 0; i < n; i++) {
+    await queue.add('chapter', { rowId: `row-${i}` });
+  }
+  const worker = new Worker(queueName, async (job) => {
+    if (job.name === 'quick') return 'done';
+    held.push({ id: job.id, name: job.name, processedOn: job.processedOn, rowId: job.data.rowId });
+    if (held.length === n) {
+      while ((await queue.getJobState(quick.id)) !== 'completed') await sleep(5);
+      process.stdout.write(JSON.stringify({ held, finished: [quick.id] }) + '\n');
+    }
+    await stop;
+  }, { connection, prefix, concurrency: n + 1, lockDuration: 60000 });
+  cleanups.push(() => worker.close(true));
+}
+
+async function churn() {
+  let i = 0;
+  const feed = async () => {
+    const batch = [];
+    for (let k = 0; k < 50; k++, i++) {
+      batch.push({ name: 'chapter', data: { rowId: `row-${i}` }, opts: { removeOnComplete: true } });
+    }
+    await queue.addBulk(batch);
+  };
+  await feed();
+  const timer = setInterval(() => { feed().catch(() => {}); }, 20);
+  cleanups.push(() => clearInterval(timer));
+  const worker = new Worker(queueName, async () => { await sleep(1); }, { connection, prefix, concurrency: n });
+  cleanups.push(() => worker.close(true));
+  await new Promise((r) => worker.once('completed', r));
+  process.stdout.write(JSON.stringify({ held: [], finished: [] }) + '\n');
+}
+
+const shutdown = async () => {
+  for (const c of cleanups) await c();
+  await queue.close();
+  process.exit(0);
+};
+process.on('SIGTERM', shutdown);
+process.stdin.on('end', shutdown);
+process.stdin.resume();
+
+await (mode === 'churn' ? churn() : hold());

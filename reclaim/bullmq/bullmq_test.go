@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,18 +51,23 @@ func nodeOrSkip(t *testing.T) string {
 	if err != nil {
 		t.Skip("node is not installed; the BullMQ tests need Node.js")
 	}
-	if _, err := os.Stat(filepath.Join("testdata", "node_modules", "bullmq")); err == nil {
-		return node
-	}
-	npmPath, err := exec.LookPath("npm")
-	if err != nil {
-		t.Skip("npm is not installed; the BullMQ tests need it to install bullmq")
-	}
+	npmPath, npmErr := exec.LookPath("npm")
 	npm.once.Do(func() {
+		// Every test waits here, so none runs while the install is half done.
+		if _, err := os.Stat(filepath.Join("testdata", "node_modules", "bullmq", "package.json")); err == nil {
+			return
+		}
+		if npmErr != nil {
+			npm.err = npmErr
+			return
+		}
 		cmd := exec.Command(npmPath, "ci", "--no-audit", "--no-fund")
 		cmd.Dir = "testdata"
 		npm.out, npm.err = cmd.CombinedOutput()
 	})
+	if errors.Is(npm.err, exec.ErrNotFound) {
+		t.Skip("npm is not installed; the BullMQ tests need it to install bullmq")
+	}
 	if npm.err != nil {
 		t.Fatalf("npm ci in reclaim/bullmq/testdata: %v\n%s", npm.err, npm.out)
 	}

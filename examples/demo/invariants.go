@@ -21,14 +21,7 @@ type invariant struct {
 func (d *demo) invariants(ctx context.Context) (bool, error) {
 	d.tl.heading("Invariants (DESIGN.md section 5), computed from the database")
 	all := true
-	for i, inv := range []invariant{
-		{"A job never leaves FAILED except through Retry", d.failedStaysFailed},
-		{"No product row or READY parent for a job that is not COMPLETED", d.noOrphanProducts},
-		{"Usage accrued exactly once per confirmed finalize, never for a rejected one", d.usageOnce},
-		{"A reclaim that lost the race changes nothing: no parent, no marker", d.reclaimsBacked},
-		{"An execution with an old generation changes nothing", d.oldGenerationsInert},
-		{"Every refusal is visible: typed error, report count, log line", d.refusalsVisible},
-	} {
+	for i, inv := range d.checks() {
 		held, detail, err := inv.check(ctx)
 		if err != nil {
 			return false, fmt.Errorf("invariant %d: %w", i+1, err)
@@ -40,6 +33,18 @@ func (d *demo) invariants(ctx context.Context) (bool, error) {
 		d.tl.say("  invariant %d %-6s %s\n                   %s", i+1, verdict, inv.title, detail)
 	}
 	return all, nil
+}
+
+// checks are the invariants in the design's order.
+func (d *demo) checks() []invariant {
+	return []invariant{
+		{"A job never leaves FAILED except through Retry", d.failedStaysFailed},
+		{"No product row or READY parent for a job that is not COMPLETED", d.noOrphanProducts},
+		{"Usage accrued exactly once per confirmed finalize, never for a rejected one", d.usageOnce},
+		{"A reclaim that lost the race changes nothing: no parent, no marker", d.reclaimsBacked},
+		{"An execution with an old generation changes nothing", d.oldGenerationsInert},
+		{"Every refusal is visible: typed error, report count, log line", d.refusalsVisible},
+	}
 }
 
 // reclaimedPrefix is what the reclaimer writes as the failure reason.

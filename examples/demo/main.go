@@ -90,75 +90,93 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 
-	tl := &timeline{out: stdout, start: time.Now()}
-	tl.say("jobguard demo: a reclaimed job can change nothing, a slow one is left alone")
-	ep, err := endpoint.Resolve(ctx, func(format string, args ...any) { tl.say("  "+format, args...) })
+	d, closeDemo, err := open(ctx, stdout, *verbose)
 	if err != nil {
 		fmt.Fprintf(stderr, "demo: %v\n", err)
 		return 2
 	}
-	defer func() { _ = ep.Close(context.WithoutCancel(ctx)) }()
+	defer closeDemo(*keep)
+	if err := d.story(ctx); err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return 2
+	}
+	held, err := d.invariants(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return 2
+	}
+	switch {
+	case !held:
+		d.tl.say("\nAn invariant did not hold.")
+		return 1
+	case d.tl.unexpected > 0:
+		d.tl.say("\n%d step(s) of the story did not go as expected.", d.tl.unexpected)
+		return 1
+	}
+	d.tl.say("\nEvery invariant held.")
+	return 0
+}
 
+// open finds the servers, creates the demo's schema, Redis prefix and file
+// directory, and returns the demo with the function that removes them all
+// (unless keep) and closes the connections.
+func open(ctx context.Context, out io.Writer, verbose bool) (*demo, func(keep bool), error) {
+	tl := &timeline{out: out, start: time.Now()}
+	tl.say("jobguard demo: a reclaimed job can change nothing, a slow one is left alone")
+	ep, err := endpoint.Resolve(ctx, func(format string, args ...any) { tl.say("  "+format, args...) })
+	if err != nil {
+		return nil, nil, err
+	}
 	suffix := randomHex(4)
 	schema, prefix := "jobguard_demo_"+suffix, "jobguard-demo:"+suffix
 	files, err := os.MkdirTemp("", "jobguard-demo-")
 	if err != nil {
-		fmt.Fprintf(stderr, "demo: %v\n", err)
-		return 2
+		_ = ep.Close(ctx)
+		return nil, nil, err
 	}
 	store := &logStore{}
-	logger := slog.New(&recorder{store: store, tl: tl, verbose: *verbose})
+	logger := slog.New(&recorder{store: store, tl: tl, verbose: verbose})
 	env, err := flow.Open(ctx, flow.Config{
 		DatabaseURL: ep.DatabaseURL, RedisURL: ep.RedisURL, Schema: schema, Prefix: prefix,
 		FilesDir: files, HeartbeatInterval: beatEvery, Logger: logger,
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "demo: %v\n", err)
-		return 2
+		_ = os.RemoveAll(files)
+		_ = ep.Close(ctx)
+		return nil, nil, err
 	}
-	defer env.Close()
-	defer func() {
-		if *keep {
-			tl.say("\nkept: schema %s, Redis keys %s:*, files in %s", schema, prefix, files)
-			return
-		}
-		cleanup(context.WithoutCancel(ctx), env, prefix, files)
-	}()
 	tl.say("  schema %s, Redis prefix %s", schema, prefix)
-	tl.say("  limits: every job type %v of runtime; reclaimed only after %v without progress; heartbeat at most every %v",
-		limit, noProgress, beatEvery)
-
-	d := &demo{tl: tl, env: env, logs: store, log: logger, refusals: map[string][]error{}}
-	if err := d.setup(ctx); err != nil {
-		fmt.Fprintf(stderr, "demo: setup: %v\n", err)
-		return 2
+	closeDemo := func(keep bool) {
+		ctx := context.WithoutCancel(ctx)
+		if keep {
+			tl.say("\nkept: schema %s, Redis keys %s:*, files in %s", schema, prefix, files)
+		} else {
+			cleanup(ctx, env, prefix, files)
+		}
+		env.Close()
+		_ = ep.Close(ctx)
 	}
-	tl.start = time.Now()
+	d := &demo{tl: tl, env: env, logs: store, log: logger, refusals: map[string][]error{}}
+	return d, closeDemo, nil
+}
+
+// story plays the five scenes and prints the final rows.
+func (d *demo) story(ctx context.Context) error {
+	d.tl.say("  limits: every job type %v of runtime; reclaimed only after %v without progress; heartbeat at most every %v",
+		limit, noProgress, beatEvery)
+	if err := d.setup(ctx); err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	d.tl.start = time.Now()
 	for _, scene := range []func(context.Context) error{d.hungChapterAndSlowVideo, d.reclaimedMidEncode, d.redelivered, d.operatorRetry} {
 		if err := scene(ctx); err != nil {
-			fmt.Fprintf(stderr, "demo: %v\n", err)
-			return 2
+			return err
 		}
 	}
 	if err := d.finalRows(ctx); err != nil {
-		fmt.Fprintf(stderr, "demo: final rows: %v\n", err)
-		return 2
+		return fmt.Errorf("final rows: %w", err)
 	}
-	held, err := d.invariants(ctx)
-	if err != nil {
-		fmt.Fprintf(stderr, "demo: invariants: %v\n", err)
-		return 2
-	}
-	switch {
-	case !held:
-		tl.say("\nAn invariant did not hold.")
-		return 1
-	case tl.unexpected > 0:
-		tl.say("\n%d step(s) of the story did not go as expected.", tl.unexpected)
-		return 1
-	}
-	tl.say("\nEvery invariant held.")
-	return 0
+	return nil
 }
 
 // setup writes the limits, the product rows and the audit trigger the

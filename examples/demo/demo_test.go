@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+func TestDemo_TellsTheStoryAndEveryInvariantHolds(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	code := run(context.Background(), nil, &out, &out)
+	text := out.String()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log("\n" + text)
+		}
+	})
+	require.Equal(t, 0, code)
+	for i := 1; i <= 6; i++ {
+		require.Regexp(t, regexp.MustCompile(fmt.Sprintf(`(?m)^  invariant %d HELD `, i)), text)
+	}
+	for _, scene := range []string{"Scenes 1 and 2:", "Scene 3:", "Scene 4:", "Scene 5:", "Final rows"} {
+		require.Contains(t, text, scene)
+	}
+	require.NotContains(t, text, "UNEXPECTED")
+	require.NotContains(t, text, "BROKEN")
+	require.Contains(t, text, "Every invariant held.")
+	// The story's key lines, computed at run time.
+	require.Contains(t, text, "save refused: chapter: save: jobguard: job is terminal for this execution")
+	require.Contains(t, text, "finalize rejected: video: jobguard: job is terminal for this execution")
+	require.Contains(t, text, "start refused: video: jobguard: job was reclaimed")
+	require.Regexp(t, `reclaimer sweep: scanned 2, reclaimed 1 \[\w+\], progressing 1`, text)
+}
+
+func TestDemo_RejectsUnknownFlags(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	require.Equal(t, 2, run(context.Background(), []string{"-nope"}, &out, &out))
+}
+
+// The invariant lines are computed, not printed: each breaks when the rows
+// it reads are made to break it, and holds again once they are restored.
+func TestDemo_InvariantChecksSeeViolations(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	d, closeDemo, err := open(ctx, &out, false)
+	require.NoError(t, err)
+	t.Cleanup(func() { closeDemo(false) })
+	require.NoError(t, d.story(ctx))
+	pool := d.env.Pool
+
+	var chapterJob, healthyJob, videoJob string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id::text FROM jobs WHERE parent_id = 'course-1'`).Scan(&chapterJob))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id::text FROM jobs WHERE parent_id = 'course-2'`).Scan(&healthyJob))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id::text FROM jobs WHERE parent_id = 'video-1'`).Scan(&videoJob))
+	var lastSeq int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT max(seq) FROM job_transitions`).Scan(&lastSeq))
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := pool.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	saved := d.refusals
+
+	violations := []struct {
+		name         string
+		break_, mend func()
+	}{
+		{"a FAILED job completed without Retry",
+			func() { exec(`UPDATE jobs SET status = 'COMPLETED' WHERE id = $1`, chapterJob) },
+			func() {
+				exec(`UPDATE jobs SET status = 'FAILED' WHERE id = $1`, chapterJob)
+				exec(`DELETE FROM job_transitions WHERE seq > $1`, lastSeq)
+			}},
+		{"a course READY with no completed job",
+			func() { exec(`UPDATE courses SET status = 'READY' WHERE id = 'course-1'`) },
+			func() { exec(`UPDATE courses SET status = 'FAILED' WHERE id = 'course-1'`) }},
+		{"usage billed for a reclaimed job",
+			func() {
+				exec(`INSERT INTO usage_ledger (job_id, meter, generation, account, quantity)
+					VALUES ($1, 'tokens', 1, 'acct-1', 5)`, chapterJob)
+			},
+			func() { exec(`DELETE FROM usage_ledger WHERE meter = 'tokens'`) }},
+		{"a marker with no reclaim behind it",
+			func() {
+				require.NoError(t, d.env.Starts.Markers().Write(ctx, jobguard.Marker{JobID: videoJob, Generation: 1, Reason: "stray"}))
+			},
+			func() { require.NoError(t, d.env.Starts.Markers().Delete(ctx, videoJob)) }},
+		{"a row written by an old generation",
+			func() {
+				exec(`INSERT INTO chapters (course_id, job_id, generation, week, title)
+					VALUES ('course-2', $1, 0, 9, 'stale')`, healthyJob)
+			},
+			func() { exec(`DELETE FROM chapters WHERE title = 'stale'`) }},
+		{"a refusal nobody was told about",
+			func() { d.refusals = map[string][]error{} },
+			func() { d.refusals = saved }},
+	}
+	checks := d.checks()
+	require.Len(t, checks, len(violations))
+	for i, v := range violations {
+		v.break_()
+		held, detail, err := checks[i].check(ctx)
+		require.NoError(t, err)
+		require.False(t, held, "invariant %d should see %s: %s", i+1, v.name, detail)
+		v.mend()
+		held, detail, err = checks[i].check(ctx)
+		require.NoError(t, err)
+		require.True(t, held, "invariant %d after mending %s: %s", i+1, v.name, detail)
+	}
+	held, err := d.invariants(ctx)
+	require.NoError(t, err)
+	require.True(t, held, out.String())
+}

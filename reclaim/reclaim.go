@@ -179,9 +179,11 @@ type candidate struct {
 // rules for the rows that changed; after the commit it writes their markers
 // in one pipelined round trip.
 //
-// Without parent rules the UPDATE runs on its own, so a sweep over a source
-// outside the database takes three round trips whatever the number of jobs:
-// limits, rows, write.
+// Without parent rules the UPDATE runs on its own, so a sweep takes three
+// database round trips whatever the number of jobs: the limits, the rows
+// (read by TableSource with the start times, else by one query for the jobs
+// over their limit), and the write. Parent rules add the transaction's BEGIN
+// and COMMIT and what each rule sends (SetParent: one statement per type).
 //
 // The error is non-nil when the limits or the source cannot be read, or
 // when the read or the write of the rows fails; nothing was reclaimed then.
@@ -233,9 +235,22 @@ func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
 		return rep, nil
 	}
 
-	rows, err := r.cfg.Guard.Snapshot(ctx, r.cfg.DB, ids)
-	if err != nil {
-		return rep, fmt.Errorf("reclaim: sweep: %w", err)
+	var unread []string
+	for _, id := range ids {
+		if cands[id].job.Row == nil {
+			unread = append(unread, id)
+		}
+	}
+	rows := map[string]jobguard.JobState{}
+	if len(unread) > 0 {
+		if rows, err = r.cfg.Guard.Snapshot(ctx, r.cfg.DB, unread); err != nil {
+			return rep, fmt.Errorf("reclaim: sweep: %w", err)
+		}
+	}
+	for _, id := range ids {
+		if row := cands[id].job.Row; row != nil {
+			rows[id] = *row
+		}
 	}
 	st := r.cfg.Guard.Table().Statuses
 	var expected []jobguard.JobState

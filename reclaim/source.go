@@ -29,6 +29,12 @@ type ActiveJob struct {
 	// Err is set when the job could not be read. The job is skipped, logged
 	// as a warning and counted in Report.SourceErrors.
 	Err error
+	// Row, when set, is the job's row, read by the source in the same query
+	// as the start time (TableSource does). Sweep then decides on it and
+	// matches its write against it instead of reading the row again.
+	// Defaults to nil: Sweep reads the rows of the jobs over their limit in
+	// one query.
+	Row *jobguard.JobState
 }
 
 // TableSource reads the active jobs from the jobs table itself: every
@@ -55,7 +61,7 @@ func NewTableSource(guard *jobguard.Guard, db jobguard.DB) (*TableSource, error)
 	return &TableSource{Guard: guard, DB: db}, nil
 }
 
-// Active returns every PROCESSING job in one query.
+// Active returns every PROCESSING job, with its row, in one query.
 func (s *TableSource) Active(ctx context.Context) ([]ActiveJob, error) {
 	states, err := s.Guard.ActiveJobs(ctx, s.DB)
 	if err != nil {
@@ -63,7 +69,7 @@ func (s *TableSource) Active(ctx context.Context) ([]ActiveJob, error) {
 	}
 	out := make([]ActiveJob, len(states))
 	for i, st := range states {
-		out[i] = ActiveJob{ID: st.ID, Type: st.Type, StartedAt: st.StartedAt}
+		out[i] = ActiveJob{ID: st.ID, Type: st.Type, StartedAt: st.StartedAt, Row: &states[i]}
 	}
 	return out, nil
 }

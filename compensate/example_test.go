@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"testing"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,25 +13,9 @@ import (
 	"github.com/jobguard/jobguard/jobguard"
 )
 
-// exampleTB lets an example, which has no *testing.T, use the test
-// harness: cleanups run when the example returns, failures panic.
-type exampleTB struct {
-	*testing.T
-	cleanups []func()
-}
-
-func (e *exampleTB) Cleanup(f func())                  { e.cleanups = append(e.cleanups, f) }
-func (e *exampleTB) Helper()                           {}
-func (e *exampleTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
-func (e *exampleTB) done() {
-	for i := len(e.cleanups) - 1; i >= 0; i-- {
-		e.cleanups[i]()
-	}
-}
-
 func ExampleArtifacts_Finalize() {
-	tb := &exampleTB{T: &testing.T{}}
-	defer tb.done()
+	tb, done := testenv.ExampleTB()
+	defer done()
 	env := testenv.New(tb)
 	jobs := fixture.Create(tb, env, fixture.Default)
 	env.Exec(compensate.Migration)

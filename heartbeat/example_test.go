@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"testing"
 	"time"
 
 	"github.com/jobguard/jobguard/heartbeat"
@@ -91,27 +90,9 @@ func ExampleEvidence() {
 // exampleJob gives an example a PROCESSING job at generation 1 in a schema of
 // its own, and a func that drops the schema.
 func exampleJob() (jobguard.DB, *jobguard.Guard, jobguard.Execution, func()) {
-	t := &exampleTB{}
+	t, done := testenv.ExampleTB()
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	id := jobs.Insert(t, fixture.Job{Generation: 1})
-	return env.Pool, jobs.Guard, jobguard.Execution{JobID: id, Generation: 1}, t.done
-}
-
-// exampleTB lends the test harness to examples: it runs cleanups when the
-// example is done and panics where a test would fail.
-type exampleTB struct {
-	testing.TB
-	cleanups []func()
-}
-
-func (e *exampleTB) Helper()                        {}
-func (e *exampleTB) Cleanup(f func())               { e.cleanups = append(e.cleanups, f) }
-func (e *exampleTB) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
-func (e *exampleTB) Errorf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
-
-func (e *exampleTB) done() {
-	for i := len(e.cleanups) - 1; i >= 0; i-- {
-		e.cleanups[i]()
-	}
+	return env.Pool, jobs.Guard, jobguard.Execution{JobID: id, Generation: 1}, done
 }

@@ -14,8 +14,9 @@ import (
 // A worker starts a job, the reclaimer fails it while the model call is
 // still running, and the late result is refused before any row is saved.
 func Example() {
-	env, done := testenv.ForExample()
+	tb, done := testenv.ExampleTB()
 	defer done()
+	env := testenv.New(tb)
 	ctx := context.Background()
 	pool := env.Pool
 

@@ -317,25 +317,9 @@ func TestFinalized_ZeroValueIsNotConfirmed(t *testing.T) {
 	require.False(t, fin.Rejected())
 }
 
-// finalizeTB lets ExampleGuard_Finalize, which has no *testing.T, use the
-// test harness: cleanups run when the example returns, failures panic.
-type finalizeTB struct {
-	*testing.T
-	cleanups []func()
-}
-
-func (e *finalizeTB) Cleanup(f func())                  { e.cleanups = append(e.cleanups, f) }
-func (e *finalizeTB) Helper()                           {}
-func (e *finalizeTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
-func (e *finalizeTB) done() {
-	for i := len(e.cleanups) - 1; i >= 0; i-- {
-		e.cleanups[i]()
-	}
-}
-
 func ExampleGuard_Finalize() {
-	tb := &finalizeTB{T: &testing.T{}}
-	defer tb.done()
+	tb, done := testenv.ExampleTB()
+	defer done()
 	env := testenv.New(tb)
 	jobs := fixture.Create(tb, env, fixture.Default)
 	env.Exec(`CREATE TABLE videos (id text PRIMARY KEY, status text NOT NULL, deleted bool NOT NULL DEFAULT false);

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"testing"
 
 	"github.com/jackc/pgx/v5"
 
@@ -15,27 +14,9 @@ import (
 	"github.com/jobguard/jobguard/usage"
 )
 
-// exampleTB lets an example, which has no *testing.T, use the test
-// harness: cleanups run when the example returns, failures panic.
-type exampleTB struct {
-	*testing.T
-	cleanups []func()
-}
-
-func newExampleTB() *exampleTB                         { return &exampleTB{T: &testing.T{}} }
-func (e *exampleTB) Cleanup(f func())                  { e.cleanups = append(e.cleanups, f) }
-func (e *exampleTB) Helper()                           {}
-func (e *exampleTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
-
-func (e *exampleTB) done() {
-	for i := len(e.cleanups) - 1; i >= 0; i-- {
-		e.cleanups[i]()
-	}
-}
-
 func ExampleAccrue() {
-	tb := newExampleTB()
-	defer tb.done()
+	tb, done := testenv.ExampleTB()
+	defer done()
 	env := testenv.New(tb)
 	jobs := fixture.Create(tb, env, fixture.Default)
 	ctx := context.Background()

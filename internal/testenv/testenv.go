@@ -185,25 +185,27 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// ForExample is New for Example functions, which have no testing.TB: it
-// panics where New would fail the test, and returns the cleanup to defer.
-func ForExample() (*Env, func()) {
-	tb := &exampleTB{}
-	return New(tb), tb.cleanup
+// ExampleTB stands in for the testing.TB that Example functions lack, so
+// they can use New and the fixtures too: it panics where a test would fail,
+// and done runs the registered cleanups (defer it).
+func ExampleTB() (tb testing.TB, done func()) {
+	e := &exampleTB{}
+	return e, e.done
 }
 
-// exampleTB stands in for a testing.TB in examples. Embedding the interface
-// satisfies its unexported method; every method New uses is overridden.
+// exampleTB embeds the interface to satisfy its unexported method; every
+// method the harness calls is overridden.
 type exampleTB struct {
 	testing.TB
 	cleanups []func()
 }
 
-func (e *exampleTB) Helper()                   {}
-func (e *exampleTB) Cleanup(f func())          { e.cleanups = append(e.cleanups, f) }
-func (e *exampleTB) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
-func (e *exampleTB) Errorf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
-func (e *exampleTB) cleanup() {
+func (e *exampleTB) Helper()                        {}
+func (e *exampleTB) Cleanup(f func())               { e.cleanups = append(e.cleanups, f) }
+func (e *exampleTB) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
+func (e *exampleTB) Errorf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
+
+func (e *exampleTB) done() {
 	for i := len(e.cleanups) - 1; i >= 0; i-- {
 		e.cleanups[i]()
 	}

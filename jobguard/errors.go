@@ -61,6 +61,7 @@ const (
 	ReasonSuperseded
 )
 
+// String returns the reason in a word or two, for logs.
 func (r Reason) String() string {
 	switch r {
 	case ReasonNotFound:
@@ -89,6 +90,7 @@ type StateError struct {
 	kind error
 }
 
+// Error says which write was refused on which job, and why.
 func (e *StateError) Error() string {
 	var why string
 	switch e.Reason {
@@ -120,6 +122,7 @@ type ReclaimedError struct {
 	Generation int64
 }
 
+// Error names the job and the evidence that refused it.
 func (e *ReclaimedError) Error() string {
 	return fmt.Sprintf("%v: job %s (%s: %q)", ErrReclaimed, e.JobID, e.Source, e.Reason)
 }

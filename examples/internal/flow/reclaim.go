@@ -2,6 +2,7 @@ package flow
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"time"
@@ -44,7 +45,8 @@ type ReclaimConfig struct {
 }
 
 // NewReclaimer returns a reclaimer over the examples' jobs table, with their
-// parent rules and the Env's marker prefix.
+// parent rules, the Env's marker prefix, and a leader key of the Env's
+// schema.
 func NewReclaimer(e *Env, cfg ReclaimConfig) (*reclaim.Reclaimer, error) {
 	rules, err := ParentRules()
 	if err != nil {
@@ -62,6 +64,7 @@ func NewReclaimer(e *Env, cfg ReclaimConfig) (*reclaim.Reclaimer, error) {
 		Markers:    e.Markers,
 		OnReclaim:  rules,
 		Interval:   cfg.Interval,
+		LeaderKey:  leaderKey(e.Schema),
 		Logger:     cfg.Logger,
 	})
 }
@@ -88,4 +91,48 @@ func SummaryAttrs(rep reclaim.Report) []slog.Attr {
 		slog.Int("no_start_time", rep.NoStartTime), slog.Int("unknown_type", rep.UnknownType),
 		slog.Int("source_errors", rep.SourceErrors), slog.Int("marker_errors", rep.MarkerErrors),
 	}
+}
+
+// Beside is what an example command needs to show a reclaim in one
+// process: the runtime limit of its job type, and optionally a reclaimer
+// running beside its worker (in production, examples/reclaimer runs apart).
+type Beside struct {
+	// Limit is the job type's maximum runtime, written to job_type_limits.
+	Limit time.Duration
+	// NoProgress is the reclaimer's no-progress threshold.
+	NoProgress time.Duration
+	// Interval is the reclaimer's pause between sweeps.
+	Interval time.Duration
+	// Reclaim runs the reclaimer in this process.
+	Reclaim bool
+}
+
+// Flags registers the flags of b.
+func (b *Beside) Flags(fs *flag.FlagSet) {
+	fs.DurationVar(&b.Limit, "limit", 30*time.Minute, "maximum runtime of the job type (stored in job_type_limits)")
+	fs.BoolVar(&b.Reclaim, "reclaim", false, "also run a reclaimer in this process (normally examples/reclaimer does)")
+	fs.DurationVar(&b.NoProgress, "no-progress", reclaim.NoProgressDefault, "the in-process reclaimer's no-progress threshold")
+	fs.DurationVar(&b.Interval, "interval", 250*time.Millisecond, "the in-process reclaimer's pause between sweeps")
+}
+
+// Start stores the limit of jobType and, when b.Reclaim, starts the
+// reclaimer. The returned stop ends it and waits for it; it is never nil.
+func (b Beside) Start(ctx context.Context, e *Env, jobType string) (stop func(), err error) {
+	if err := SetLimit(ctx, e, jobType, b.Limit); err != nil {
+		return func() {}, err
+	}
+	if !b.Reclaim {
+		return func() {}, nil
+	}
+	r, err := NewReclaimer(e, ReclaimConfig{NoProgress: b.NoProgress, Interval: b.Interval})
+	if err != nil {
+		return func() {}, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = r.Run(ctx) // returns nil when ctx ends
+	}()
+	return func() { cancel(); <-done }, nil
 }

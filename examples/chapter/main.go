@@ -1,0 +1,109 @@
+// Command chapter runs the "add weeks to a course" processor once: it queues
+// a chapter job for a course and delivers it to the worker, which calls the
+// (simulated) model outside any transaction and then saves the weeks in one
+// short transaction whose first write is the conditional completion.
+//
+//	go run ./examples/chapter -course course-1 -weeks 2
+//
+// Make the model call hang past the job type's limit, with a reclaimer in
+// the same process, to watch the save be refused before any row is written:
+//
+//	go run ./examples/chapter -hang 3s -limit 1s -no-progress 1s -reclaim
+//
+// The processor itself is examples/internal/flow/chapter.go.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jobguard/jobguard/examples/internal/flow"
+	"github.com/jobguard/jobguard/examples/internal/sim"
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run returns the exit code: 0 when the job completed or was refused by a
+// guard (both are outcomes this example shows), 1 on any other error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var cfg flow.Config
+	var beside flow.Beside
+	fs := flag.NewFlagSet("chapter", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.Flags(fs)
+	beside.Flags(fs)
+	course := fs.String("course", "course-1", "course to add weeks to (created if missing)")
+	weeks := fs.Int("weeks", 2, "weeks to add")
+	latency := fs.Duration("latency", 500*time.Millisecond, "how long the model call takes")
+	hang := fs.Duration("hang", 0, "how long the model call hangs before it starts answering")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	cfg.Logger = log
+
+	env, err := flow.Open(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "chapter: %v\n", err)
+		return 1
+	}
+	defer env.Close()
+	stopReclaimer, err := beside.Start(ctx, env, flow.TypeChapter)
+	defer stopReclaimer()
+	if err == nil {
+		_, err = env.Pool.Exec(ctx, `INSERT INTO courses (id, title) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`,
+			*course, "Course "+*course)
+	}
+	var jobID string
+	if err == nil {
+		jobID, err = flow.EnqueueChapter(ctx, env, *course, *weeks)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "chapter: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "queued chapter job %s: add %d week(s) to %s\n", jobID, *weeks, *course)
+
+	call := sim.Call{Latency: *latency}
+	if *hang > 0 {
+		call.Hang = sim.HangFor(*hang)
+	}
+	chapters := &flow.Chapters{Env: env, Model: sim.Model{Call: call}}
+	var res flow.ChapterResult
+	err = flow.Deliver(ctx, log, flow.TypeChapter, jobID, func(ctx context.Context, id string) (err error) {
+		res, err = chapters.Process(ctx, id)
+		return err
+	})
+	switch {
+	case err == nil:
+		fmt.Fprintf(stdout, "completed: %s now has %d week(s)\n", res.CourseID, res.Total)
+	case jobguard.IsPermanent(err):
+		fmt.Fprintf(stdout, "refused: %v\n", err)
+	default:
+		return 1 // logged by Deliver
+	}
+
+	var status string
+	var total, rows int
+	if err := env.Pool.QueryRow(ctx, `SELECT c.status, c.weeks,
+		(SELECT count(*) FROM chapters WHERE job_id = $2)
+		FROM courses c WHERE c.id = $1`, *course, jobID).Scan(&status, &total, &rows); err != nil {
+		fmt.Fprintf(stderr, "chapter: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "course %s: status %s, %d week(s); chapter rows written by this job: %d\n", *course, status, total, rows)
+	return 0
+}

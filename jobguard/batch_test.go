@@ -3,10 +3,13 @@ package jobguard_test
 import (
 	"context"
 	"fmt"
+	"log"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/fixture"
@@ -164,4 +167,34 @@ func TestFailIfUnchanged_InvalidIDSendsNothing(t *testing.T) {
 		[]jobguard.JobState{snap[id], {ID: "nope"}}, "stuck")
 	require.ErrorIs(t, err, jobguard.ErrInvalidJobID)
 	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
+}
+
+// A reclaim by hand: read the rows, decide, and fail in one statement only
+// those still exactly as read.
+func ExampleGuard_FailIfUnchanged() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	guard, err := jobguard.New(ctx, pool, jobguard.DefaultTable())
+	if err != nil {
+		log.Fatal(err)
+	}
+	rows, err := guard.Snapshot(ctx, pool, []string{"7c9e6679-7425-40de-944b-e07fc1f90ae7"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var stalled []jobguard.JobState
+	for _, r := range rows {
+		if time.Since(r.UpdatedAt) > time.Hour {
+			stalled = append(stalled, r)
+		}
+	}
+	changed, err := guard.FailIfUnchanged(ctx, pool, stalled, jobguard.ReclaimedReasonDefault)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("failed %d of %d; the others moved meanwhile", len(changed), len(stalled))
 }

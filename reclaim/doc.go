@@ -31,7 +31,8 @@
 // It does not stop the stuck worker: a late worker finds out at its next
 // guarded write (heartbeat, completion), which the conditional writes of
 // package jobguard refuse. Runtime is measured with the queue's clock
-// against the reclaimer's clock, so clock skew between them shifts the limit.
+// against the reclaimer's clock, and updated_at is stamped by the database's
+// clock, so skew between those clocks shifts the limit and the threshold.
 // A marker write that fails is counted and logged; the database reason
 // still refuses the job at start. A parent rule that fails rolls back the
 // whole sweep's write, and the sweep returns its error.

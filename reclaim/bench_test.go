@@ -142,4 +142,3 @@ WHERE id = $1 AND status = $2 AND updated_at = $3 AND generation = $4`,
 	}
 	b.ReportMetric(float64(trips)/float64(b.N), "roundtrips/op")
 }
-

@@ -199,12 +199,17 @@ func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
 		return rep, fmt.Errorf("reclaim: sweep: source: %w", err)
 	}
 	now := r.cfg.Now()
-	rep.Scanned = len(jobs)
 
 	cands := map[string]candidate{}
 	var ids []string
 	unknown := map[string]int{}
+	listed := make(map[string]bool, len(jobs))
 	for _, j := range jobs {
+		if listed[j.ID] {
+			continue // listed twice: decide once
+		}
+		listed[j.ID] = true
+		rep.Scanned++
 		limit, known := limits[j.Type]
 		switch {
 		case j.Err != nil:
@@ -219,10 +224,6 @@ func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
 		case now.Sub(j.StartedAt) <= limit:
 			rep.WithinLimit++
 		default:
-			if _, dup := cands[j.ID]; dup {
-				rep.Scanned-- // listed twice; decide once
-				continue
-			}
 			cands[j.ID] = candidate{job: j, runtime: now.Sub(j.StartedAt)}
 			ids = append(ids, j.ID)
 		}
@@ -254,18 +255,26 @@ func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
 	}
 	st := r.cfg.Guard.Table().Statuses
 	var expected []jobguard.JobState
+	var inactive []string
 	typeOf := map[string]string{} // row id → the type its limit and rule are keyed by
 	for _, id := range ids {
 		row, found := rows[id]
 		switch {
 		case !found || (row.Status != st.Queued && row.Status != st.Processing):
 			rep.NotActive++
+			inactive = append(inactive, id)
 		case now.Sub(row.UpdatedAt) < r.cfg.NoProgress:
 			rep.Progressing++
 		default:
 			expected = append(expected, row)
 			typeOf[row.ID] = cands[id].job.Type
 		}
+	}
+	if len(inactive) > 0 {
+		// The queue still runs jobs whose rows are gone or finished: a worker
+		// hung after its last write, or a job that maps to no row.
+		r.log.WarnContext(ctx, "reclaim: jobs over their limit have no active row; left alone",
+			slog.Int("jobs", len(inactive)), slog.Any("job_ids", inactive[:min(len(inactive), 20)]))
 	}
 	if len(expected) == 0 {
 		return rep, nil

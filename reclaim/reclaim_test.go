@@ -141,6 +141,7 @@ func TestSweep_DecisionTable(t *testing.T) {
 			{ID: unknown, Type: "mystery", StartedAt: old},
 			{ID: unread, Type: "chapter", Err: errors.New("hash unreadable")},
 			{ID: finished, Type: "chapter", StartedAt: old},
+			{ID: stalled, Type: "chapter", StartedAt: old}, // listed twice, decided once
 		}
 		r, logs := newReclaimer(t, jobs, reclaim.Config{Source: src})
 
@@ -162,6 +163,7 @@ func TestSweep_DecisionTable(t *testing.T) {
 		require.Equal(t, st.Completed, jobs.Read(t, finished).Status)
 		require.Contains(t, logs.String(), "level=WARN msg=\"reclaim: cannot read active job; skipped\"")
 		require.Contains(t, logs.String(), "job_type=mystery")
+		require.Contains(t, logs.String(), "no active row")
 	})
 }
 

@@ -256,7 +256,8 @@ func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
 	st := r.cfg.Guard.Table().Statuses
 	var expected []jobguard.JobState
 	var inactive []string
-	typeOf := map[string]string{} // row id → the type its limit and rule are keyed by
+	typeOf := map[string]string{}         // row id → the type its limit and rule are keyed by
+	runtime := map[string]time.Duration{} // row id → runtime of the current attempt
 	for _, id := range ids {
 		row, found := rows[id]
 		switch {
@@ -268,6 +269,7 @@ func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
 		default:
 			expected = append(expected, row)
 			typeOf[row.ID] = cands[id].job.Type
+			runtime[row.ID] = cands[id].runtime
 		}
 	}
 	if len(inactive) > 0 {
@@ -294,7 +296,8 @@ func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
 		markers[i] = jobguard.Marker{JobID: c.ID, Generation: c.Generation, Reason: r.cfg.Reason, At: now}
 		r.log.InfoContext(ctx, "reclaim: job reclaimed",
 			slog.String("job_id", c.ID), slog.String("job_type", typeOf[c.ID]),
-			slog.Int64("generation", c.Generation), slog.String("parent_id", c.ParentID))
+			slog.Duration("runtime", runtime[c.ID]), slog.Int64("generation", c.Generation),
+			slog.String("parent_id", c.ParentID))
 	}
 	for _, e := range expected {
 		if !won[e.ID] {

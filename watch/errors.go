@@ -1,0 +1,83 @@
+package watch
+
+import (
+	"fmt"
+
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// Via says how a Watcher learned that an execution lost its job.
+type Via int
+
+// The ways a Watcher learns of a reclaim.
+const (
+	// ViaNotice: a reclaim notice for the job, at the execution's
+	// generation or a later one, arrived.
+	ViaNotice Via = iota + 1
+	// ViaHeartbeat: the caller reported a heartbeat (or any conditional
+	// write) that affected zero rows, with Watcher.Lost.
+	ViaHeartbeat
+	// ViaCheck: the periodic check read the row and it no longer belongs to
+	// the execution.
+	ViaCheck
+)
+
+// String returns "notice", "heartbeat" or "check".
+func (v Via) String() string {
+	switch v {
+	case ViaNotice:
+		return "notice"
+	case ViaHeartbeat:
+		return "heartbeat"
+	case ViaCheck:
+		return "check"
+	default:
+		return "unknown"
+	}
+}
+
+// ReclaimedError is the cause of a watched context that was cancelled
+// because its execution lost the job. Read it with context.Cause. It wraps
+// jobguard.ErrJobTerminal, so jobguard.IsPermanent reports true for it: the
+// queue must not retry this execution's attempt.
+type ReclaimedError struct {
+	// JobID and Generation are the watched execution's.
+	JobID      string
+	Generation int64
+	// Via says how the loss was learned.
+	Via Via
+	// Seen is the generation the notice named (ViaNotice) or the check read
+	// (ViaCheck); 0 otherwise, and on a table without a generation column.
+	Seen int64
+	// Status is the status the check read; "" when the row was gone, and
+	// for the other ways.
+	Status string
+	// Err is the error reported to Watcher.Lost (ViaHeartbeat); nil
+	// otherwise.
+	Err error
+}
+
+func (e *ReclaimedError) Error() string {
+	msg := fmt.Sprintf("watch: job %s generation %d was reclaimed", e.JobID, e.Generation)
+	switch e.Via {
+	case ViaNotice:
+		return fmt.Sprintf("%s (notice for generation %d)", msg, e.Seen)
+	case ViaCheck:
+		if e.Status == "" {
+			return msg + " (check: no such job)"
+		}
+		return fmt.Sprintf("%s (check: job is %s at generation %d)", msg, e.Status, e.Seen)
+	case ViaHeartbeat:
+		return fmt.Sprintf("%s (heartbeat: %v)", msg, e.Err)
+	}
+	return msg
+}
+
+// Unwrap returns jobguard.ErrJobTerminal and, for ViaHeartbeat, the
+// reported error.
+func (e *ReclaimedError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{jobguard.ErrJobTerminal, e.Err}
+	}
+	return []error{jobguard.ErrJobTerminal}
+}

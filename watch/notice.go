@@ -1,0 +1,82 @@
+package watch
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// Notice says that a job's execution of one generation was reclaimed.
+type Notice struct {
+	// JobID is the job's id, as the id column prints it.
+	JobID string `json:"job_id"`
+	// Generation is the reclaimed generation: the generation of the
+	// execution that lost the job, as the reclaim's conditional write
+	// returned it. It is 0 for a table without a generation column.
+	Generation int64 `json:"generation"`
+}
+
+// NoticesFrom returns a notice for every row of states, typically the rows
+// that a reclaim's conditional write (jobguard's FailIfUnchanged) really
+// changed. Publish them once that write has committed.
+func NoticesFrom(states []jobguard.JobState) []Notice {
+	out := make([]Notice, len(states))
+	for i, s := range states {
+		out[i] = Notice{JobID: s.ID, Generation: s.Generation}
+	}
+	return out
+}
+
+// ErrNoticeTooLarge is returned by Publish for a notice whose encoding alone
+// exceeds the transport's payload limit (a job id of thousands of bytes).
+// The other notices of the call are still sent.
+var ErrNoticeTooLarge = errors.New("watch: notice exceeds the payload limit")
+
+// payloads encodes notices as JSON arrays, each at most limit bytes, in the
+// order given. A notice that cannot fit in any payload is reported in the
+// joined error and left out.
+func payloads(notices []Notice, limit int) ([]string, error) {
+	var out []string
+	var errs []error
+	buf := make([]byte, 0, min(limit, 1024))
+	flush := func() {
+		if len(buf) > 0 {
+			out = append(out, string(append(buf, ']')))
+			buf = buf[:0]
+		}
+	}
+	for _, n := range notices {
+		b, err := json.Marshal(n)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("job %s: %w", n.JobID, err))
+			continue
+		}
+		if len(b)+2 > limit {
+			errs = append(errs, fmt.Errorf("%w: job %.64q: %d bytes, limit %d", ErrNoticeTooLarge, n.JobID, len(b)+2, limit))
+			continue
+		}
+		// One more element costs its bytes, a comma, and the closing bracket.
+		if len(buf) > 0 && len(buf)+1+len(b)+1 > limit {
+			flush()
+		}
+		if len(buf) == 0 {
+			buf = append(buf, '[')
+		} else {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, b...)
+	}
+	flush()
+	return out, errors.Join(errs...)
+}
+
+// decode reads a payload written by payloads.
+func decode(payload string) ([]Notice, error) {
+	var ns []Notice
+	if err := json.Unmarshal([]byte(payload), &ns); err != nil {
+		return nil, fmt.Errorf("watch: undecodable notice payload %.64q: %w", payload, err)
+	}
+	return ns, nil
+}

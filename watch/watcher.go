@@ -1,0 +1,409 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// Watcher defaults.
+const (
+	// CheckIntervalDefault bounds how long a reclaim whose notice was lost
+	// goes unnoticed.
+	CheckIntervalDefault = 30 * time.Second
+	// PingIntervalDefault is how long a subscription may stay silent before
+	// the server is pinged.
+	PingIntervalDefault = 30 * time.Second
+	// ReconnectMinDefault is the first wait before resubscribing.
+	ReconnectMinDefault = 250 * time.Millisecond
+	// ReconnectMaxDefault caps the doubling wait between attempts.
+	ReconnectMaxDefault = 30 * time.Second
+)
+
+// Config configures a Watcher.
+type Config struct {
+	// Guard reads the watched rows for the periodic check, and says whether
+	// the table is fenced by generations. Required; no default.
+	Guard *jobguard.Guard
+	// DB is where the periodic check reads; a *pgxpool.Pool. Required; no
+	// default.
+	DB jobguard.DB
+	// Transport is how notices arrive; it must match the publishers'.
+	// Required; no default.
+	Transport Transport
+	// CheckInterval is the time between two checks of every watched
+	// execution against its row (one query for all of them). It bounds how
+	// long a reclaim goes unnoticed when its notice is lost. Defaults to
+	// CheckIntervalDefault (30s).
+	CheckInterval time.Duration
+	// PingInterval is how long the subscription may stay silent before the
+	// watcher pings the server; a ping unanswered for another interval ends
+	// the session and the watcher resubscribes. Defaults to
+	// PingIntervalDefault (30s).
+	PingInterval time.Duration
+	// ReconnectMin is the wait before the first attempt to resubscribe after
+	// the subscription failed; each failed attempt doubles it (with jitter)
+	// up to ReconnectMax. Defaults to ReconnectMinDefault (250ms).
+	ReconnectMin time.Duration
+	// ReconnectMax caps the wait between attempts to resubscribe. Defaults
+	// to ReconnectMaxDefault (30s).
+	ReconnectMax time.Duration
+	// Logger receives a line for every cancelled execution (info), a lost
+	// and a restored subscription (warn, info) and a failed check (warn).
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+	// Now is the clock, used to measure outages. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Watcher cancels the contexts of executions that lost their job. Create
+// one per process with New, start Run once, and run each execution under
+// the context Watch returns. It is safe for concurrent use.
+type Watcher struct {
+	cfg        Config
+	log        *slog.Logger
+	lis        listener
+	fenced     bool
+	processing string
+
+	mu   sync.Mutex
+	jobs map[string]map[*entry]struct{} // job id → its watched executions
+
+	checkNow chan struct{}
+	running  atomic.Bool
+	up       atomic.Bool // subscribed right now
+}
+
+// entry is one watched execution.
+type entry struct {
+	exec   jobguard.Execution
+	cancel context.CancelCauseFunc
+}
+
+// New validates cfg and returns a Watcher. Nothing runs until Run.
+func New(cfg Config) (*Watcher, error) {
+	if cfg.Guard == nil {
+		return nil, errors.New("watch: new: Guard is nil")
+	}
+	if cfg.DB == nil {
+		return nil, errors.New("watch: new: DB is nil")
+	}
+	t, err := cfg.Transport.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("watch: new: %w", err)
+	}
+	cfg.Transport = t
+	for _, d := range []struct {
+		field string
+		v     *time.Duration
+		def   time.Duration
+	}{
+		{"CheckInterval", &cfg.CheckInterval, CheckIntervalDefault},
+		{"PingInterval", &cfg.PingInterval, PingIntervalDefault},
+		{"ReconnectMin", &cfg.ReconnectMin, ReconnectMinDefault},
+		{"ReconnectMax", &cfg.ReconnectMax, ReconnectMaxDefault},
+	} {
+		if *d.v < 0 {
+			return nil, fmt.Errorf("watch: new: %s %v is negative", d.field, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if cfg.ReconnectMax < cfg.ReconnectMin {
+		return nil, fmt.Errorf("watch: new: ReconnectMax %v is below ReconnectMin %v", cfg.ReconnectMax, cfg.ReconnectMin)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	w := &Watcher{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		fenced:     cfg.Guard.Fenced(),
+		processing: cfg.Guard.Table().Statuses.Processing,
+		jobs:       make(map[string]map[*entry]struct{}),
+		checkNow:   make(chan struct{}, 1),
+	}
+	if t.Redis != nil {
+		w.lis = redisListener{rdb: t.Redis, channel: t.redisChannel(), ping: cfg.PingInterval}
+	} else {
+		w.lis = postgresListener{pool: t.Postgres, channel: t.Channel, ping: cfg.PingInterval}
+	}
+	return w, nil
+}
+
+// Watch returns a context derived from ctx that the watcher cancels, with a
+// *ReclaimedError as its cause, once exec has lost its job. Call it right
+// after jobguard's Start has returned exec (its write committed), and run the
+// execution's external calls under the returned context.
+//
+// The returned release function cancels the context and forgets exec; call
+// it when the execution ends, as with context.WithCancel. The watcher also
+// forgets exec when ctx ends.
+func (w *Watcher) Watch(ctx context.Context, exec jobguard.Execution) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	e := &entry{exec: exec, cancel: cancel}
+	w.mu.Lock()
+	set := w.jobs[exec.JobID]
+	if set == nil {
+		set = make(map[*entry]struct{})
+		w.jobs[exec.JobID] = set
+	}
+	set[e] = struct{}{}
+	w.mu.Unlock()
+	stop := context.AfterFunc(wctx, func() { w.take(e) })
+	return wctx, func() {
+		stop()
+		w.take(e)
+		cancel(nil)
+	}
+}
+
+// Len returns the number of executions being watched.
+func (w *Watcher) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, set := range w.jobs {
+		n += len(set)
+	}
+	return n
+}
+
+// Subscribed reports whether the watcher's subscription is up right now:
+// notices published now reach it. It is false before Run has subscribed,
+// during an outage and after Run returns; a readiness probe can use it.
+func (w *Watcher) Subscribed() bool { return w.up.Load() }
+
+// take forgets e and reports whether it was still watched, so that exactly
+// one caller goes on to cancel it.
+func (w *Watcher) take(e *entry) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	set := w.jobs[e.exec.JobID]
+	if _, ok := set[e]; !ok {
+		return false
+	}
+	delete(set, e)
+	if len(set) == 0 {
+		delete(w.jobs, e.exec.JobID)
+	}
+	return true
+}
+
+// cancelWhere cancels, with the cause made by why, every watched execution
+// of jobID that match selects.
+func (w *Watcher) cancelWhere(jobID string, match func(jobguard.Execution) bool, why func(*entry) *ReclaimedError) int {
+	w.mu.Lock()
+	var hit []*entry
+	for e := range w.jobs[jobID] {
+		if match(e.exec) {
+			hit = append(hit, e)
+		}
+	}
+	w.mu.Unlock()
+	n := 0
+	for _, e := range hit {
+		if w.take(e) {
+			w.fire(e, why(e))
+			n++
+		}
+	}
+	return n
+}
+
+// fire cancels e's context with cause.
+func (w *Watcher) fire(e *entry, cause *ReclaimedError) {
+	e.cancel(cause)
+	w.log.Info("watch: execution lost its job; its context is cancelled",
+		slog.String("job_id", e.exec.JobID), slog.Int64("generation", e.exec.Generation),
+		slog.String("via", cause.Via.String()), slog.Int64("seen_generation", cause.Seen),
+		slog.String("status", cause.Status))
+}
+
+// Lost cancels exec's context when err wraps jobguard.ErrJobTerminal: a
+// heartbeat (heartbeat's Lost result) or another conditional write of exec
+// affected zero rows. It reports whether a watched context was cancelled;
+// any other error is left to the caller.
+func (w *Watcher) Lost(exec jobguard.Execution, err error) bool {
+	if !errors.Is(err, jobguard.ErrJobTerminal) {
+		return false
+	}
+	return w.cancelWhere(exec.JobID,
+		func(x jobguard.Execution) bool { return x == exec },
+		func(e *entry) *ReclaimedError {
+			return &ReclaimedError{JobID: exec.JobID, Generation: exec.Generation, Via: ViaHeartbeat, Err: err}
+		}) > 0
+}
+
+// notice applies one notice. On a fenced table it cancels the job's
+// executions at the noticed generation or older: the reclaim fenced all of
+// them out, while an execution started after it has a higher generation and
+// is left alone. Without generations a notice cannot tell the executions of
+// a job apart, so it asks for a check of the rows instead.
+func (w *Watcher) notice(n Notice) {
+	if !w.fenced {
+		w.mu.Lock()
+		watched := len(w.jobs[n.JobID]) > 0
+		w.mu.Unlock()
+		if watched {
+			w.requestCheck()
+		}
+		return
+	}
+	w.cancelWhere(n.JobID,
+		func(x jobguard.Execution) bool { return x.Generation <= n.Generation },
+		func(e *entry) *ReclaimedError {
+			return &ReclaimedError{JobID: e.exec.JobID, Generation: e.exec.Generation, Via: ViaNotice, Seen: n.Generation}
+		})
+}
+
+// deliver applies a received payload. One it cannot read may still have
+// announced a reclaim, so it asks for a check.
+func (w *Watcher) deliver(payload string) {
+	ns, err := decode(payload)
+	if err != nil {
+		w.log.Warn("watch: ignoring an unreadable notice; checking every execution instead", slog.Any("error", err))
+		w.requestCheck()
+		return
+	}
+	for _, n := range ns {
+		w.notice(n)
+	}
+}
+
+// requestCheck asks the check loop for a check now; requests made while one
+// is pending collapse into it.
+func (w *Watcher) requestCheck() {
+	select {
+	case w.checkNow <- struct{}{}:
+	default:
+	}
+}
+
+// Check reads the rows of every watched execution in one query and cancels
+// the executions whose row no longer belongs to them: gone, not PROCESSING,
+// or (on a fenced table) at another generation. It returns how many it
+// cancelled. Run calls it every CheckInterval and after each
+// (re)subscription; call it yourself only to check at a moment of your own.
+func (w *Watcher) Check(ctx context.Context) (int, error) {
+	w.mu.Lock()
+	var all []*entry
+	ids := make([]string, 0, len(w.jobs))
+	for id, set := range w.jobs {
+		ids = append(ids, id)
+		for e := range set {
+			all = append(all, e)
+		}
+	}
+	w.mu.Unlock()
+	if len(all) == 0 {
+		return 0, nil
+	}
+	// Only executions registered before the read are judged by it: one
+	// watched after the query began may be newer than the row it saw.
+	rows, err := w.cfg.Guard.Snapshot(ctx, w.cfg.DB, ids)
+	if err != nil {
+		return 0, fmt.Errorf("watch: check: %w", err)
+	}
+	n := 0
+	for _, e := range all {
+		row, found := rows[e.exec.JobID]
+		if found && row.Status == w.processing && (!w.fenced || row.Generation == e.exec.Generation) {
+			continue
+		}
+		cause := &ReclaimedError{JobID: e.exec.JobID, Generation: e.exec.Generation, Via: ViaCheck}
+		if found {
+			cause.Status, cause.Seen = row.Status, row.Generation
+		}
+		if w.take(e) {
+			w.fire(e, cause)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Run keeps the watcher's one subscription and its periodic check going
+// until ctx ends, then returns nil once both have stopped. After a lost
+// subscription it resubscribes with a doubling backoff and, once
+// subscribed again, checks every execution at once, since notices sent in
+// between were missed. A second concurrent Run returns an error.
+//
+// Watched contexts are not cancelled when Run returns; they just stop being
+// watched for notices and checks (Lost still works).
+func (w *Watcher) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return errors.New("watch: run: already running")
+	}
+	defer w.running.Store(false)
+	var wg sync.WaitGroup
+	wg.Go(func() { w.listen(ctx) })
+	w.checkLoop(ctx)
+	wg.Wait()
+	return nil
+}
+
+func (w *Watcher) checkLoop(ctx context.Context) {
+	tick := time.NewTicker(w.cfg.CheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-w.checkNow:
+		}
+		if _, err := w.Check(ctx); err != nil && ctx.Err() == nil {
+			w.log.Warn("watch: check failed; trying again at the next interval",
+				slog.Any("error", err), slog.Duration("check_interval", w.cfg.CheckInterval))
+		}
+	}
+}
+
+// listen runs subscription sessions back to back until ctx ends.
+func (w *Watcher) listen(ctx context.Context) {
+	delay := w.cfg.ReconnectMin
+	var downSince time.Time // zero while subscribed
+	subscribed := func() {
+		if !downSince.IsZero() {
+			w.log.Info("watch: subscription restored; checking every execution",
+				slog.Duration("outage", w.cfg.Now().Sub(downSince)))
+		}
+		downSince, delay = time.Time{}, w.cfg.ReconnectMin
+		w.up.Store(true)
+		w.requestCheck()
+	}
+	defer w.up.Store(false)
+	for {
+		err := w.lis.session(ctx, subscribed, w.deliver)
+		w.up.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		if downSince.IsZero() {
+			downSince = w.cfg.Now()
+			w.log.Warn("watch: subscription lost; reconnecting", slog.Any("error", err))
+		} else {
+			w.log.Debug("watch: resubscribe failed", slog.Any("error", err), slog.Duration("retry_in", delay))
+		}
+		t := time.NewTimer(delay/2 + rand.N(delay/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		delay = min(2*delay, w.cfg.ReconnectMax)
+	}
+}

@@ -126,7 +126,10 @@ func (s *Source) Active(ctx context.Context) ([]reclaim.ActiveJob, error) {
 				job.StartedAt, job.Err = parseMillis(processedOn)
 			}
 			if job.Err == nil && s.field != "" {
-				job.ID, job.Err = rowID(data, s.field)
+				var row string
+				if row, job.Err = rowID(data, s.field); job.Err == nil {
+					job.ID = row
+				}
 			}
 			if job.Err != nil {
 				job.Err = fmt.Errorf("bullmq: job %s: %w", id, job.Err)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/fixture"
@@ -194,6 +196,7 @@ func TestActive_ListedJobWithoutHashOrStartIsNotGuessed(t *testing.T) {
 		Source:  newSource(t, env, prefix, "chapters", ""),
 		Limits:  reclaim.StaticLimits{"chapter": time.Hour},
 		Markers: jobguardMarkers(env),
+		Logger:  slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
 	rep, err := r.Sweep(ctx)
@@ -265,4 +268,37 @@ func TestNew_ErrorsNameTheField(t *testing.T) {
 
 func jobguardMarkers(env *testenv.Env) jobguard.MarkerConfig {
 	return jobguard.MarkerConfig{Prefix: env.Prefix}
+}
+
+func TestActive_RowIDFromData(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	base := env.Prefix + ":{bull}:q:"
+	started := time.UnixMilli(time.Now().Add(-time.Hour).UnixMilli())
+	ms := strconv.FormatInt(started.UnixMilli(), 10)
+	for i, data := range []string{`{"rowId":"row-1"}`, `{"rowId":42}`, `{}`, `not json`, `{"rowId":1.5}`} {
+		id := strconv.Itoa(i + 1)
+		require.NoError(t, env.Redis.HSet(ctx, base+id, "name", "chapter", "processedOn", ms, "data", data).Err())
+		require.NoError(t, env.Redis.RPush(ctx, base+"active", id).Err())
+	}
+	got, err := newSource(t, env, env.Prefix+":{bull}", "q", "rowId").Active(ctx)
+	require.NoError(t, err)
+	require.Len(t, got, 5)
+	require.Equal(t, reclaim.ActiveJob{ID: "row-1", Type: "chapter", StartedAt: started}, got[0])
+	require.Equal(t, reclaim.ActiveJob{ID: "42", Type: "chapter", StartedAt: started}, got[1])
+	for i, j := range got[2:] {
+		require.Error(t, j.Err, "a job whose row cannot be named is skipped, not guessed")
+		require.Equal(t, strconv.Itoa(i+3), j.ID, "the BullMQ id names it in the warning")
+	}
+}
+
+func TestActive_UnreachableRedisFailsTheRead(t *testing.T) {
+	t.Parallel()
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = down.Close() })
+	src, err := bullmq.New(bullmq.Config{Redis: down, Queue: "q"})
+	require.NoError(t, err)
+	_, err = src.Active(context.Background())
+	require.ErrorContains(t, err, "bullmq: read bull:q:active")
 }

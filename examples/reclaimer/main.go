@@ -1,0 +1,200 @@
+// Command reclaimer is the recovery service as a long-running process: it
+// sweeps the jobs table on an interval, reclaims the jobs that are really
+// stuck (over their type's runtime limit and without progress), runs the
+// examples' parent rules, writes the Redis markers the start guard reads,
+// and compensates what rejected executions left behind. Any number of
+// instances may run: one leads (a Postgres advisory lock), the others wait.
+//
+//	go run ./examples/reclaimer -interval 10s -no-progress 1m -limit chapter=5m -limit video=20m
+//
+// Every flag can also come from the environment: JOBGUARD_DATABASE_URL,
+// JOBGUARD_REDIS_URL, JOBGUARD_RECLAIM_INTERVAL, JOBGUARD_NO_PROGRESS.
+// Without -limit the limits are read from the job_type_limits table at
+// every sweep. Logs are structured (slog), one line per sweep; SIGINT or
+// SIGTERM stops it cleanly, releasing the leader lock.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jobguard/jobguard/examples/internal/flow"
+	"github.com/jobguard/jobguard/reclaim"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run serves until ctx ends and returns the exit code.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	var cfg flow.Config
+	fs := flag.NewFlagSet("reclaimer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.Flags(fs)
+	interval, err := durationEnv("JOBGUARD_RECLAIM_INTERVAL", reclaim.IntervalDefault)
+	if err != nil {
+		fmt.Fprintf(stderr, "reclaimer: %v\n", err)
+		return 2
+	}
+	noProgress, err := durationEnv("JOBGUARD_NO_PROGRESS", reclaim.NoProgressDefault)
+	if err != nil {
+		fmt.Fprintf(stderr, "reclaimer: %v\n", err)
+		return 2
+	}
+	fs.DurationVar(&interval, "interval", interval, "pause between sweeps (env JOBGUARD_RECLAIM_INTERVAL)")
+	fs.DurationVar(&noProgress, "no-progress", noProgress,
+		"how long updated_at must stand still before a job over its limit is reclaimed (env JOBGUARD_NO_PROGRESS)")
+	limits := limitFlag{}
+	fs.Var(limits, "limit", "maximum runtime of a job type, as type=duration; repeat per type (default: the job_type_limits table)")
+	compensate := fs.Bool("compensate", true, "also compensate the artifacts of rejected executions")
+	format := fs.String("log-format", "text", "log format: text or json")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var log *slog.Logger
+	log, err = newLogger(stderr, *format, *level)
+	if err != nil {
+		fmt.Fprintf(stderr, "reclaimer: %v\n", err)
+		return 2
+	}
+	cfg.Logger = log
+
+	env, err := flow.Open(ctx, cfg)
+	if err != nil {
+		log.Error("reclaimer: cannot start", slog.Any("error", err))
+		return 1
+	}
+	defer env.Close()
+	rc := flow.ReclaimConfig{NoProgress: noProgress, Interval: interval}
+	if len(limits) > 0 {
+		rc.Limits = reclaim.StaticLimits(limits)
+	}
+	r, err := flow.NewReclaimer(env, rc)
+	if err != nil {
+		log.Error("reclaimer: cannot start", slog.Any("error", err))
+		return 1
+	}
+	log.Info("reclaimer: started", slog.String("schema", env.Schema), slog.String("marker_prefix", env.Markers.Prefix),
+		slog.Duration("interval", interval), slog.Duration("no_progress", noProgress),
+		slog.String("limits", limits.String()), slog.Bool("compensate", *compensate))
+
+	var wg sync.WaitGroup
+	if *compensate {
+		wg.Go(func() { _ = env.Artifacts.Run(ctx) }) // returns nil when ctx ends
+	}
+	_ = r.Run(ctx) // returns nil when ctx ends
+	wg.Wait()
+	log.Info("reclaimer: stopped")
+	return 0
+}
+
+// newLogger builds the service's logger. The reclaimer logs a sweep that
+// changed nothing at debug level; this service raises that summary to info,
+// so that every sweep leaves one line.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var min slog.Level
+	if err := min.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("-log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: slog.LevelDebug}
+	var h slog.Handler
+	switch format {
+	case "text":
+		h = slog.NewTextHandler(w, opts)
+	case "json":
+		h = slog.NewJSONHandler(w, opts)
+	default:
+		return nil, fmt.Errorf("-log-format %q: want text or json", format)
+	}
+	return slog.New(sweepLines{Handler: h, min: min}), nil
+}
+
+// sweepLines passes records at min or above, and the reclaimer's sweep
+// summary at info whatever its level.
+type sweepLines struct {
+	slog.Handler
+	min slog.Level
+}
+
+const sweepMessage = "reclaim: sweep"
+
+// Enabled lets debug records through to Handle, which keeps only the sweep
+// summary among those below min.
+func (h sweepLines) Enabled(_ context.Context, l slog.Level) bool {
+	return l >= h.min || l == slog.LevelDebug
+}
+
+func (h sweepLines) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == sweepMessage && r.Level < slog.LevelInfo {
+		r.Level = slog.LevelInfo
+	}
+	if r.Level < h.min {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h sweepLines) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return sweepLines{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+}
+
+func (h sweepLines) WithGroup(name string) slog.Handler {
+	return sweepLines{Handler: h.Handler.WithGroup(name), min: h.min}
+}
+
+// limitFlag collects -limit type=duration flags.
+type limitFlag map[string]time.Duration
+
+func (l limitFlag) String() string {
+	if len(l) == 0 {
+		return "job_type_limits table"
+	}
+	parts := make([]string, 0, len(l))
+	for typ, d := range l {
+		parts = append(parts, typ+"="+d.String())
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func (l limitFlag) Set(v string) error {
+	typ, d, ok := strings.Cut(v, "=")
+	if !ok || typ == "" {
+		return fmt.Errorf("%q: want type=duration", v)
+	}
+	dur, err := time.ParseDuration(d)
+	if err != nil || dur <= 0 {
+		return fmt.Errorf("%q: want a positive duration", v)
+	}
+	l[typ] = dur
+	return nil
+}
+
+// durationEnv reads a duration from the environment, or returns def when
+// the variable is unset.
+func durationEnv(name string, def time.Duration) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	return d, nil
+}

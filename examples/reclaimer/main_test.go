@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/examples/internal/flow"
+	"github.com/jobguard/jobguard/internal/testenv"
+)
+
+// syncBuffer is a bytes.Buffer safe to write from the service's goroutines
+// while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func args(env *testenv.Env, extra ...string) []string {
+	return append([]string{"-database", env.DatabaseURL, "-redis", env.RedisURL,
+		"-schema", env.Schema, "-prefix", env.Prefix}, extra...)
+}
+
+// stuckChapterJob opens the examples' tables in env and starts a chapter
+// job that will never finish.
+func stuckChapterJob(t *testing.T, env *testenv.Env) (*flow.Env, string) {
+	t.Helper()
+	ctx := context.Background()
+	e, err := flow.Open(ctx, flow.Config{DatabaseURL: env.DatabaseURL, RedisURL: env.RedisURL,
+		Schema: env.Schema, Prefix: env.Prefix})
+	require.NoError(t, err)
+	t.Cleanup(e.Close)
+	_, err = e.Pool.Exec(ctx, `INSERT INTO courses (id, title) VALUES ('c1', 'Course')`)
+	require.NoError(t, err)
+	jobID, err := flow.EnqueueChapter(ctx, e, "c1", 1)
+	require.NoError(t, err)
+	_, err = e.Starts.Start(ctx, e.Pool, jobID)
+	require.NoError(t, err)
+	return e, jobID
+}
+
+func waitStatus(t *testing.T, e *flow.Env, jobID, want string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var status string
+		err := e.Pool.QueryRow(context.Background(), `SELECT status FROM jobs WHERE id = $1`, jobID).Scan(&status)
+		return err == nil && status == want
+	}, 15*time.Second, 50*time.Millisecond)
+}
+
+func TestReclaimer_ReclaimsStuckJobsLogsEachSweepAndStops(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	e, jobID := stuckChapterJob(t, env)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, args(env, "-interval", "100ms", "-no-progress", "300ms", "-limit", "chapter=300ms"), &logs)
+	}()
+	waitStatus(t, e, jobID, "FAILED")
+	require.Eventually(t, func() bool { return strings.Count(logs.String(), `msg="reclaim: sweep"`) >= 3 },
+		10*time.Second, 50*time.Millisecond)
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code, logs.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reclaimer did not stop after its context ended")
+	}
+
+	out := logs.String()
+	require.Contains(t, out, `msg="reclaimer: started"`)
+	require.Contains(t, out, `msg="reclaim: job reclaimed"`)
+	require.Regexp(t, `level=INFO msg="reclaim: sweep" scanned=1 .*reclaimed=1`, out)
+	require.Regexp(t, `level=INFO msg="reclaim: sweep" scanned=\d+ .*reclaimed=0 `, out,
+		"a sweep that changes nothing still logs its line")
+	require.True(t, strings.HasSuffix(strings.TrimSpace(out), `msg="reclaimer: stopped"`), out)
+
+	var course string
+	require.NoError(t, e.Pool.QueryRow(context.Background(), `SELECT status FROM courses WHERE id = 'c1'`).Scan(&course))
+	require.Equal(t, "FAILED", course, "the chapter parent rule ran")
+	m, found, err := e.Starts.Markers().Read(context.Background(), jobID)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, int64(1), m.Generation)
+}
+
+func TestReclaimer_RejectsBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, bad := range [][]string{{"-limit", "chapter"}, {"-limit", "chapter=-1s"}, {"-log-format", "xml"}, {"-log-level", "loud"}} {
+		var logs bytes.Buffer
+		require.Equal(t, 2, run(context.Background(), bad, &logs), "%v", bad)
+	}
+}
+
+// The binary itself stops cleanly on SIGTERM, with the leader lock released
+// so that another instance takes over.
+func TestReclaimer_BinaryStopsOnSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	t.Parallel()
+	env := testenv.New(t)
+	e, jobID := stuckChapterJob(t, env)
+	bin := filepath.Join(t.TempDir(), "reclaimer")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run())
+
+	var logs syncBuffer
+	cmd := exec.Command(bin, args(env, "-interval", "100ms", "-no-progress", "300ms", "-limit", "chapter=300ms", "-log-format", "json")...)
+	cmd.Stderr = &logs
+	require.NoError(t, cmd.Start())
+	waitStatus(t, e, jobID, "FAILED")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), logs.String())
+	require.Contains(t, logs.String(), `"msg":"reclaim: sweep"`)
+	require.Contains(t, logs.String(), `"msg":"reclaimer: stopped"`)
+}

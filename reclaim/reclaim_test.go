@@ -516,3 +516,18 @@ func TestSetParent_RefusesBadIdentifiers(t *testing.T) {
 	_, err = reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "status"})
 	require.ErrorContains(t, err, "Value")
 }
+
+func TestSweep_FailingParentRuleRollsTheReclaimBack(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	id := jobs.Insert(t, fixture.Job{ParentID: "course-1", UpdatedAgo: 2 * time.Hour})
+	broken := func(context.Context, pgx.Tx, []jobguard.JobState) error { return errors.New("parent table locked") }
+	r, _ := newReclaimer(t, jobs, reclaim.Config{OnReclaim: map[string]reclaim.ParentRule{"chapter": broken}})
+
+	rep, err := r.Sweep(context.Background())
+	require.ErrorContains(t, err, `OnReclaim["chapter"]: parent table locked`)
+	require.Zero(t, rep.Reclaimed)
+	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status, "the job is not failed without its parent")
+	require.False(t, hasMarker(t, jobs, id))
+}

@@ -73,8 +73,8 @@ func TestDemo_InvariantChecksSeeViolations(t *testing.T) {
 	saved := d.refusals
 
 	violations := []struct {
-		name         string
-		break_, mend func()
+		name        string
+		spoil, mend func()
 	}{
 		{"a FAILED job completed without Retry",
 			func() { exec(`UPDATE jobs SET status = 'COMPLETED' WHERE id = $1`, chapterJob) },
@@ -109,7 +109,7 @@ func TestDemo_InvariantChecksSeeViolations(t *testing.T) {
 	checks := d.checks()
 	require.Len(t, checks, len(violations))
 	for i, v := range violations {
-		v.break_()
+		v.spoil()
 		held, detail, err := checks[i].check(ctx)
 		require.NoError(t, err)
 		require.False(t, held, "invariant %d should see %s: %s", i+1, v.name, detail)

@@ -86,7 +86,13 @@ func (v *Videos) Process(ctx context.Context, jobID string) (VideoResult, error)
 		return res, fmt.Errorf("video: %w", err)
 	}
 	if err != nil {
-		return res, errors.Join(fmt.Errorf("video: %w", err), e.Guard.Fail(ctx, e.Pool, exec, err.Error()))
+		// The encoder broke: fail the job, then undo the file. If the job
+		// was lost meanwhile, Fail says so and the undo is the same.
+		err = errors.Join(fmt.Errorf("video: %w", err), e.Guard.Fail(ctx, e.Pool, exec, err.Error()))
+		if _, cerr := e.Artifacts.CompensateExecution(ctx, exec); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return res, err
 	}
 	res.Seconds = enc.Seconds
 

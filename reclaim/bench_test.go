@@ -41,11 +41,13 @@ func benchJobs(b *testing.B) (*fixture.Jobs, *pgxpool.Pool, *roundTrips, []strin
 	env.Exec(reclaim.Migration)
 	env.Exec(`INSERT INTO job_type_limits VALUES ('chapter', '30 minutes')`)
 	env.Exec(`
-INSERT INTO jobs (type, status, generation, started_at, updated_at)
-SELECT 'chapter', 'PROCESSING', 1,
+INSERT INTO jobs (type, status, generation, parent_id, started_at, updated_at)
+SELECT 'chapter', 'PROCESSING', 1, 'course-' || i,
        now() - CASE WHEN i <= $2 THEN interval '2 hours' ELSE interval '5 minutes' END,
        now() - CASE WHEN i <= $2 THEN interval '1 hour' ELSE interval '1 minute' END
 FROM generate_series(1, $1::int) AS i`, benchActive, benchReclaimable)
+	env.Exec(`CREATE TABLE courses (id text PRIMARY KEY, status text NOT NULL)`)
+	env.Exec(`INSERT INTO courses SELECT parent_id, 'READY' FROM jobs`)
 	rows, err := env.Pool.Query(context.Background(),
 		`SELECT id::text FROM jobs WHERE started_at < now() - interval '1 hour'`)
 	require.NoError(b, err)
@@ -68,16 +70,25 @@ func resetBench(b *testing.B, jobs *fixture.Jobs) {
 	b.Helper()
 	jobs.Env.Exec(`UPDATE jobs SET status = 'PROCESSING', failure_reason = NULL,
        updated_at = now() - interval '1 hour' WHERE status = 'FAILED'`)
+	jobs.Env.Exec(`UPDATE courses SET status = 'READY' WHERE status = 'FAILED'`)
 }
 
 // BenchmarkSweep is one sweep over 10,000 active jobs of which 1,000 are
-// reclaimed, with the limits read from their table and the markers written.
+// reclaimed, with the limits read from their table and the markers written:
+// over the table itself, over a queue's list (ids and start times), and over
+// the list with a parent rule failing each job's course in the same
+// transaction.
 func BenchmarkSweep(b *testing.B) {
-	for _, src := range []string{"table-source", "list-source"} {
+	for _, src := range []string{"table-source", "list-source", "list-source/parent-rule"} {
 		b.Run(src, func(b *testing.B) {
 			jobs, pool, counter, ids := benchJobs(b)
 			cfg := reclaim.Config{DB: pool, Limits: reclaim.TableLimits{DB: pool}, Logger: slog.New(slog.DiscardHandler)}
-			if src == "list-source" {
+			if src == "list-source/parent-rule" {
+				rule, err := reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "status", Value: "FAILED"})
+				require.NoError(b, err)
+				cfg.OnReclaim = map[string]reclaim.ParentRule{"chapter": rule}
+			}
+			if src != "table-source" {
 				// The shape of a queue's answer (BullMQ): ids and start times
 				// only, so Sweep reads the candidates' rows itself.
 				active, err := jobs.Guard.ActiveJobs(context.Background(), jobs.Env.Pool)

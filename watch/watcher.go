@@ -224,7 +224,7 @@ func (w *Watcher) cancelWhere(jobID string, match func(jobguard.Execution) bool,
 
 // fire cancels e's context with cause.
 func (w *Watcher) fire(e *entry, cause *ReclaimedError) {
-	e.cancel(cause)
+	defer e.cancel(cause)
 	w.log.Info("watch: execution lost its job; its context is cancelled",
 		slog.String("job_id", e.exec.JobID), slog.Int64("generation", e.exec.Generation),
 		slog.String("via", cause.Via.String()), slog.Int64("seen_generation", cause.Seen),

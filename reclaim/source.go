@@ -40,9 +40,10 @@ type ActiveJob struct {
 // TableSource reads the active jobs from the jobs table itself: every
 // PROCESSING row, its type column as the type and its started-at column
 // (stamped by StartGuard.Start) as the start of the current attempt.
+// Create it with NewTableSource.
 type TableSource struct {
-	Guard *jobguard.Guard
-	DB    jobguard.DB
+	guard *jobguard.Guard
+	db    jobguard.DB
 }
 
 // NewTableSource returns the source over guard's table. The mapping must
@@ -58,12 +59,12 @@ func NewTableSource(guard *jobguard.Guard, db jobguard.DB) (*TableSource, error)
 		return nil, fmt.Errorf("reclaim: table source: table %s has no StartedAtColumn to read runtime from",
 			guard.Table().QualifiedName())
 	}
-	return &TableSource{Guard: guard, DB: db}, nil
+	return &TableSource{guard: guard, db: db}, nil
 }
 
 // Active returns every PROCESSING job, with its row, in one query.
 func (s *TableSource) Active(ctx context.Context) ([]ActiveJob, error) {
-	states, err := s.Guard.ActiveJobs(ctx, s.DB)
+	states, err := s.guard.ActiveJobs(ctx, s.db)
 	if err != nil {
 		return nil, err
 	}

@@ -24,9 +24,14 @@ type acquirer interface {
 // Interval. Run starts no goroutines; on return the connection is closed and
 // the lock released.
 func (r *Reclaimer) Run(ctx context.Context) error {
-	pool, ok := r.cfg.DB.(acquirer)
+	pool, ok := r.cfg.DB.(*pgxpool.Pool)
 	if !ok {
 		return fmt.Errorf("reclaim: run: Config.DB is a %T; the leader lock needs a *pgxpool.Pool", r.cfg.DB)
+	}
+	if n := pool.Config().MaxConns; n < 2 {
+		// The lock holds one connection for as long as it leads; a sweep
+		// would wait for a second one forever.
+		return fmt.Errorf("reclaim: run: Config.DB allows %d connection; Run needs at least 2", n)
 	}
 	var lock *pgxpool.Conn
 	defer func() { r.drop(ctx, lock) }()

@@ -123,3 +123,11 @@ func TestRun_NeedsAPool(t *testing.T) {
 	r, _ := newReclaimer(t, jobs, reclaim.Config{DB: tx})
 	require.ErrorContains(t, r.Run(context.Background()), "*pgxpool.Pool")
 }
+
+func TestRun_NeedsRoomForTheLockConnection(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	r, _ := newReclaimer(t, jobs, reclaim.Config{DB: env.Connect(testenv.Options{MaxConns: 1})})
+	require.ErrorContains(t, r.Run(context.Background()), "at least 2")
+}

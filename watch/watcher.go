@@ -225,10 +225,17 @@ func (w *Watcher) cancelWhere(jobID string, match func(jobguard.Execution) bool,
 // fire cancels e's context with cause.
 func (w *Watcher) fire(e *entry, cause *ReclaimedError) {
 	defer e.cancel(cause)
-	w.log.Info("watch: execution lost its job; its context is cancelled",
-		slog.String("job_id", e.exec.JobID), slog.Int64("generation", e.exec.Generation),
-		slog.String("via", cause.Via.String()), slog.Int64("seen_generation", cause.Seen),
-		slog.String("status", cause.Status))
+	attrs := []any{slog.String("job_id", e.exec.JobID), slog.Int64("generation", e.exec.Generation),
+		slog.String("via", cause.Via.String())}
+	switch cause.Via {
+	case ViaNotice:
+		attrs = append(attrs, slog.Int64("notice_generation", cause.Seen))
+	case ViaCheck:
+		attrs = append(attrs, slog.String("status", cause.Status), slog.Int64("row_generation", cause.Seen))
+	case ViaHeartbeat:
+		attrs = append(attrs, slog.Any("error", cause.Err))
+	}
+	w.log.Info("watch: execution lost its job; its context is cancelled", attrs...)
 }
 
 // Lost cancels exec's context when err wraps jobguard.ErrJobTerminal: a

@@ -1,0 +1,80 @@
+// Package watch cancels the work of executions that lost their job.
+//
+// After a reclaim, jobguard already refuses the late result of the original
+// execution, but its external call (a model call, an encode) keeps running
+// and costing money until it returns. A Watcher gives each execution a
+// context that is cancelled as soon as the execution is known to have lost
+// the job, so the call stops instead.
+//
+// The reclaimer publishes a Notice (job id and reclaimed generation) for
+// every job it reclaimed, once its write has committed, through a Publisher:
+// Redis pub/sub, or Postgres LISTEN/NOTIFY for deployments without Redis,
+// chosen by Transport. Every worker process runs one Watcher with one
+// subscription for all its executions.
+//
+// # What it guarantees
+//
+//   - A watched context is cancelled, with a *ReclaimedError cause that
+//     wraps jobguard.ErrJobTerminal (so jobguard.IsPermanent reports true),
+//     when (a) a notice for its job arrives at its generation or a later one,
+//     (b) the caller reports a heartbeat that affected zero rows (Lost), or
+//     (c) the periodic Check reads the row and finds it gone, no longer
+//     PROCESSING, or at another generation. The cause says which (Via) and
+//     carries the job id and generations.
+//   - A notice never cancels a newer execution. The reclaim's write is
+//     fenced by the generation it read, so the notice names the generation
+//     that lost the job; every execution of that job at that generation or
+//     an older one has been fenced out and is cancelled, and an execution
+//     started afterwards (a higher generation) is left alone.
+//   - A lost notice is caught within one CheckInterval (30s by default):
+//     one query reads the rows of every watched execution. After the
+//     subscription was lost (a Redis or Postgres outage, a killed session)
+//     the watcher resubscribes with a doubling backoff and checks every
+//     execution as soon as it is subscribed again, since notices sent in
+//     between were missed. A silent subscription is pinged every
+//     PingInterval, so a dead connection is noticed too.
+//   - One subscription per process: Watch and release only touch a map.
+//     Run owns the goroutines and leaves none behind when its context ends.
+//   - With Postgres, a notice published inside the reclaim's transaction
+//     (PostgresPublisher.PublishOn) is delivered only if it commits.
+//     Payloads are JSON arrays split to stay under the 8000-byte NOTIFY
+//     limit.
+//
+// # What it does not guarantee
+//
+//   - Cancellation is cooperative: it helps only where the external call
+//     honours its context. It does not refund a call already made, and the
+//     guarded writes of jobguard remain what keeps a late result out.
+//   - Notices are not durable. Redis pub/sub and NOTIFY reach only
+//     subscribers connected at that moment; anything missed waits for the
+//     next check (bounded by CheckInterval), or for the check after
+//     resubscribing.
+//   - On a table without a generation column a notice cannot tell an old
+//     execution from a new one, so it only triggers a check of the rows; a
+//     job that was reclaimed and started again in between is not caught
+//     (the status-only weakness jobguard documents).
+//   - Watch the execution only after Start has committed: the check would
+//     otherwise read the row as it was before the start and cancel it.
+//   - Contexts are not cancelled when Run returns; they are simply no
+//     longer watched.
+//
+// # Use
+//
+//	// In the reclaimer, after the reclaim committed:
+//	pub, err := watch.NewPublisher(watch.Transport{Redis: rdb})
+//	err = pub.Publish(ctx, watch.NoticesFrom(reclaimed)...)
+//
+//	// In each worker process:
+//	w, err := watch.New(watch.Config{Guard: guard, DB: pool, Transport: watch.Transport{Redis: rdb}})
+//	go w.Run(ctx)
+//
+//	exec, err := starts.Start(ctx, pool, jobID)
+//	runCtx, release := w.Watch(ctx, exec)
+//	defer release()
+//	result, err := callTheModel(runCtx) // stops when the job is reclaimed
+//	if res, err := hb.Beat(ctx, pool, exec, ev); res == heartbeat.Lost {
+//		w.Lost(exec, err) // cancels runCtx at once
+//	}
+//	var lost *watch.ReclaimedError
+//	if errors.As(context.Cause(runCtx), &lost) { /* do not retry; nothing to save */ }
+package watch

@@ -1,0 +1,139 @@
+package watch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobguard/jobguard/heartbeat"
+	"github.com/jobguard/jobguard/internal/fixture"
+	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/watch"
+)
+
+// example is a schema of its own with the default jobs table, one
+// PROCESSING job at generation 1, and a Redis channel of its own.
+type example struct {
+	env   *testenv.Env
+	guard *jobguard.Guard
+	exec  jobguard.Execution
+}
+
+func newExample() (example, func()) {
+	t, done := testenv.ExampleTB()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	return example{env: env, guard: jobs.Guard, exec: jobguard.Execution{JobID: id, Generation: 1}}, done
+}
+
+// untilSubscribed stands in for a readiness probe.
+func untilSubscribed(w *watch.Watcher) {
+	for !w.Subscribed() {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func ExampleWatcher_Watch() {
+	ex, done := newExample()
+	defer done()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	transport := watch.Transport{Redis: ex.env.Redis, Prefix: ex.env.Prefix}
+
+	// One watcher per worker process.
+	w, err := watch.New(watch.Config{Guard: ex.guard, DB: ex.env.Pool, Transport: transport})
+	if err != nil {
+		panic(err)
+	}
+	go w.Run(ctx)
+	untilSubscribed(w)
+
+	// Each execution runs its external call under the watched context.
+	runCtx, release := w.Watch(ctx, ex.exec)
+	defer release()
+
+	// Meanwhile the reclaimer fails the job and, once that committed,
+	// publishes a notice for it.
+	pub, _ := watch.NewPublisher(transport)
+	rows, _ := ex.guard.Snapshot(ctx, ex.env.Pool, []string{ex.exec.JobID})
+	reclaimed, _ := ex.guard.FailIfUnchanged(ctx, ex.env.Pool, []jobguard.JobState{rows[ex.exec.JobID]}, "reclaimed: runtime limit exceeded")
+	_ = pub.Publish(ctx, watch.NoticesFrom(reclaimed)...)
+
+	<-runCtx.Done() // the model call sees this and stops
+	var lost *watch.ReclaimedError
+	fmt.Println(errors.As(context.Cause(runCtx), &lost), lost.Via, lost.Generation)
+	fmt.Println(jobguard.IsPermanent(context.Cause(runCtx)))
+	// Output:
+	// true notice 1
+	// true
+}
+
+func ExampleWatcher_Lost() {
+	ex, done := newExample()
+	defer done()
+	ctx := context.Background()
+	w, _ := watch.New(watch.Config{Guard: ex.guard, DB: ex.env.Pool, Transport: watch.Transport{Redis: ex.env.Redis}})
+	runCtx, release := w.Watch(ctx, ex.exec)
+	defer release()
+
+	_ = ex.guard.Fail(ctx, ex.env.Pool, ex.exec, "reclaimed") // another process reclaims it
+
+	// The worker's next heartbeat finds the job gone and says so.
+	hb := heartbeat.New(ex.guard, heartbeat.Config{})
+	if res, err := hb.Beat(ctx, ex.env.Pool, ex.exec, heartbeat.Progress(40)); res == heartbeat.Lost {
+		w.Lost(ex.exec, err)
+	}
+	fmt.Println(runCtx.Err(), errors.Is(context.Cause(runCtx), jobguard.ErrJobTerminal))
+	// Output: context canceled true
+}
+
+func ExampleWatcher_Check() {
+	ex, done := newExample()
+	defer done()
+	ctx := context.Background()
+	w, _ := watch.New(watch.Config{Guard: ex.guard, DB: ex.env.Pool, Transport: watch.Transport{Redis: ex.env.Redis}})
+	runCtx, release := w.Watch(ctx, ex.exec)
+	defer release()
+
+	// The reclaim's notice was lost; Run's periodic check finds the row
+	// changed all the same. Here it is called directly.
+	_ = ex.guard.Fail(ctx, ex.env.Pool, ex.exec, "reclaimed")
+	n, err := w.Check(ctx)
+	fmt.Println(n, err)
+	var lost *watch.ReclaimedError
+	if errors.As(context.Cause(runCtx), &lost) {
+		fmt.Println(lost.Via, lost.Status, lost.Seen)
+	}
+	// Output:
+	// 1 <nil>
+	// check FAILED 1
+}
+
+func ExampleNewPublisher() {
+	ex, done := newExample()
+	defer done()
+
+	// Without Redis: LISTEN/NOTIFY on a channel of the database.
+	pub, err := watch.NewPublisher(watch.Transport{Postgres: ex.env.Pool, Channel: "jobguard_reclaim_notices"})
+	if err != nil {
+		panic(err)
+	}
+	err = pub.Publish(context.Background(), watch.Notice{JobID: ex.exec.JobID, Generation: 1})
+	fmt.Println(err)
+	// Output: <nil>
+}
+
+func ExampleNoticesFrom() {
+	reclaimed := []jobguard.JobState{{ID: "job-1", Status: "FAILED", Generation: 3}, {ID: "job-2", Status: "FAILED", Generation: 1}}
+	fmt.Println(watch.NoticesFrom(reclaimed))
+	// Output: [{job-1 3} {job-2 1}]
+}
+
+func ExampleNew() {
+	_, err := watch.New(watch.Config{})
+	fmt.Println(err)
+	// Output: watch: new: Guard is nil
+}

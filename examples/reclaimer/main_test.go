@@ -81,8 +81,12 @@ func TestReclaimer_ReclaimsStuckJobsLogsEachSweepAndStops(t *testing.T) {
 		done <- run(ctx, args(env, "-interval", "100ms", "-no-progress", "300ms", "-limit", "chapter=300ms"), &logs)
 	}()
 	waitStatus(t, e, jobID, "FAILED")
-	require.Eventually(t, func() bool { return strings.Count(logs.String(), `msg="reclaim: sweep"`) >= 3 },
-		10*time.Second, 50*time.Millisecond)
+	// Stop only after the reclaiming sweep's summary: its markers are
+	// written after the commit, within the sweep.
+	require.Eventually(t, func() bool {
+		out := logs.String()
+		return strings.Count(out, `msg="reclaim: sweep"`) >= 3 && strings.Contains(out, " reclaimed=1 ")
+	}, 10*time.Second, 50*time.Millisecond)
 	cancel()
 	select {
 	case code := <-done:

@@ -30,13 +30,13 @@ const (
 // Config configures a Watcher.
 type Config struct {
 	// Guard reads the watched rows for the periodic check, and says whether
-	// the table is fenced by generations. Required; no default.
+	// the table is fenced by generations. Required.
 	Guard *jobguard.Guard
-	// DB is where the periodic check reads; a *pgxpool.Pool. Required; no
-	// default.
+	// DB is where the periodic check reads, such as a *pgxpool.Pool.
+	// Required.
 	DB jobguard.DB
 	// Transport is how notices arrive; it must match the publishers'.
-	// Required; no default.
+	// Required.
 	Transport Transport
 	// CheckInterval is the time between two checks of every watched
 	// execution against its row (one query for all of them). It bounds how
@@ -202,7 +202,7 @@ func (w *Watcher) take(e *entry) bool {
 }
 
 // cancelWhere cancels, with the cause made by why, every watched execution
-// of jobID that match selects.
+// of jobID that match accepts, and returns how many.
 func (w *Watcher) cancelWhere(jobID string, match func(jobguard.Execution) bool, why func(*entry) *ReclaimedError) int {
 	w.mu.Lock()
 	var hit []*entry

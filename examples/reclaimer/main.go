@@ -10,7 +10,8 @@
 // Every flag can also come from the environment: JOBGUARD_DATABASE_URL,
 // JOBGUARD_REDIS_URL, JOBGUARD_RECLAIM_INTERVAL, JOBGUARD_NO_PROGRESS.
 // Without -limit the limits are read from the job_type_limits table at
-// every sweep. Logs are structured (slog), one line per sweep; SIGINT or
+// every sweep. With -bullmq-queue the active jobs and the start of their
+// current attempt (processedOn) are read from a BullMQ queue in Redis. Logs are structured (slog), one line per sweep; SIGINT or
 // SIGTERM stops it cleanly, releasing the leader lock.
 package main
 
@@ -30,6 +31,7 @@ import (
 
 	"github.com/jobguard/jobguard/examples/internal/flow"
 	"github.com/jobguard/jobguard/reclaim"
+	"github.com/jobguard/jobguard/reclaim/bullmq"
 )
 
 func main() {
@@ -60,6 +62,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		"how long updated_at must stand still before a job over its limit is reclaimed (env JOBGUARD_NO_PROGRESS)")
 	limits := limitFlag{}
 	fs.Var(limits, "limit", "maximum runtime of a job type, as type=duration; repeat per type (default: the job_type_limits table)")
+	queue := fs.String("bullmq-queue", "", "watch this BullMQ queue's active jobs instead of the jobs table's PROCESSING rows")
+	queuePrefix := fs.String("bullmq-prefix", bullmq.PrefixDefault, "the BullMQ queue's key prefix")
+	rowIDField := fs.String("bullmq-row-id-field", "", "field of a BullMQ job's data that holds its row id (default: the BullMQ job id)")
 	compensate := fs.Bool("compensate", true, "also compensate the artifacts of rejected executions")
 	format := fs.String("log-format", "text", "log format: text or json")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -84,6 +89,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if len(limits) > 0 {
 		rc.Limits = reclaim.StaticLimits(limits)
 	}
+	if *queue != "" {
+		rc.Source, err = bullmq.New(bullmq.Config{Redis: env.Redis, Prefix: *queuePrefix, Queue: *queue, RowIDField: *rowIDField})
+		if err != nil {
+			log.Error("reclaimer: cannot start", slog.Any("error", err))
+			return 1
+		}
+	}
 	r, err := flow.NewReclaimer(env, rc)
 	if err != nil {
 		log.Error("reclaimer: cannot start", slog.Any("error", err))
@@ -91,7 +103,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log.Info("reclaimer: started", slog.String("schema", env.Schema), slog.String("marker_prefix", env.Markers.Prefix),
 		slog.Duration("interval", interval), slog.Duration("no_progress", noProgress),
-		slog.String("limits", limits.String()), slog.Bool("compensate", *compensate))
+		slog.String("limits", limits.String()), slog.String("bullmq_queue", *queue), slog.Bool("compensate", *compensate))
 
 	var wg sync.WaitGroup
 	if *compensate {

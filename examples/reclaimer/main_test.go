@@ -144,3 +144,33 @@ func TestReclaimer_BinaryStopsOnSIGTERM(t *testing.T) {
 	require.Contains(t, logs.String(), `"msg":"reclaim: sweep"`)
 	require.Contains(t, logs.String(), `"msg":"reclaimer: stopped"`)
 }
+
+// With -bullmq-queue the runtime comes from BullMQ's processedOn, not from
+// the row's started_at. The test writes the queue's keys in BullMQ's own
+// layout (the active list and the job hash); reclaim/bullmq is tested
+// against queues that BullMQ itself wrote.
+func TestReclaimer_WatchesABullMQQueue(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	e, jobID := stuckChapterJob(t, env)
+	ctx := context.Background()
+	prefix := env.Prefix + ":bull"
+	started := time.Now().Add(-time.Minute).UnixMilli() // by the queue's clock
+	require.NoError(t, env.Redis.RPush(ctx, prefix+":chapters:active", "42").Err())
+	require.NoError(t, env.Redis.HSet(ctx, prefix+":chapters:42", "name", "chapter",
+		"processedOn", started, "data", `{"rowId":"`+jobID+`"}`).Err())
+
+	runCtx, cancel := context.WithCancel(ctx)
+	var logs syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		// The row started just now: by the table the job is well within
+		// its 30s limit; by the queue it has run for a minute.
+		done <- run(runCtx, args(env, "-interval", "100ms", "-no-progress", "300ms", "-limit", "chapter=30s",
+			"-bullmq-queue", "chapters", "-bullmq-prefix", prefix, "-bullmq-row-id-field", "rowId"), &logs)
+	}()
+	waitStatus(t, e, jobID, "FAILED")
+	cancel()
+	require.Equal(t, 0, <-done, logs.String())
+	require.Contains(t, logs.String(), `bullmq_queue=chapters`)
+}

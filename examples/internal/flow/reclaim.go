@@ -31,6 +31,9 @@ func ParentRules() (map[string]reclaim.ParentRule, error) {
 
 // ReclaimConfig is what a reclaimer of the examples may change.
 type ReclaimConfig struct {
+	// Source lists the active jobs. Defaults to the jobs table itself
+	// (PROCESSING rows and their started_at).
+	Source reclaim.Source
 	// Limits overrides the per-type limits of the job_type_limits table.
 	// Defaults to reading that table at every sweep.
 	Limits reclaim.Limits
@@ -59,6 +62,7 @@ func NewReclaimer(e *Env, cfg ReclaimConfig) (*reclaim.Reclaimer, error) {
 		Guard:      e.Guard,
 		DB:         e.Pool,
 		Redis:      e.Redis,
+		Source:     cfg.Source,
 		Limits:     cfg.Limits,
 		NoProgress: cfg.NoProgress,
 		Markers:    e.Markers,

@@ -59,6 +59,8 @@ func setup(t *testing.T, kind string, v fixture.Variant, cfg watch.Config) *bund
 	require.NoError(t, err)
 	run(t, w)
 	waitSubscribed(t, w)
+	// The check that follows subscribing must not race the test's reclaim.
+	require.Eventually(t, func() bool { return watch.Checks(w) > 0 }, 10*time.Second, time.Millisecond)
 	return b
 }
 

@@ -78,7 +78,8 @@ type Watcher struct {
 
 	checkNow chan struct{}
 	running  atomic.Bool
-	up       atomic.Bool // subscribed right now
+	up       atomic.Bool  // subscribed right now
+	checks   atomic.Int64 // checks run by Run, for tests
 }
 
 // entry is one watched execution.
@@ -375,6 +376,7 @@ func (w *Watcher) checkLoop(ctx context.Context) {
 			w.log.Warn("watch: check failed; trying again at the next interval",
 				slog.Any("error", err), slog.Duration("check_interval", w.cfg.CheckInterval))
 		}
+		w.checks.Add(1)
 	}
 }
 

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -121,4 +124,22 @@ func TestDemo_InvariantChecksSeeViolations(t *testing.T) {
 	held, err := d.invariants(ctx)
 	require.NoError(t, err)
 	require.True(t, held, out.String())
+}
+
+// The README's main command, as a user runs it: a built binary, no flags.
+func TestDemo_Binary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "demo")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run())
+	out, err := exec.Command(bin).CombinedOutput()
+	require.NoError(t, err, string(out))
+	for i := 1; i <= 6; i++ {
+		require.Regexp(t, regexp.MustCompile(fmt.Sprintf(`(?m)^  invariant %d HELD `, i)), string(out))
+	}
+	require.Contains(t, string(out), "Every invariant held.")
 }

@@ -1,0 +1,107 @@
+// Package metrics holds the names of every OpenTelemetry instrument the
+// library records, and the few helpers that build them, so that the packages
+// agree on names, units and attributes.
+//
+// Every package takes an optional metric.MeterProvider. A nil provider means
+// the no-op provider: the call sites record unconditionally and cost an
+// empty interface call. Attribute sets are built once, when the instruments
+// are, and passed as prebuilt option slices, so recording allocates nothing.
+package metrics
+
+import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// ScopePrefix is the instrumentation scope of each package's meter: the
+// package's import path.
+const ScopePrefix = "github.com/jobguard/jobguard/"
+
+// Instrument names. They are part of the public contract: dashboards and
+// alerts are written against them.
+const (
+	// Completions counts conditional completions by outcome (accepted,
+	// refused, error) and, when refused, reason.
+	Completions = "jobguard.completions"
+	// StartRefusals counts starts refused as reclaimed, by source (database,
+	// marker).
+	StartRefusals = "jobguard.start.refusals"
+	// StartLookupErrors counts start guard lookups that failed, by lookup
+	// (database, marker) and policy (fail-open, fail-closed).
+	StartLookupErrors = "jobguard.start.lookup_errors"
+	// HeartbeatBeats counts heartbeats by result (written, throttled, lost,
+	// failed).
+	HeartbeatBeats = "jobguard.heartbeat.beats"
+	// ReclaimDecisions counts the reclaimer's decisions per scanned job, one
+	// per Report counter (no_start_time, source_error, unknown_type,
+	// within_limit, not_active, progressing, reclaimed, lost_race).
+	ReclaimDecisions = "jobguard.reclaim.decisions"
+	// ReclaimMarkerErrors counts reclaimed jobs whose Redis marker could not
+	// be written.
+	ReclaimMarkerErrors = "jobguard.reclaim.marker_errors"
+	// ReclaimSweepDuration is the duration of each sweep in seconds, by
+	// result (ok, error).
+	ReclaimSweepDuration = "jobguard.reclaim.sweep.duration"
+	// UsageAccruals counts accrual attempts by result (accrued, duplicate,
+	// not_confirmed).
+	UsageAccruals = "jobguard.usage.accruals"
+	// Compensations counts compensation attempts by result (done, pending).
+	Compensations = "jobguard.compensations"
+)
+
+// Attribute keys.
+const (
+	KeyOutcome  = attribute.Key("outcome")
+	KeyReason   = attribute.Key("reason")
+	KeySource   = attribute.Key("source")
+	KeyLookup   = attribute.Key("lookup")
+	KeyPolicy   = attribute.Key("policy")
+	KeyResult   = attribute.Key("result")
+	KeyDecision = attribute.Key("decision")
+)
+
+// DurationBuckets are the histogram boundaries, in seconds, of durations
+// that span a few milliseconds (an empty sweep) to tens of seconds.
+var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// Meter returns pkg's meter of mp, or a no-op meter when mp is nil.
+func Meter(mp metric.MeterProvider, pkg string) metric.Meter {
+	if mp == nil {
+		return noop.Meter{}
+	}
+	return mp.Meter(ScopePrefix + pkg)
+}
+
+// Counter returns the named counter of m. A provider that cannot create it
+// (the names are fixed, so only a broken provider) yields a no-op counter:
+// metrics must never stop the guard from working.
+func Counter(m metric.Meter, name, unit, desc string) metric.Int64Counter {
+	c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	if err != nil || c == nil {
+		return noop.Int64Counter{}
+	}
+	return c
+}
+
+// Histogram returns the named histogram of m, in seconds, with
+// DurationBuckets. Like Counter, it falls back to a no-op histogram.
+func Histogram(m metric.Meter, name, desc string) metric.Float64Histogram {
+	h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
+		metric.WithExplicitBucketBoundaries(DurationBuckets...))
+	if err != nil || h == nil {
+		return noop.Float64Histogram{}
+	}
+	return h
+}
+
+// Add returns the options that record one attribute set. Build them once
+// and pass them with opts...: the call then allocates nothing.
+func Add(kv ...attribute.KeyValue) []metric.AddOption {
+	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
+}
+
+// Record is Add for histograms.
+func Record(kv ...attribute.KeyValue) []metric.RecordOption {
+	return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
+}

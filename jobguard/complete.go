@@ -25,7 +25,7 @@ func (g *Guard) CompleteIfActive(ctx context.Context, db DB, exec Execution) err
 	if g.Fenced() {
 		args = append(args, exec.Generation)
 	}
-	return g.write(ctx, db, "complete", g.sql.completeActive, args, exec, s.Queued, s.Processing)
+	return g.met.completed(ctx, g.write(ctx, db, "complete", g.sql.completeActive, args, exec, s.Queued, s.Processing))
 }
 
 // CompleteIfProcessing is CompleteIfActive for paths that must not complete
@@ -40,7 +40,7 @@ func (g *Guard) CompleteIfProcessing(ctx context.Context, db DB, exec Execution)
 	if g.Fenced() {
 		args = append(args, exec.Generation)
 	}
-	return g.write(ctx, db, "complete", g.sql.completeProcessing, args, exec, s.Processing)
+	return g.met.completed(ctx, g.write(ctx, db, "complete", g.sql.completeProcessing, args, exec, s.Processing))
 }
 
 // CompleteTx begins a transaction on db, runs CompleteIfActive as its first

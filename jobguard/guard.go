@@ -47,6 +47,7 @@ type Guard struct {
 	idKind idKind
 	sql    statements
 	batch  batchStatements
+	met    *guardMetrics
 }
 
 type idKind int
@@ -86,7 +87,7 @@ func New(ctx context.Context, db DB, table Table) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: new: %w", err)
 	}
-	g := &Guard{table: table, cat: cat}
+	g := &Guard{table: table, cat: cat, met: noGuardMetrics}
 	switch id := cat.columns[table.IDColumn]; {
 	case id.name == "uuid":
 		g.idKind = idUUID

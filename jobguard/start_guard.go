@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // ReclaimedReasonDefault is the failure reason the reclaimer writes and the
@@ -49,6 +50,11 @@ type StartGuardOptions struct {
 	OnLookupError LookupPolicy
 	// Logger receives the fail-open warnings. Defaults to slog.Default().
 	Logger *slog.Logger
+	// MeterProvider receives the start guard's metrics:
+	// jobguard.start.refusals by source (database, marker) and
+	// jobguard.start.lookup_errors by lookup and policy. Defaults to nil: no
+	// metrics, at no cost.
+	MeterProvider metric.MeterProvider
 }
 
 // StartGuard refuses to start jobs that were reclaimed, and starts the rest
@@ -59,6 +65,7 @@ type StartGuard struct {
 	reason  string
 	policy  LookupPolicy
 	log     *slog.Logger
+	met     *startMetrics
 }
 
 // NewStartGuard returns a start guard over guard's table and the reclaim
@@ -80,7 +87,8 @@ func NewStartGuard(guard *Guard, rdb Redis, opts StartGuardOptions) (*StartGuard
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &StartGuard{guard: guard, markers: markers, reason: opts.ReclaimedReason, policy: opts.OnLookupError, log: opts.Logger}, nil
+	return &StartGuard{guard: guard, markers: markers, reason: opts.ReclaimedReason, policy: opts.OnLookupError, log: opts.Logger,
+		met: newStartMetrics(opts.MeterProvider, opts.OnLookupError)}, nil
 }
 
 // Markers returns the marker store the guard reads.
@@ -91,6 +99,11 @@ func (s *StartGuard) Markers() *MarkerStore { return s.markers }
 // or when a reclaim marker exists for its current generation. It changes
 // nothing; Start is Check and the start itself in one step.
 func (s *StartGuard) Check(ctx context.Context, db DB, jobID string) error {
+	return s.met.checked(ctx, s.check(ctx, db, jobID))
+}
+
+// check is Check without its metrics.
+func (s *StartGuard) check(ctx context.Context, db DB, jobID string) error {
 	id, err := s.guard.idArg(jobID)
 	if err != nil {
 		return fmt.Errorf("jobguard: check: %w", err)
@@ -129,6 +142,12 @@ func (s *StartGuard) Check(ctx context.Context, db DB, jobID string) error {
 // already PROCESSING (a redelivery after a crash) fences out the old
 // execution.
 func (s *StartGuard) Start(ctx context.Context, db DB, jobID string) (Execution, error) {
+	exec, err := s.start(ctx, db, jobID)
+	return exec, s.met.checked(ctx, err)
+}
+
+// start is Start without its metrics.
+func (s *StartGuard) start(ctx context.Context, db DB, jobID string) (Execution, error) {
 	g := s.guard
 	id, err := g.idArg(jobID)
 	if err != nil {
@@ -196,6 +215,7 @@ func (s *StartGuard) markerApplies(m Marker, rowGeneration int64) bool {
 // lookupFailed applies the lookup policy: nil (after a warning) to let the
 // job through, or the refusal.
 func (s *StartGuard) lookupFailed(ctx context.Context, jobID, lookup string, err error) error {
+	s.met.lookupFailed(ctx, lookup)
 	if s.policy == FailClosed {
 		return fmt.Errorf("%w: job %s: %s lookup: %w", ErrGuardUnavailable, jobID, lookup, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -26,6 +28,10 @@ type Config struct {
 	// Logger receives a debug line for each write. Errors are returned, not
 	// logged. Defaults to slog.Default().
 	Logger *slog.Logger
+	// MeterProvider receives jobguard.heartbeat.beats, counted by result
+	// (written, throttled, lost, failed). Defaults to nil: no metrics, at no
+	// cost.
+	MeterProvider metric.MeterProvider
 }
 
 // Result says what a Beat did.
@@ -73,6 +79,7 @@ type Heartbeat struct {
 	base   time.Time
 	logger *slog.Logger
 	lim    *limiter
+	met    *beatMetrics
 }
 
 // New returns a Heartbeat writing through guard. A zero or negative
@@ -91,7 +98,7 @@ func New(guard *jobguard.Guard, cfg Config) *Heartbeat {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &Heartbeat{guard: guard, now: cfg.Now, base: cfg.Now(), logger: cfg.Logger}
+	h := &Heartbeat{guard: guard, now: cfg.Now, base: cfg.Now(), logger: cfg.Logger, met: newBeatMetrics(cfg.MeterProvider)}
 	h.lim = newLimiter(int64(cfg.Interval), 0)
 	return h
 }
@@ -111,6 +118,13 @@ func New(guard *jobguard.Guard, cfg Config) *Heartbeat {
 // ErrNoEvidence or the write's error; jobguard.IsPermanent tells whether
 // retrying can help.
 func (h *Heartbeat) Beat(ctx context.Context, db jobguard.DB, exec jobguard.Execution, ev Evidence) (Result, error) {
+	res, err := h.beat(ctx, db, exec, ev)
+	h.met.count(ctx, res)
+	return res, err
+}
+
+// beat is Beat without its metrics.
+func (h *Heartbeat) beat(ctx context.Context, db jobguard.DB, exec jobguard.Execution, ev Evidence) (Result, error) {
 	if err := ev.validate(); err != nil {
 		return Failed, fmt.Errorf("heartbeat: beat: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/jobguard"
 )
@@ -67,6 +68,11 @@ type Config struct {
 	// Now is the clock runtime and progress are measured with. Defaults to
 	// time.Now.
 	Now func() time.Time
+	// MeterProvider receives the sweeps' metrics: jobguard.reclaim.decisions
+	// by decision (one per Report counter), jobguard.reclaim.marker_errors
+	// and the histogram jobguard.reclaim.sweep.duration. Defaults to nil: no
+	// metrics, at no cost.
+	MeterProvider metric.MeterProvider
 }
 
 // Reclaimer finds jobs that are really stuck and fails them. It is safe for
@@ -76,6 +82,7 @@ type Reclaimer struct {
 	cfg     Config
 	markers *jobguard.MarkerStore
 	log     *slog.Logger
+	met     *sweepMetrics
 }
 
 // New validates cfg and fills in its defaults.
@@ -129,7 +136,7 @@ func New(cfg Config) (*Reclaimer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: new: Markers: %w", err)
 	}
-	return &Reclaimer{cfg: cfg, markers: markers, log: cfg.Logger}, nil
+	return &Reclaimer{cfg: cfg, markers: markers, log: cfg.Logger, met: newSweepMetrics(cfg.MeterProvider)}, nil
 }
 
 // Report counts the decisions of one sweep. Every scanned job lands in
@@ -189,6 +196,15 @@ type candidate struct {
 // when the read or the write of the rows fails; nothing was reclaimed then.
 // Per-job problems are logged and counted, not returned.
 func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
+	// The duration is real elapsed time, whatever clock Config.Now is.
+	start := time.Now()
+	rep, err := r.sweep(ctx)
+	r.met.swept(ctx, rep, err, time.Since(start))
+	return rep, err
+}
+
+// sweep is Sweep without its metrics.
+func (r *Reclaimer) sweep(ctx context.Context) (Report, error) {
 	var rep Report
 	limits, err := r.cfg.Limits.Limits(ctx)
 	if err != nil {

@@ -66,6 +66,7 @@ func Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finalized, entry E
 func (l *Ledger) Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finalized, entry Entry, increment func(ctx context.Context, tx pgx.Tx) error) (Accrual, error) {
 	exec := fin.Execution()
 	if !fin.Confirmed() {
+		l.met.count(ctx, l.met.notConfirmed)
 		return Accrual{}, fmt.Errorf("usage: accrue: job %s: %w", exec.JobID, ErrNotConfirmed)
 	}
 	if err := entry.validate(); err != nil {
@@ -97,6 +98,7 @@ func (l *Ledger) Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finali
 		if acc, err = l.earlier(ctx, tx, exec.JobID, entry.Meter); err != nil {
 			return Accrual{}, err
 		}
+		l.met.count(ctx, l.met.duplicate)
 		return acc, nil
 	}
 	if increment != nil {
@@ -107,6 +109,7 @@ func (l *Ledger) Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finali
 	if err := tx.Commit(ctx); err != nil {
 		return Accrual{}, fmt.Errorf("usage: accrue: commit: %w", err)
 	}
+	l.met.count(ctx, l.met.accrued)
 	return acc, nil
 }
 

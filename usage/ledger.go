@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/jobguard/jobguard/internal/ident"
 )
 
@@ -20,12 +22,17 @@ type Config struct {
 	Table string
 	// Now stamps recorded_at. Defaults to time.Now.
 	Now func() time.Time
+	// MeterProvider receives jobguard.usage.accruals, counted by result
+	// (accrued, duplicate, not_confirmed). The package-level Accrue records
+	// none. Defaults to nil: no metrics, at no cost.
+	MeterProvider metric.MeterProvider
 }
 
 // Ledger records accruals in one table, at most one per (job, meter). Build
 // it with NewLedger; it is safe for concurrent use.
 type Ledger struct {
 	now    func() time.Time
+	met    *ledgerMetrics
 	insert string // $1 job_id, $2 meter, $3 generation, $4 account, $5 quantity, $6 attributes, $7 recorded_at
 	read   string // $1 job_id, $2 meter → generation, account, quantity, attributes, recorded_at
 }
@@ -49,6 +56,7 @@ func NewLedger(cfg Config) (*Ledger, error) {
 	tbl := ident.Quote(cfg.Schema, cfg.Table)
 	return &Ledger{
 		now: cfg.Now,
+		met: newLedgerMetrics(cfg.MeterProvider),
 		insert: `INSERT INTO ` + tbl + ` (job_id, meter, generation, account, quantity, attributes, recorded_at)` +
 			` VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7) ON CONFLICT (job_id, meter) DO NOTHING`,
 		read: `SELECT generation, account, quantity, attributes::text, recorded_at FROM ` + tbl +

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/jobguard"
@@ -72,6 +73,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Now stamps updated_at. Defaults to time.Now.
 	Now func() time.Time
+	// MeterProvider receives jobguard.compensations, counted by result
+	// (done, pending). Defaults to nil: no metrics, at no cost.
+	MeterProvider metric.MeterProvider
 }
 
 // Artifacts records what executions create and compensates what a rejected
@@ -81,6 +85,7 @@ type Artifacts struct {
 	cfg Config
 	log *slog.Logger
 	sql statements
+	met *compensateMetrics
 }
 
 // statements are built once by New.
@@ -158,7 +163,7 @@ func New(ctx context.Context, cfg Config) (*Artifacts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compensate: new: Guard: reading the type of %s.%s: %w", jt.QualifiedName(), jt.IDColumn, err)
 	}
-	return &Artifacts{cfg: cfg, log: cfg.Logger, sql: buildStatements(cfg, idType)}, nil
+	return &Artifacts{cfg: cfg, log: cfg.Logger, sql: buildStatements(cfg, idType), met: newCompensateMetrics(cfg.MeterProvider)}, nil
 }
 
 // buildStatements builds the statements; idType is the jobs table's id

@@ -135,6 +135,7 @@ func (a *Artifacts) compensateNext(ctx context.Context, after int64, exec *jobgu
 	if err != nil {
 		return art, false, fmt.Errorf("compensate: artifact %d: %w", art.ID, err)
 	}
+	a.met.attempted(ctx, undoErr)
 	if undoErr != nil {
 		rep.Failed++
 		a.log.WarnContext(ctx, "compensate: compensator failed; retried by the next sweep",

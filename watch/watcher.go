@@ -148,6 +148,10 @@ func New(cfg Config) (*Watcher, error) {
 // after jobguard's Start has returned exec (its write committed), and run the
 // execution's external calls under the returned context.
 //
+// Notices name the job as the id column prints it (a uuid in lower case),
+// and are matched against exec.JobID as given: an execution whose id is
+// spelled otherwise (an upper-case uuid) is caught by the check only.
+//
 // The returned release function cancels the context and forgets exec; call
 // it when the execution ends, as with context.WithCancel. The watcher also
 // forgets exec when ctx ends.

@@ -323,3 +323,35 @@ func TestNew_ErrorsNameTheField(t *testing.T) {
 	_, err = watch.NewPublisher(watch.Transport{})
 	require.ErrorContains(t, err, "neither Redis nor Postgres")
 }
+
+func TestWatch_EveryTableShape(t *testing.T) {
+	t.Parallel()
+	for _, v := range fixture.Variants {
+		t.Run(v.Name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, "redis", v, noChecks)
+			gen := int64(4)
+			if !b.jobs.Guard.Fenced() {
+				gen = 0
+			}
+			noticed, checked, owned := b.start(t, gen), b.start(t, gen), b.start(t, gen)
+			noticedCtx, checkedCtx, ownedCtx := b.watch(t, noticed), b.watch(t, checked), b.watch(t, owned)
+
+			at := b.reclaim(t, true, noticed.JobID)
+			cause, _ := cancelledWithin(t, noticedCtx, at, time.Second)
+			require.Equal(t, noticed.JobID, cause.JobID)
+			if b.jobs.Guard.Fenced() {
+				require.Equal(t, watch.ViaNotice, cause.Via)
+			}
+
+			b.reclaim(t, false, checked.JobID)
+			n, err := b.w.Check(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+			cause, _ = cancelledWithin(t, checkedCtx, time.Now(), time.Second)
+			require.Equal(t, watch.ViaCheck, cause.Via)
+			require.Equal(t, b.jobs.Table.Statuses.Failed, cause.Status)
+			requireAlive(t, ownedCtx, "the execution that still owns its row")
+		})
+	}
+}

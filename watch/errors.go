@@ -57,6 +57,7 @@ type ReclaimedError struct {
 	Err error
 }
 
+// Error says which execution lost its job and how the watcher learned it.
 func (e *ReclaimedError) Error() string {
 	msg := fmt.Sprintf("watch: job %s generation %d was reclaimed", e.JobID, e.Generation)
 	switch e.Via {

@@ -48,8 +48,10 @@ type Transport struct {
 	Prefix string
 	// Postgres carries notices with LISTEN/NOTIFY. A Watcher holds one
 	// connection of it for listening (taken out of the pool, so leave room
-	// for one more); a Publisher runs pg_notify on it. Defaults to nil (not
-	// Postgres).
+	// for one more); a Publisher runs pg_notify on it. Channels are per
+	// database, so publishers and watchers must reach the same one, and the
+	// listening session must be a real one (not a PgBouncer transaction
+	// pool). Defaults to nil (not Postgres).
 	Postgres *pgxpool.Pool
 	// Channel is the LISTEN/NOTIFY channel name, an identifier of at most
 	// 63 bytes; it is not used with Redis. Defaults to ChannelDefault.

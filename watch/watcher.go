@@ -376,7 +376,12 @@ func (w *Watcher) checkLoop(ctx context.Context) {
 		case <-tick.C:
 		case <-w.checkNow:
 		}
-		if _, err := w.Check(ctx); err != nil && ctx.Err() == nil {
+		// A check stuck on a dead connection must not hold up the next one;
+		// a very short interval still leaves the query a second.
+		cctx, cancel := context.WithTimeout(ctx, max(w.cfg.CheckInterval, time.Second))
+		_, err := w.Check(cctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			w.log.Warn("watch: check failed; trying again at the next interval",
 				slog.Any("error", err), slog.Duration("check_interval", w.cfg.CheckInterval))
 		}

@@ -24,11 +24,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/watch"
 )
 
 var (
 	_ = fmt.Errorf
 	_ = jobguard.New
+	_ = watch.New
 )
 
 type course struct{}

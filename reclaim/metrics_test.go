@@ -1,0 +1,107 @@
+package reclaim_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/internal/fixture"
+	"github.com/jobguard/jobguard/internal/metrics"
+	"github.com/jobguard/jobguard/internal/metrics/metricstest"
+	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/reclaim"
+)
+
+func TestMetrics_EveryReportCountIsADecision(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	ctx := context.Background()
+	st := jobs.Table.Statuses
+	now := time.Now()
+	old := now.Add(-2 * time.Hour)
+	insert := func(updatedAgo time.Duration, status string) string {
+		return jobs.Insert(t, fixture.Job{Status: status, Generation: 1, UpdatedAgo: updatedAgo})
+	}
+	stalled := insert(time.Hour, "")
+	alive := insert(time.Minute, "")
+	young := insert(time.Hour, "")
+	noStart := insert(time.Hour, "")
+	unknown := insert(time.Hour, "")
+	unread := insert(time.Hour, "")
+	finished := insert(time.Hour, st.Completed)
+	// raced is read while stalled, then moves before the write: the source
+	// hands the sweep a row that is no longer the row.
+	raced := insert(time.Hour, "")
+	rows, err := jobs.Guard.Snapshot(ctx, env.Pool, []string{raced})
+	require.NoError(t, err)
+	row := rows[raced]
+	setUpdatedAgo(t, jobs, raced, 50*time.Minute)
+
+	src := listSource{
+		{ID: stalled, Type: "chapter", StartedAt: old},
+		{ID: alive, Type: "chapter", StartedAt: old},
+		{ID: young, Type: "chapter", StartedAt: now.Add(-10 * time.Minute)},
+		{ID: noStart, Type: "chapter"},
+		{ID: unknown, Type: "mystery", StartedAt: old},
+		{ID: unread, Type: "chapter", Err: errors.New("hash unreadable")},
+		{ID: finished, Type: "chapter", StartedAt: old},
+		{ID: raced, Type: "chapter", StartedAt: old, Row: &row},
+	}
+	r := metricstest.New(t)
+	rec, _ := newReclaimer(t, jobs, reclaim.Config{Source: src, MeterProvider: r.Provider})
+
+	rep, err := rec.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, reclaim.Report{
+		Scanned: 8, NoStartTime: 1, SourceErrors: 1, UnknownType: 1, WithinLimit: 1,
+		NotActive: 1, Progressing: 1, Reclaimed: 1, LostRace: 1, ReclaimedIDs: []string{stalled},
+	}, rep)
+	// A second sweep finds the reclaimed job no longer active, and the
+	// stale row stale again.
+	_, err = rec.Sweep(ctx)
+	require.NoError(t, err)
+
+	require.Equal(t, map[string]int64{
+		"no_start_time": 2, "source_error": 2, "unknown_type": 2, "within_limit": 2,
+		"not_active": 3, "progressing": 2, "reclaimed": 1, "lost_race": 2,
+	}, r.Counts(t, metrics.ReclaimDecisions, metrics.KeyDecision))
+	require.Empty(t, r.Counts(t, metrics.ReclaimMarkerErrors, metrics.KeyResult))
+
+	n, sum := r.Histogram(t, metrics.ReclaimSweepDuration, metrics.KeyResult.String("ok"))
+	require.Equal(t, uint64(2), n)
+	require.Positive(t, sum)
+	require.Equal(t, "s", r.Unit(t, metrics.ReclaimSweepDuration))
+}
+
+func TestMetrics_FailedSweepsAndMarkerErrors(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	ctx := context.Background()
+	r := metricstest.New(t)
+
+	failing, _ := newReclaimer(t, jobs, reclaim.Config{Source: failingSource{}, MeterProvider: r.Provider})
+	_, err := failing.Sweep(ctx)
+	require.Error(t, err)
+
+	jobs.Insert(t, fixture.Job{UpdatedAgo: 2 * time.Hour})
+	jobs.Insert(t, fixture.Job{UpdatedAgo: 2 * time.Hour})
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = down.Close() })
+	noMarkers, _ := newReclaimer(t, jobs, reclaim.Config{Redis: down, MeterProvider: r.Provider})
+	rep, err := noMarkers.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, rep.MarkerErrors)
+
+	require.Equal(t, int64(2), r.Count(t, metrics.ReclaimMarkerErrors))
+	require.Equal(t, map[string]int64{"reclaimed": 2}, r.Counts(t, metrics.ReclaimDecisions, metrics.KeyDecision))
+	n, _ := r.Histogram(t, metrics.ReclaimSweepDuration, metrics.KeyResult.String("error"))
+	require.Equal(t, uint64(1), n)
+	n, _ = r.Histogram(t, metrics.ReclaimSweepDuration, metrics.KeyResult.String("ok"))
+	require.Equal(t, uint64(1), n)
+}

@@ -2,8 +2,8 @@ package usage
 
 import (
 	"embed"
-	"io/fs"
-	"strings"
+
+	"github.com/jobguard/jobguard/internal/sqlfile"
 )
 
 //go:embed migrations/*.sql
@@ -13,33 +13,7 @@ var migrationFiles embed.FS
 // (usage_ledger), named in the order they apply. Each file is plain SQL that
 // can be run more than once, so any migration tool can take them as they
 // are. A ledger under another name needs the same columns and primary key.
-var Migrations fs.FS = mustSub(migrationFiles, "migrations")
-
+//
 // Migration is the SQL of every file in Migrations, in order, as one string
 // for callers that just want to Exec it.
-var Migration = mustConcat(Migrations)
-
-func mustSub(f fs.FS, dir string) fs.FS {
-	sub, err := fs.Sub(f, dir)
-	if err != nil {
-		panic(err) // the embedded directory is fixed at build time
-	}
-	return sub
-}
-
-func mustConcat(f fs.FS) string {
-	names, err := fs.Glob(f, "*.sql")
-	if err != nil {
-		panic(err)
-	}
-	var all strings.Builder
-	for _, n := range names {
-		b, err := fs.ReadFile(f, n)
-		if err != nil {
-			panic(err)
-		}
-		all.Write(b)
-		all.WriteString("\n")
-	}
-	return all.String()
-}
+var Migrations, Migration = sqlfile.Load(migrationFiles, "migrations")

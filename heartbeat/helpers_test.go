@@ -41,7 +41,12 @@ func setup(t testing.TB, v fixture.Variant, opts ...testenv.Options) *bundle {
 
 func setupIn(t testing.TB, env *testenv.Env, v fixture.Variant) *bundle {
 	t.Helper()
-	jobs := fixture.Create(t, env, v)
+	return setupJobs(t, fixture.Create(t, env, v))
+}
+
+func setupJobs(t testing.TB, jobs *fixture.Jobs) *bundle {
+	t.Helper()
+	env := jobs.Env
 	countWrites(t, env, jobs.Table)
 	c := &clock{}
 	return &bundle{jobs: jobs, env: env, clock: c, hb: heartbeat.New(jobs.Guard, heartbeat.Config{Now: c.Now})}
@@ -94,16 +99,5 @@ func closedPool(env *testenv.Env) jobguard.DB {
 // eachVariant runs fn for every table shape in both pgx query modes.
 func eachVariant(t *testing.T, fn func(t *testing.T, b *bundle)) {
 	t.Helper()
-	for _, v := range fixture.Variants {
-		for _, simple := range []bool{false, true} {
-			name := v.Name
-			if simple {
-				name += "/simple-protocol"
-			}
-			t.Run(name, func(t *testing.T) {
-				t.Parallel()
-				fn(t, setup(t, v, testenv.Options{SimpleProtocol: simple}))
-			})
-		}
-	}
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) { fn(t, setupJobs(t, jobs)) })
 }

@@ -29,7 +29,7 @@ func batchBumpGeneration(t *testing.T, jobs *fixture.Jobs, id string) {
 
 func TestSnapshot_ReadsRowsKeyedByGivenID(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		a := jobs.Insert(t, fixture.Job{Generation: 4, ParentID: "7", UpdatedAgo: time.Hour})
 		b := jobs.Insert(t, fixture.Job{Status: jobs.Table.Statuses.Queued})
@@ -75,7 +75,7 @@ func TestSnapshot_AcceptsUUIDInAnyCase(t *testing.T) {
 
 func TestActiveJobs_ReturnsProcessingJobsWithStartTime(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		st := jobs.Table.Statuses
 		running := jobs.Insert(t, fixture.Job{UpdatedAgo: 2 * time.Hour})
@@ -94,7 +94,7 @@ func TestActiveJobs_ReturnsProcessingJobsWithStartTime(t *testing.T) {
 
 func TestFailIfUnchanged_FailsOnlyRowsStillAsRead(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		db := jobs.Env.Pool
 		st := jobs.Table.Statuses
@@ -139,7 +139,7 @@ func TestFailIfUnchanged_FailsOnlyRowsStillAsRead(t *testing.T) {
 
 func TestFailIfUnchanged_SecondWriteChangesNothing(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		id := jobs.Insert(t, fixture.Job{UpdatedAgo: time.Hour})
 		snap, err := jobs.Guard.Snapshot(ctx, jobs.Env.Pool, []string{id})

@@ -13,27 +13,9 @@ import (
 	"github.com/jobguard/jobguard/jobguard"
 )
 
-// eachVariant runs fn for every table shape in both pgx query modes.
-func eachVariant(t *testing.T, fn func(t *testing.T, jobs *fixture.Jobs)) {
-	t.Helper()
-	for _, v := range fixture.Variants {
-		for _, simple := range []bool{false, true} {
-			name := v.Name
-			if simple {
-				name += "/simple-protocol"
-			}
-			t.Run(name, func(t *testing.T) {
-				t.Parallel()
-				env := testenv.New(t, testenv.Options{SimpleProtocol: simple})
-				fn(t, fixture.Create(t, env, v))
-			})
-		}
-	}
-}
-
 func TestCompleteIfActive_CompletesActiveJob(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		id := jobs.Insert(t, fixture.Job{Generation: 3})
 		exec := jobguard.Execution{JobID: id, Generation: 3}
@@ -44,7 +26,7 @@ func TestCompleteIfActive_CompletesActiveJob(t *testing.T) {
 
 func TestCompleteIfActive_ReclaimedJobWritesNothing(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		st := jobs.Table.Statuses
 		id := jobs.Insert(t, fixture.Job{Status: st.Failed, Reason: jobguard.ReclaimedReasonDefault, Generation: 1})
@@ -125,7 +107,7 @@ func TestCompleteTx_WritesCompletionAndRows(t *testing.T) {
 
 func TestCompleteIfProcessing_RefusesQueuedJob(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		st := jobs.Table.Statuses
 		queued := jobs.Insert(t, fixture.Job{Status: st.Queued})
@@ -141,7 +123,7 @@ func TestCompleteIfProcessing_RefusesQueuedJob(t *testing.T) {
 
 func TestCompleteIfActive_UnknownJobIsNotFound(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		missing := jobs.Insert(t, fixture.Job{})
 		jobs.Env.Exec("DELETE FROM " + jobs.Table.QualifiedName())
 		err := jobs.Guard.CompleteIfActive(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: missing})

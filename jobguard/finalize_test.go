@@ -45,7 +45,7 @@ func metaKinds(t *testing.T, jobs *fixture.Jobs, id string) []string {
 
 func TestFinalize_AllUpdatesSucceedIsConfirmed(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		jobs.Env.Exec(`CREATE TABLE metadata (job_id text, kind text, PRIMARY KEY (job_id, kind))`)
 		id := jobs.Insert(t, fixture.Job{Generation: 2})
 		exec := jobguard.Execution{JobID: id, Generation: 2}
@@ -67,7 +67,7 @@ func TestFinalize_AllUpdatesSucceedIsConfirmed(t *testing.T) {
 
 func TestFinalize_ReclaimedJobRunsNoUpdate(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		jobs.Env.Exec(`CREATE TABLE metadata (job_id text, kind text, PRIMARY KEY (job_id, kind))`)
 		st := jobs.Table.Statuses
 		id := jobs.Insert(t, fixture.Job{Status: st.Failed, Reason: jobguard.ReclaimedReasonDefault, Generation: 1})

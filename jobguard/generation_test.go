@@ -23,7 +23,7 @@ func newStartGuard(t *testing.T, jobs *fixture.Jobs, opts jobguard.StartGuardOpt
 
 func TestGeneration_RestartFencesOutOldExecution(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		if !jobs.Guard.Fenced() {
 			t.Skip("status-only table: a restart cannot fence out the old execution (see TestGeneration_StatusOnlyModeIsWeaker)")
 		}
@@ -80,7 +80,7 @@ func TestGeneration_StatusOnlyModeIsWeaker(t *testing.T) {
 
 func TestStart_NeverRevivesFailedJob(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		st := jobs.Table.Statuses
 		sg := newStartGuard(t, jobs, jobguard.StartGuardOptions{})
@@ -97,7 +97,7 @@ func TestStart_NeverRevivesFailedJob(t *testing.T) {
 
 func TestFail_IsConditional(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		st := jobs.Table.Statuses
 		id := jobs.Insert(t, fixture.Job{Generation: 4})
@@ -115,7 +115,7 @@ func TestFail_IsConditional(t *testing.T) {
 
 func TestRetry_MakesReclaimedJobStartableDespiteOldMarker(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		if !jobs.Guard.Fenced() {
 			t.Skip("status-only table: the marker must be deleted with MarkerStore.Delete")
 		}
@@ -153,7 +153,7 @@ func TestRetry_MakesReclaimedJobStartableDespiteOldMarker(t *testing.T) {
 
 func TestRetry_RefusesJobThatIsNotFailed(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		id := jobs.Insert(t, fixture.Job{Generation: 1})
 		_, err := jobs.Guard.Retry(context.Background(), jobs.Env.Pool, id)
 		require.ErrorIs(t, err, jobguard.ErrNotRetryable)

@@ -54,7 +54,7 @@ func TestNew_RejectsBadMappingWithNamedProblem(t *testing.T) {
 
 func TestGuard_RefusesBadJobIDsBeforeSendingSQL(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		tx, err := jobs.Env.Pool.Begin(ctx)
 		require.NoError(t, err)

@@ -27,7 +27,7 @@ func reclaim(t *testing.T, jobs *fixture.Jobs, sg *jobguard.StartGuard, exec job
 
 func TestStartGuard_RefusesOnDatabaseReason(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		sg := newStartGuard(t, jobs, jobguard.StartGuardOptions{})
 		// A late writer flipped the status back but left the reason: no marker
@@ -49,7 +49,7 @@ func TestStartGuard_RefusesOnDatabaseReason(t *testing.T) {
 
 func TestStartGuard_RefusesOnMarkerAloneAfterLateWriterOverwroteReason(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		db := jobs.Env.Pool
 		sg := newStartGuard(t, jobs, jobguard.StartGuardOptions{})

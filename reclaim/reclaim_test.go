@@ -34,24 +34,6 @@ func (failingSource) Active(context.Context) ([]reclaim.ActiveJob, error) {
 	return nil, errors.New("queue unreachable")
 }
 
-// eachVariant runs fn for every table shape in both pgx query modes.
-func eachVariant(t *testing.T, fn func(t *testing.T, jobs *fixture.Jobs)) {
-	t.Helper()
-	for _, v := range fixture.Variants {
-		for _, simple := range []bool{false, true} {
-			name := v.Name
-			if simple {
-				name += "/simple-protocol"
-			}
-			t.Run(name, func(t *testing.T) {
-				t.Parallel()
-				env := testenv.New(t, testenv.Options{SimpleProtocol: simple})
-				fn(t, fixture.Create(t, env, v))
-			})
-		}
-	}
-}
-
 // newReclaimer fills in what every test shares: the guard, the pool, Redis
 // with the test's prefix, a 30-minute limit for chapters, a 15-minute
 // no-progress threshold, and a logger the test can read.
@@ -116,7 +98,7 @@ func hasMarker(t testing.TB, jobs *fixture.Jobs, id string) bool {
 
 func TestSweep_DecisionTable(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		st := jobs.Table.Statuses
 		now := time.Now()
@@ -351,7 +333,7 @@ func TestSweep_ExportKeepsSourceReady(t *testing.T) {
 
 func TestSweep_ReclaimedJobIsRefusedAtStartUntilRetried(t *testing.T) {
 	t.Parallel()
-	eachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		db := jobs.Env.Pool
 		id := jobs.Insert(t, fixture.Job{Generation: 3})

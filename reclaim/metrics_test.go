@@ -13,6 +13,7 @@ import (
 	"github.com/jobguard/jobguard/internal/metrics"
 	"github.com/jobguard/jobguard/internal/metrics/metricstest"
 	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
@@ -53,7 +54,7 @@ func TestMetrics_EveryReportCountIsADecision(t *testing.T) {
 		{ID: raced, Type: "chapter", StartedAt: old, Row: &row},
 	}
 	r := metricstest.New(t)
-	rec, _ := newReclaimer(t, jobs, reclaim.Config{Source: src, MeterProvider: r.Provider})
+	rec, logs := newReclaimer(t, jobs, reclaim.Config{Source: src, MeterProvider: r.Provider})
 
 	rep, err := rec.Sweep(ctx)
 	require.NoError(t, err)
@@ -61,6 +62,11 @@ func TestMetrics_EveryReportCountIsADecision(t *testing.T) {
 		Scanned: 8, NoStartTime: 1, SourceErrors: 1, UnknownType: 1, WithinLimit: 1,
 		NotActive: 1, Progressing: 1, Reclaimed: 1, LostRace: 1, ReclaimedIDs: []string{stalled},
 	}, rep)
+	// The log lines an operator follows carry the stable keys.
+	require.Contains(t, logs.String(), `msg="reclaim: job reclaimed" job_id=`+stalled+` job_type=chapter`)
+	require.Contains(t, logs.String(), `generation=1 parent_id="" reason="`+jobguard.ReclaimedReasonDefault+`"`)
+	require.Contains(t, logs.String(), `msg="reclaim: job changed before the write; left alone" job_id=`+raced+` job_type=chapter generation=1`)
+
 	// A second sweep finds the reclaimed job no longer active, and the
 	// stale row stale again.
 	_, err = rec.Sweep(ctx)

@@ -313,12 +313,12 @@ func (r *Reclaimer) sweep(ctx context.Context) (Report, error) {
 		r.log.InfoContext(ctx, "reclaim: job reclaimed",
 			slog.String("job_id", c.ID), slog.String("job_type", typeOf[c.ID]),
 			slog.Duration("runtime", runtime[c.ID]), slog.Int64("generation", c.Generation),
-			slog.String("parent_id", c.ParentID))
+			slog.String("parent_id", c.ParentID), slog.String("reason", r.cfg.Reason))
 	}
 	for _, e := range expected {
 		if !won[e.ID] {
 			r.log.InfoContext(ctx, "reclaim: job changed before the write; left alone",
-				slog.String("job_id", e.ID), slog.String("job_type", typeOf[e.ID]))
+				slog.String("job_id", e.ID), slog.String("job_type", typeOf[e.ID]), slog.Int64("generation", e.Generation))
 		}
 	}
 	if err := r.markers.Write(ctx, markers...); err != nil {

@@ -62,4 +62,15 @@
 //
 // Migration holds the SQL of the default table; Table maps a table of your
 // own, including Prisma-style names and a Postgres enum for the status.
+//
+// # Metrics
+//
+// Every guard decision can be counted through the OpenTelemetry metric API.
+// NewWithOptions with GuardOptions.MeterProvider counts completions
+// (jobguard.completions, by outcome and refusal reason);
+// StartGuardOptions.MeterProvider counts starts refused as reclaimed
+// (jobguard.start.refusals, by source) and failed lookups
+// (jobguard.start.lookup_errors, by lookup and policy). The heartbeat,
+// reclaim, usage and compensate packages take a MeterProvider in their
+// Config too. A nil provider records nothing and costs an empty call.
 package jobguard

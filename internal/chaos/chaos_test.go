@@ -1,0 +1,549 @@
+package chaos_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/internal/chaos"
+	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/reclaim"
+	"github.com/jobguard/jobguard/usage"
+)
+
+// Environment variables of the run.
+const (
+	envSeed    = "JOBGUARD_CHAOS_SEED"    // replay a run: the seed it printed
+	envJobs    = "JOBGUARD_CHAOS_JOBS"    // jobs per wave; defaults to 2000
+	envSoak    = "JOBGUARD_CHAOS_SOAK"    // keep adding waves for this long ("4m"); defaults to one wave
+	envWorkers = "JOBGUARD_CHAOS_WORKERS" // worker processes; defaults to 3
+	envWorker  = "JOBGUARD_CHAOS_WORKER"  // set in a worker process: its JSON config
+)
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{}) // the outages are on purpose; their dial errors are counted, not printed
+	if cfg := os.Getenv(envWorker); cfg != "" {
+		os.Exit(workerMain(cfg))
+	}
+	os.Exit(m.Run())
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// workerMain is the body of a worker process: it processes jobs until
+// SIGTERM (or dies of SIGKILL).
+func workerMain(raw string) int {
+	var cfg chaos.WorkerConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "worker config:", err)
+		return 2
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := chaos.RunWorker(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// workerProc is one incarnation of a worker process.
+type workerProc struct {
+	cmd         *exec.Cmd
+	app         string
+	incarnation int
+	exited      chan struct{}
+}
+
+// run is the driver's state.
+type run struct {
+	t       *testing.T
+	seed    uint64
+	env     *testenv.Env
+	pool    *pgxpool.Pool
+	redis   *chaos.RedisServer
+	rdb     *redis.Client
+	guard   *jobguard.Guard
+	timing  chaos.Timing
+	dir     string
+	appName string
+	prefix  string
+	jobs    int
+
+	mu          sync.Mutex
+	workers     []*workerProc
+	incarnation int
+	reported    chaos.Reported
+	sweepErrs   []string
+
+	killed, killedMidTx, outages, terminated, retries, sweeps atomic.Int64
+}
+
+func TestChaos(t *testing.T) {
+	seed := rand.Uint64()
+	if s := os.Getenv(envSeed); s != "" {
+		var err error
+		seed, err = strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, envSeed)
+	}
+	jobs := envInt(t, envJobs, 2000)
+	workers := envInt(t, envWorkers, 3)
+	var soak time.Duration
+	if s := os.Getenv(envSoak); s != "" {
+		var err error
+		soak, err = time.ParseDuration(s)
+		require.NoError(t, err, envSoak)
+	}
+	t.Logf("chaos seed %d (replay: %s=%d go test ./internal/chaos/ -run TestChaos -v)", seed, envSeed, seed)
+
+	env := testenv.New(t, testenv.Options{MaxConns: 12})
+	dir := t.TempDir()
+	rs, err := chaos.StartRedis(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rs.Stop() })
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+
+	for _, sql := range []string{jobguard.Migration, usage.Migration, chaos.Schema} {
+		env.Exec(sql)
+	}
+	ctx := context.Background()
+	guard, err := jobguard.New(ctx, env.Pool, jobguard.DefaultTable())
+	require.NoError(t, err)
+
+	r := &run{
+		t: t, seed: seed, env: env, pool: env.Pool, redis: rs, rdb: rdb, guard: guard,
+		timing: chaos.TimingDefault, dir: dir, appName: "chaos-" + env.Schema, prefix: env.Prefix, jobs: jobs,
+		reported: chaos.Reported{MarkerUnsure: map[string]bool{}},
+	}
+	r.seedAccounts()
+	waves := 1
+	r.enqueue(rand.New(rand.NewPCG(seed, 0)), jobs)
+	for range workers {
+		r.startWorker(len(r.workers))
+	}
+	t.Cleanup(r.stopWorkers)
+
+	chaosCtx, stopChaos := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { r.reclaimer(chaosCtx, 1) })
+	wg.Go(func() { r.reclaimer(chaosCtx, 2) })
+	wg.Go(func() { r.killer(chaosCtx, workers) })
+	wg.Go(func() { r.terminator(chaosCtx) })
+	wg.Go(func() { r.redisOutages(chaosCtx) })
+	wg.Go(func() { r.operator(chaosCtx) })
+
+	start := time.Now()
+	limit := 150 * time.Second
+	if soak > 0 {
+		limit = soak + 150*time.Second
+	}
+	for {
+		time.Sleep(200 * time.Millisecond)
+		left := r.queued()
+		if soak > 0 && time.Since(start) < soak && left < jobs/4 {
+			waves++
+			r.enqueue(rand.New(rand.NewPCG(seed, uint64(waves))), jobs)
+			continue
+		}
+		if left == 0 {
+			break
+		}
+		if time.Since(start) > limit {
+			stopChaos()
+			wg.Wait()
+			r.stopWorkers()
+			t.Fatalf("seed %d: %d jobs still queued after %v\n%s", seed, left, limit, r.workerLogs())
+		}
+	}
+	stopChaos()
+	wg.Wait()
+	if !rs.Running() {
+		require.NoError(t, rs.Start())
+	}
+	// A job may have been re-queued by the last moves of the chaos (a
+	// released save, a retry): drain it before stopping the workers.
+	for r.queued() > 0 && time.Since(start) < limit {
+		time.Sleep(100 * time.Millisecond)
+	}
+	r.stopWorkers()
+	elapsed := time.Since(start)
+
+	r.mu.Lock()
+	rep := r.reported
+	r.mu.Unlock()
+	violations, err := chaos.Check(ctx, env.Pool, rdb, env.Prefix, rep)
+	require.NoError(t, err)
+	t.Log("\n" + r.table(waves*jobs, elapsed, len(violations)))
+	for i, e := range r.sweepErrs {
+		if i == 5 {
+			break
+		}
+		t.Logf("sweep error: %s", e)
+	}
+	if len(violations) > 0 {
+		var others strings.Builder
+		for _, v := range violations[1:] {
+			fmt.Fprintf(&others, "  invariant %d: %s (%d rows)\n", v.Invariant, v.What, v.Count)
+		}
+		t.Fatalf("seed %d: %d invariant violations; first:\n%s\nothers:\n%s(replay: %s=%d)\nworker logs:\n%s",
+			seed, len(violations), violations[0], others.String(), envSeed, seed, r.workerLogs())
+	}
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err, name)
+	require.Positive(t, n, name)
+	return n
+}
+
+func (r *run) exec(sql string, args ...any) {
+	r.t.Helper()
+	_, err := r.pool.Exec(context.Background(), sql, args...)
+	require.NoError(r.t, err, sql)
+}
+
+func (r *run) seedAccounts() {
+	for i := range chaos.Accounts {
+		r.exec(`INSERT INTO accounts (id) VALUES ($1)`, "acct-"+strconv.Itoa(i))
+	}
+}
+
+// enqueue creates n jobs, their parents and their queue rows, each job with
+// its plan drawn from rng.
+func (r *run) enqueue(rng *rand.Rand, n int) {
+	var ids, kinds, parents, payloads []string
+	for range n {
+		kind := chaos.KindChapter
+		if rng.Float64() < 0.4 {
+			kind = chaos.KindVideo
+		}
+		p, err := json.Marshal(chaos.NewPlan(rng, kind, r.timing))
+		require.NoError(r.t, err)
+		id := uuid.UUID(randomBytes(rng)).String()
+		ids, kinds, parents, payloads = append(ids, id), append(kinds, kind), append(parents, kind+"-"+id[:13]), append(payloads, string(p))
+	}
+	r.exec(`INSERT INTO jobs (id, type, parent_id, payload)
+		SELECT i::uuid, k, p, d::jsonb FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS x(i, k, p, d)`,
+		ids, kinds, parents, payloads)
+	r.exec(`INSERT INTO courses (id) SELECT p FROM unnest($1::text[], $2::text[]) AS x(p, k) WHERE k = 'chapter'`, parents, kinds)
+	r.exec(`INSERT INTO videos (id, account) SELECT p, d::jsonb->>'account' FROM unnest($1::text[], $2::text[], $3::text[]) AS x(p, k, d)
+		WHERE k = 'video'`, parents, kinds, payloads)
+	r.exec(`INSERT INTO queue (job_id) SELECT i::uuid FROM unnest($1::text[]) AS i`, ids)
+}
+
+func randomBytes(rng *rand.Rand) [16]byte {
+	var b [16]byte
+	for i := range 2 {
+		v := rng.Uint64()
+		for j := range 8 {
+			b[i*8+j] = byte(v >> (8 * j))
+		}
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return b
+}
+
+func (r *run) queued() int {
+	var n int
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM queue`).Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}
+
+// startWorker starts a new incarnation in worker slot i.
+func (r *run) startWorker(slot int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.incarnation++
+	w := &workerProc{incarnation: r.incarnation, app: r.appName + "-w" + strconv.Itoa(r.incarnation), exited: make(chan struct{})}
+	cfg, err := json.Marshal(chaos.WorkerConfig{
+		DatabaseURL: r.env.DatabaseURL, RedisAddr: r.redis.Addr, MarkerPrefix: r.prefix,
+		Incarnation: w.incarnation, Concurrency: 4, AppName: w.app, Timing: r.timing,
+	})
+	require.NoError(r.t, err)
+	logf, err := os.Create(filepath.Join(r.dir, fmt.Sprintf("worker-%03d.log", w.incarnation)))
+	require.NoError(r.t, err)
+	w.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	w.cmd.Env = append(os.Environ(), envWorker+"="+string(cfg))
+	w.cmd.Stdout, w.cmd.Stderr = logf, logf
+	require.NoError(r.t, w.cmd.Start())
+	go func() {
+		_ = w.cmd.Wait()
+		_ = logf.Close()
+		close(w.exited)
+	}()
+	if slot == len(r.workers) {
+		r.workers = append(r.workers, w)
+	} else {
+		r.workers[slot] = w
+	}
+}
+
+// stopWorkers asks every worker to stop and waits for it, killing those
+// that do not stop within ten seconds.
+func (r *run) stopWorkers() {
+	r.mu.Lock()
+	ws := append([]*workerProc(nil), r.workers...)
+	r.mu.Unlock()
+	for _, w := range ws {
+		_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, w := range ws {
+		select {
+		case <-w.exited:
+		case <-time.After(10 * time.Second):
+			_ = w.cmd.Process.Kill()
+			<-w.exited
+		}
+	}
+}
+
+// workerLogs returns what the workers and reclaimers logged, without the
+// expected fail-open warnings of the Redis outages.
+func (r *run) workerLogs() string {
+	files, _ := filepath.Glob(filepath.Join(r.dir, "*.log"))
+	var b strings.Builder
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		var keep []string
+		for _, line := range strings.Split(string(data), "\n") {
+			if line != "" && !strings.Contains(line, "start guard lookup failed") && !strings.Contains(line, "connection refused") {
+				keep = append(keep, line)
+			}
+		}
+		if len(keep) == 0 || strings.HasSuffix(f, "redis.log") {
+			continue
+		}
+		fmt.Fprintf(&b, "== %s\n%s\n", filepath.Base(f), strings.Join(keep[max(0, len(keep)-10):], "\n"))
+	}
+	return b.String()
+}
+
+// every calls fn at random intervals in [lo, hi) until ctx ends.
+func every(ctx context.Context, rng *rand.Rand, lo, hi time.Duration, fn func()) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(lo + time.Duration(rng.Int64N(int64(hi-lo)))):
+		}
+		fn()
+	}
+}
+
+// reclaimer sweeps with real short limits, beside another one doing the
+// same, each with its own pool.
+func (r *run) reclaimer(ctx context.Context, n int) {
+	pool := r.env.Connect(testenv.Options{MaxConns: 2})
+	logf, err := os.Create(filepath.Join(r.dir, fmt.Sprintf("reclaimer-%d.log", n)))
+	require.NoError(r.t, err)
+	defer logf.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: r.redis.Addr, DialTimeout: 200 * time.Millisecond,
+		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1})
+	defer rdb.Close()
+	rule := func(parent string) reclaim.ParentRule {
+		set, err := reclaim.SetParent(reclaim.ParentUpdate{Table: parent, Column: "status", Value: "FAILED"})
+		require.NoError(r.t, err)
+		return func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
+			if _, err := tx.Exec(ctx, `SELECT set_config('chaos.actor', 'reclaim', true)`); err != nil {
+				return err
+			}
+			return set(ctx, tx, jobs)
+		}
+	}
+	rec, err := reclaim.New(reclaim.Config{
+		Guard: r.guard, DB: pool, Redis: rdb,
+		Limits:     reclaim.StaticLimits{chaos.KindChapter: r.timing.Limit, chaos.KindVideo: r.timing.Limit},
+		NoProgress: r.timing.NoProgress,
+		Markers:    jobguard.MarkerConfig{Prefix: r.prefix},
+		OnReclaim:  map[string]reclaim.ParentRule{chaos.KindChapter: rule("courses"), chaos.KindVideo: rule("videos")},
+		Logger:     slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	require.NoError(r.t, err)
+	every(ctx, rand.New(rand.NewPCG(r.seed, 100+uint64(n))), 20*time.Millisecond, 80*time.Millisecond, func() {
+		rep, err := rec.Sweep(ctx)
+		if ctx.Err() != nil {
+			return // the run is over; a sweep cut short is not an error of the sweep
+		}
+		r.sweeps.Add(1)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err != nil {
+			r.reported.SweepErrors++
+			r.sweepErrs = append(r.sweepErrs, err.Error())
+			return
+		}
+		r.reported.Reclaimed += rep.Reclaimed
+		r.reported.LostRace += rep.LostRace
+		r.reported.MarkerErrors += rep.MarkerErrors
+		if rep.MarkerErrors > 0 {
+			for _, id := range rep.ReclaimedIDs {
+				r.reported.MarkerUnsure[id] = true
+			}
+		}
+	})
+}
+
+// killer SIGKILLs a random worker and starts a new incarnation in its
+// place; the queue redelivers its jobs once their lease runs out.
+func (r *run) killer(ctx context.Context, workers int) {
+	rng := rand.New(rand.NewPCG(r.seed, 200))
+	every(ctx, rng, 300*time.Millisecond, 1200*time.Millisecond, func() {
+		slot := rng.IntN(workers)
+		r.mu.Lock()
+		w := r.workers[slot]
+		r.mu.Unlock()
+		var midTx bool
+		_ = r.pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE application_name = $1 AND state IN ('active', 'idle in transaction')`, w.app).Scan(&midTx)
+		_ = w.cmd.Process.Kill()
+		<-w.exited
+		r.killed.Add(1)
+		if midTx {
+			r.killedMidTx.Add(1)
+		}
+		_, _ = r.pool.Exec(context.Background(), `INSERT INTO kills (incarnation, mid_transaction) VALUES ($1, $2)`, w.incarnation, midTx)
+		r.startWorker(slot)
+	})
+}
+
+// terminator ends, from the server side, a worker connection that is in
+// the middle of a transaction.
+func (r *run) terminator(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(r.seed, 300))
+	every(ctx, rng, 100*time.Millisecond, 400*time.Millisecond, func() {
+		rows, err := r.pool.Query(ctx, `SELECT pid FROM pg_stat_activity
+			WHERE application_name LIKE $1 AND state = 'idle in transaction' ORDER BY pid`, r.appName+"-w%")
+		if err != nil {
+			return
+		}
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil || len(pids) == 0 {
+			return
+		}
+		var ok bool
+		if err := r.pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pids[rng.IntN(len(pids))]).Scan(&ok); err == nil && ok {
+			r.terminated.Add(1)
+		}
+	})
+}
+
+// redisOutages stops the private Redis and starts it again.
+func (r *run) redisOutages(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(r.seed, 400))
+	every(ctx, rng, 1500*time.Millisecond, 3000*time.Millisecond, func() {
+		require.NoError(r.t, r.redis.Stop())
+		time.Sleep(200*time.Millisecond + time.Duration(rng.IntN(400))*time.Millisecond)
+		require.NoError(r.t, r.redis.Start())
+		r.outages.Add(1)
+	})
+}
+
+// operator retries a few reclaimed jobs, the one way out of FAILED, and
+// queues them again.
+func (r *run) operator(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(r.seed, 500))
+	budget := max(1, r.jobs/100)
+	every(ctx, rng, 200*time.Millisecond, 600*time.Millisecond, func() {
+		if r.retries.Load() >= int64(budget) {
+			return
+		}
+		err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+			var id string
+			err := tx.QueryRow(ctx, `SELECT id::text FROM jobs WHERE status = 'FAILED' AND failure_reason LIKE 'reclaimed%'
+				ORDER BY updated_at DESC LIMIT 1`).Scan(&id)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `SELECT set_config('chaos.actor', 'retry', true)`); err != nil {
+				return err
+			}
+			if _, err := r.guard.Retry(ctx, tx, id); err != nil {
+				return err
+			}
+			// A late worker may still hold the old queue row: clearing its
+			// token keeps it from removing the retried job's delivery.
+			_, err = tx.Exec(ctx, `INSERT INTO queue (job_id, deliveries) VALUES ($1, 1)
+				ON CONFLICT (job_id) DO UPDATE SET visible_at = now(), token = NULL`, id)
+			return err
+		})
+		if err == nil {
+			r.retries.Add(1)
+		}
+	})
+}
+
+func (r *run) table(jobs int, elapsed time.Duration, violations int) string {
+	ctx := context.Background()
+	count := func(sql string) int {
+		var n int
+		require.NoError(r.t, r.pool.QueryRow(ctx, sql).Scan(&n), sql)
+		return n
+	}
+	event := func(kind string) int {
+		return count(`SELECT count(*) FROM events WHERE kind = '` + kind + `'`)
+	}
+	r.mu.Lock()
+	rep := r.reported
+	r.mu.Unlock()
+	lines := [][2]string{
+		{"seed", strconv.FormatUint(r.seed, 10)},
+		{"elapsed", elapsed.Round(time.Millisecond).String()},
+		{"jobs", strconv.Itoa(jobs)},
+		{"completed", strconv.Itoa(count(`SELECT count(*) FROM jobs WHERE status = 'COMPLETED'`))},
+		{"failed", strconv.Itoa(count(`SELECT count(*) FROM jobs WHERE status = 'FAILED'`))},
+		{"reclaimed", strconv.Itoa(count(`SELECT count(*) FROM job_audit WHERE actor = 'reclaim'`))},
+		{"reclaims that lost the race", strconv.Itoa(rep.LostRace)},
+		{"late completions rejected", strconv.Itoa(event(chaos.EventLateRejected))},
+		{"start refusals", strconv.Itoa(event(chaos.EventStartRefused))},
+		{"stale-generation writes refused", strconv.Itoa(event(chaos.EventStaleRefused))},
+		{"heartbeats that found the job lost", strconv.Itoa(event(chaos.EventHeartbeatLost))},
+		{"saves failed and redelivered", strconv.Itoa(event(chaos.EventSaveError))},
+		{"usage accrued / finalizes unconfirmed", fmt.Sprintf("%d / %d", count(`SELECT count(*) FROM usage_ledger`), event(chaos.EventUnconfirmed))},
+		{"operator retries", strconv.Itoa(int(r.retries.Load()))},
+		{"sweeps (errors)", fmt.Sprintf("%d (%d)", r.sweeps.Load(), rep.SweepErrors)},
+		{"marker write errors", strconv.Itoa(rep.MarkerErrors)},
+		{"killed processes (mid-transaction)", fmt.Sprintf("%d (%d)", r.killed.Load(), r.killedMidTx.Load())},
+		{"Redis outages survived", strconv.Itoa(int(r.outages.Load()))},
+		{"terminated connections", strconv.Itoa(int(r.terminated.Load()))},
+		{"invariant violations", strconv.Itoa(violations)},
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "  %-40s %s\n", l[0], l[1])
+	}
+	return b.String()
+}

@@ -1,0 +1,273 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// Violation is one broken invariant with the rows that show it.
+type Violation struct {
+	// Invariant is the number in DESIGN.md section 5 (0: the run did not
+	// finish its jobs).
+	Invariant int
+	// What says what was found.
+	What string
+	// Count is how many rows show it; Rows holds the first few.
+	Count int
+	Rows  []string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("invariant %d: %s (%d rows)\n  %s", v.Invariant, v.What, v.Count, strings.Join(v.Rows, "\n  "))
+}
+
+// Reported is what the reclaimers' reports said, to be compared with what
+// the database recorded.
+type Reported struct {
+	Reclaimed, LostRace, MarkerErrors, SweepErrors int
+	// MarkerUnsure holds the ids reclaimed by sweeps whose marker write
+	// failed (Redis was down): their marker may be missing.
+	MarkerUnsure map[string]bool
+}
+
+// query is one invariant check: every row it returns is a violation.
+type query struct {
+	inv  int
+	what string
+	sql  string
+}
+
+var checks = []query{
+	{1, "a job left FAILED other than through Retry (FAILED → QUEUED, new generation)", `
+		SELECT * FROM job_audit WHERE old_status = 'FAILED' AND new_status <> 'FAILED'
+		  AND NOT (actor = 'retry' AND new_status = 'QUEUED' AND new_gen > old_gen)`},
+	{1, "a COMPLETED job changed status or generation", `
+		SELECT * FROM job_audit WHERE old_status = 'COMPLETED' AND (new_status <> 'COMPLETED' OR new_gen <> old_gen)`},
+	{1, "a retry of a job that was not FAILED", `
+		SELECT * FROM job_audit WHERE actor = 'retry' AND old_status <> 'FAILED'`},
+
+	{2, "a chapter of a job that is not COMPLETED at the chapter's generation", `
+		SELECT c.*, j.status, j.generation AS job_generation FROM chapters c JOIN jobs j ON j.id = c.job_id
+		WHERE j.status <> 'COMPLETED' OR j.generation <> c.generation`},
+	{2, "a lesson of a job that is not COMPLETED at the lesson's generation", `
+		SELECT l.*, j.status, j.generation AS job_generation FROM lessons l JOIN jobs j ON j.id = l.job_id
+		WHERE j.status <> 'COMPLETED' OR j.generation <> l.generation`},
+	{2, "a chapter written outside the transaction that completed its job", `
+		SELECT c.* FROM chapters c WHERE NOT EXISTS (
+			SELECT 1 FROM job_audit a WHERE a.job_id = c.job_id AND a.txid = c.txid
+			  AND a.new_status = 'COMPLETED' AND a.new_gen = c.generation)`},
+	{2, "a READY course whose chapter job is not COMPLETED", `
+		SELECT co.*, j.id AS job_id, j.status AS job_status FROM courses co JOIN jobs j ON j.parent_id = co.id
+		WHERE co.status = 'READY' AND j.status <> 'COMPLETED'`},
+	{2, "a course whose week count is not three per chapter job completed (rows landed twice or partly)", `
+		SELECT co.*, (SELECT count(*) FROM chapters c WHERE c.course_id = co.id) AS chapters,
+		       (SELECT count(*) FROM lessons l JOIN chapters c ON c.id = l.chapter_id WHERE c.course_id = co.id) AS lessons
+		FROM courses co
+		WHERE co.weeks <> (SELECT count(*) FROM chapters c WHERE c.course_id = co.id)
+		   OR co.weeks <> 3 * (SELECT count(*) FROM jobs j WHERE j.parent_id = co.id AND j.status = 'COMPLETED')
+		   OR 2 * co.weeks <> (SELECT count(*) FROM lessons l JOIN chapters c ON c.id = l.chapter_id WHERE c.course_id = co.id)`},
+	{2, "a READY video whose job is not COMPLETED", `
+		SELECT v.*, j.id AS job_id, j.status AS job_status FROM videos v JOIN jobs j ON j.parent_id = v.id
+		WHERE v.status = 'READY' AND j.status <> 'COMPLETED'`},
+
+	{3, "a usage ledger row without a confirmed finalize of that execution", `
+		SELECT l.* FROM usage_ledger l
+		WHERE NOT EXISTS (SELECT 1 FROM confirmed c WHERE c.job_id::text = l.job_id AND c.generation = l.generation)`},
+	{3, "a usage ledger row for a job not COMPLETED at the ledger's generation", `
+		SELECT l.*, j.status, j.generation AS job_generation FROM usage_ledger l LEFT JOIN jobs j ON j.id::text = l.job_id
+		WHERE j.id IS NULL OR j.status <> 'COMPLETED' OR j.generation <> l.generation`},
+	{3, "a usage ledger row for an execution whose completion was rejected", `
+		SELECT l.*, e.kind, e.detail FROM usage_ledger l JOIN events e ON e.job_id::text = l.job_id AND e.generation = l.generation
+		WHERE e.kind IN ('late_rejected', 'stale_refused', 'other_rejected', 'unconfirmed')`},
+	{3, "a confirmed finalize without its usage, by a worker that was not killed", `
+		SELECT c.* FROM confirmed c
+		WHERE NOT EXISTS (SELECT 1 FROM usage_ledger l WHERE l.job_id = c.job_id::text AND l.meter = 'video_ms')
+		  AND c.incarnation NOT IN (SELECT incarnation FROM kills)`},
+	{3, "a job confirmed more than once", `
+		SELECT job_id, count(*) FROM confirmed GROUP BY job_id HAVING count(*) > 1`},
+	{3, "an account billed other than the sum of its ledger rows", `
+		SELECT a.*, coalesce(s.total, 0) AS ledger_total FROM accounts a
+		LEFT JOIN (SELECT account, sum(quantity) AS total FROM usage_ledger GROUP BY account) s ON s.account = a.id
+		WHERE a.video_ms <> coalesce(s.total, 0)`},
+
+	{4, "a parent failed in a transaction that reclaimed none of its jobs", `
+		SELECT p.* FROM parent_audit p WHERE p.new_status = 'FAILED' AND NOT EXISTS (
+			SELECT 1 FROM job_audit a WHERE a.txid = p.txid AND a.actor = 'reclaim' AND a.parent_id = p.parent_id)`},
+	{4, "a reclaimed job whose parent was not failed in the same transaction", `
+		SELECT a.* FROM job_audit a WHERE a.actor = 'reclaim' AND NOT EXISTS (
+			SELECT 1 FROM parent_audit p WHERE p.txid = a.txid AND p.parent_id = a.parent_id AND p.new_status = 'FAILED')`},
+	{4, "a parent change no writer of the run claims", `
+		SELECT * FROM parent_audit WHERE actor IS NULL`},
+
+	{5, "a worker write at a generation other than the row's", `
+		SELECT * FROM job_audit WHERE actor = 'worker'
+		  AND (writer_gen IS NULL OR writer_gen <> old_gen OR new_gen <> old_gen OR old_status NOT IN ('QUEUED', 'PROCESSING'))`},
+	{5, "a start that did not move an active, unreclaimed job to PROCESSING at the next generation", `
+		SELECT * FROM job_audit WHERE actor = 'start'
+		  AND (old_status NOT IN ('QUEUED', 'PROCESSING') OR new_status <> 'PROCESSING' OR new_gen <> old_gen + 1
+		       OR coalesce(new_reason, '') LIKE 'reclaimed%')`},
+	{5, "a reclaim that did not fail an active job at its generation", `
+		SELECT * FROM job_audit WHERE actor = 'reclaim'
+		  AND (old_status NOT IN ('QUEUED', 'PROCESSING') OR new_status <> 'FAILED' OR new_gen <> old_gen
+		       OR coalesce(new_reason, '') NOT LIKE 'reclaimed%')`},
+	{5, "a write to a job that no writer of the run claims", `
+		SELECT * FROM job_audit WHERE actor IS NULL OR actor NOT IN ('start', 'worker', 'reclaim', 'retry')`},
+
+	{6, "a completion reported rejected that was written", `
+		SELECT e.*, a.seq AS audit_seq FROM events e
+		JOIN job_audit a ON a.job_id = e.job_id AND a.new_status = 'COMPLETED' AND a.old_status <> 'COMPLETED' AND a.new_gen = e.generation
+		WHERE e.kind IN ('late_rejected', 'stale_refused')`},
+	{6, "a completion reported written that is not in the history", `
+		SELECT e.* FROM events e WHERE e.kind = 'completed' AND NOT EXISTS (
+			SELECT 1 FROM job_audit a WHERE a.job_id = e.job_id AND a.new_status = 'COMPLETED'
+			  AND a.old_status <> 'COMPLETED' AND a.new_gen = e.generation)`},
+
+	{0, "a job still active after the queue drained", `
+		SELECT id, type, status, generation, failure_reason FROM jobs
+		WHERE status IN ('QUEUED', 'PROCESSING') AND NOT EXISTS (SELECT 1 FROM queue q WHERE q.job_id = jobs.id)`},
+}
+
+// Check runs every invariant against the database and the markers in rdb.
+func Check(ctx context.Context, db jobguard.DB, rdb *redis.Client, markerPrefix string, rep Reported) ([]Violation, error) {
+	var out []Violation
+	for _, c := range checks {
+		v, err := rows(ctx, db, c)
+		if err != nil {
+			return nil, fmt.Errorf("chaos: check %q: %w", c.what, err)
+		}
+		if v != nil {
+			out = append(out, *v)
+		}
+	}
+
+	var reclaims int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM job_audit WHERE actor = 'reclaim'`).Scan(&reclaims); err != nil {
+		return nil, fmt.Errorf("chaos: check: %w", err)
+	}
+	if reclaims != rep.Reclaimed {
+		out = append(out, Violation{Invariant: 6, What: "reclaims in the history differ from the reclaimers' reports",
+			Count: 1, Rows: []string{fmt.Sprintf("history %d, reports %d", reclaims, rep.Reclaimed)}})
+	}
+
+	mv, err := checkMarkers(ctx, db, rdb, markerPrefix, rep)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, mv...), nil
+}
+
+func rows(ctx context.Context, db jobguard.DB, c query) (*Violation, error) {
+	r, err := db.Query(ctx, `SELECT count(*) OVER (), row_to_json(x)::text FROM (`+c.sql+`) x LIMIT 5`)
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	var row string
+	var v *Violation
+	_, err = pgx.ForEachRow(r, []any{&n, &row}, func() error {
+		if v == nil {
+			v = &Violation{Invariant: c.inv, What: c.what, Count: n}
+		}
+		v.Rows = append(v.Rows, row)
+		return nil
+	})
+	return v, err
+}
+
+var markerKey = regexp.MustCompile(`:reclaimed:\{([^}]*)\}$`)
+
+// checkMarkers compares the markers in Redis with the reclaims in the
+// history: a marker for every reclaim (unless its sweep reported that
+// Redis refused the write), and no marker without a reclaim of that
+// generation (invariant 4: a lost race writes none).
+func checkMarkers(ctx context.Context, db jobguard.DB, rdb *redis.Client, prefix string, rep Reported) ([]Violation, error) {
+	store, err := jobguard.NewMarkerStore(rdb, jobguard.MarkerConfig{Prefix: prefix})
+	if err != nil {
+		return nil, fmt.Errorf("chaos: check markers: %w", err)
+	}
+	reclaimed := map[string]map[int64]bool{}
+	r, err := db.Query(ctx, `SELECT job_id::text, old_gen FROM job_audit WHERE actor = 'reclaim'`)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: check markers: %w", err)
+	}
+	var id string
+	var gen int64
+	if _, err := pgx.ForEachRow(r, []any{&id, &gen}, func() error {
+		if reclaimed[id] == nil {
+			reclaimed[id] = map[int64]bool{}
+		}
+		reclaimed[id][gen] = true
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("chaos: check markers: %w", err)
+	}
+
+	var stray, missing, unreadable Violation
+	stray = Violation{Invariant: 4, What: "a marker without a reclaim of its generation in the history"}
+	missing = Violation{Invariant: 4, What: "a reclaim whose marker is missing although its sweep reported no marker error"}
+	unreadable = Violation{Invariant: 4, What: "a marker that cannot be read"}
+	add := func(v *Violation, row string) {
+		v.Count++
+		if len(v.Rows) < 5 {
+			v.Rows = append(v.Rows, row)
+		}
+	}
+	found := map[string]int64{}
+	iter := rdb.Scan(ctx, 0, prefix+":reclaimed:*", 1000).Iterator()
+	for iter.Next(ctx) {
+		m := markerKey.FindStringSubmatch(iter.Val())
+		if m == nil {
+			continue
+		}
+		mk, ok, err := store.Read(ctx, m[1])
+		if err != nil || !ok {
+			add(&unreadable, fmt.Sprintf("%s: %v", iter.Val(), err))
+			continue
+		}
+		found[m[1]] = mk.Generation
+		if !reclaimed[m[1]][mk.Generation] {
+			add(&stray, fmt.Sprintf("job %s marker generation %d reason %q; reclaimed generations %v",
+				m[1], mk.Generation, mk.Reason, keys(reclaimed[m[1]])))
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("chaos: check markers: %w", err)
+	}
+	for id, gens := range reclaimed {
+		for g := range gens {
+			if mg, ok := found[id]; (!ok || mg < g) && !rep.MarkerUnsure[id] {
+				add(&missing, fmt.Sprintf("job %s reclaimed at generation %d; marker %v", id, g, markerDesc(mg, ok)))
+			}
+		}
+	}
+	var out []Violation
+	for _, v := range []Violation{stray, missing, unreadable} {
+		if v.Count > 0 {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+func keys(m map[int64]bool) []int64 {
+	var out []int64
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func markerDesc(gen int64, ok bool) string {
+	if !ok {
+		return "none"
+	}
+	return "at generation " + strconv.FormatInt(gen, 10)
+}

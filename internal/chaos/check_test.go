@@ -1,0 +1,117 @@
+package chaos_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/internal/chaos"
+	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/usage"
+)
+
+// checkEnv is a schema with the run's tables and nothing run in it yet.
+func checkEnv(t *testing.T) *testenv.Env {
+	t.Helper()
+	env := testenv.New(t)
+	for _, sql := range []string{jobguard.Migration, usage.Migration, chaos.Schema} {
+		env.Exec(sql)
+	}
+	return env
+}
+
+// write runs sql as actor at generation gen, the way the run's writers do.
+func write(t *testing.T, env *testenv.Env, actor string, gen int64, sql string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT set_config('chaos.actor', $1, true), set_config('chaos.writer_gen', $2, true)`, actor, strconv.FormatInt(gen, 10)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, sql, args...)
+		return err
+	}))
+}
+
+func invariants(vs []chaos.Violation) map[int][]string {
+	out := map[int][]string{}
+	for _, v := range vs {
+		out[v.Invariant] = append(out[v.Invariant], v.What)
+	}
+	return out
+}
+
+func TestCheck_CleanHistoryHasNoViolations(t *testing.T) {
+	t.Parallel()
+	env := checkEnv(t)
+	id := uuid.NewString()
+	env.Exec(`INSERT INTO jobs (id, type, parent_id) VALUES ($1, 'chapter', 'course-1')`, id)
+	env.Exec(`INSERT INTO courses (id) VALUES ('course-1')`)
+	write(t, env, "start", 0, `UPDATE jobs SET status = 'PROCESSING', generation = generation + 1 WHERE id = $1`, id)
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT set_config('chaos.actor', 'worker', true), set_config('chaos.writer_gen', '1', true);
+			UPDATE jobs SET status = 'COMPLETED' WHERE id = '`+id+`';
+			INSERT INTO chapters (course_id, job_id, generation) SELECT 'course-1', '`+id+`', 1 FROM generate_series(1, 3);
+			INSERT INTO lessons (chapter_id, job_id, generation) SELECT c.id, c.job_id, 1 FROM chapters c, generate_series(1, 2);
+			UPDATE courses SET status = 'READY', weeks = 3 WHERE id = 'course-1'`)
+		return err
+	}))
+
+	vs, err := chaos.Check(ctx, env.Pool, env.Redis, env.Prefix, chaos.Reported{})
+	require.NoError(t, err)
+	require.Empty(t, vs)
+}
+
+func TestCheck_ReportsEachBrokenInvariant(t *testing.T) {
+	t.Parallel()
+	env := checkEnv(t)
+	ctx := context.Background()
+	failed, stale, lost := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	env.Exec(`INSERT INTO jobs (id, type, status, generation, failure_reason, parent_id) VALUES
+		($1, 'chapter', 'FAILED', 2, 'reclaimed: exceeded runtime limit without progress', 'course-1'),
+		($2, 'video', 'PROCESSING', 5, NULL, 'video-1'),
+		($3, 'chapter', 'PROCESSING', 1, NULL, 'course-2')`, failed, stale, lost)
+	env.Exec(`INSERT INTO courses (id) VALUES ('course-1'), ('course-2')`)
+	env.Exec(`INSERT INTO videos (id, account) VALUES ('video-1', 'acct-0')`)
+
+	// 1 (and 2): an unconditional completion brings a reclaimed job back,
+	// with its chapters.
+	write(t, env, "worker", 2, `UPDATE jobs SET status = 'COMPLETED' WHERE id = $1`, failed)
+	write(t, env, "worker", 2, `UPDATE jobs SET status = 'FAILED' WHERE id = $1`, failed)
+	env.Exec(`INSERT INTO chapters (course_id, job_id, generation) VALUES ('course-1', $1, 2)`, failed)
+	// 3: usage billed without a confirmed finalize.
+	env.Exec(`INSERT INTO usage_ledger (job_id, meter, generation, account, quantity) VALUES ($1, 'video_ms', 5, 'acct-0', 10)`, stale)
+	// 4: a parent failed and a marker written for a reclaim that never happened.
+	write(t, env, "reclaim", 0, `UPDATE courses SET status = 'FAILED' WHERE id = 'course-2'`)
+	markers, err := jobguard.NewMarkerStore(env.Redis, jobguard.MarkerConfig{Prefix: env.Prefix})
+	require.NoError(t, err)
+	require.NoError(t, markers.Write(ctx, jobguard.Marker{JobID: lost, Generation: 1, Reason: jobguard.ReclaimedReasonDefault, At: time.Now()}))
+	// 5: a write by generation 4 of a job at generation 5.
+	write(t, env, "worker", 4, `UPDATE jobs SET progress = 50 WHERE id = $1`, stale)
+
+	vs, err := chaos.Check(ctx, env.Pool, env.Redis, env.Prefix, chaos.Reported{})
+	require.NoError(t, err)
+	got := invariants(vs)
+	for inv := 1; inv <= 5; inv++ {
+		require.NotEmpty(t, got[inv], "invariant %d not reported; got %v", inv, got)
+	}
+	for _, v := range vs {
+		require.NotEmpty(t, v.Rows, v.What)
+	}
+}
+
+func TestCheck_ReclaimsMustMatchReports(t *testing.T) {
+	t.Parallel()
+	env := checkEnv(t)
+	vs, err := chaos.Check(context.Background(), env.Pool, env.Redis, env.Prefix, chaos.Reported{Reclaimed: 1})
+	require.NoError(t, err)
+	require.Len(t, vs, 1)
+	require.Equal(t, 6, vs[0].Invariant)
+}

@@ -1,0 +1,39 @@
+// Package chaos is the reliability run of jobguard: several worker
+// processes process chapter and video jobs through the public API while
+// workers are killed, connections are terminated, Redis goes away, calls
+// hang past their limit and two reclaimers sweep at once; then every
+// invariant of the design is checked from the database and Redis.
+//
+// The run itself is TestChaos (go test ./internal/chaos/). The test binary
+// re-executes itself as the worker processes; this package holds what both
+// sides share:
+//
+//   - Schema: the run's product tables, a small visibility-timeout queue
+//     (FOR UPDATE SKIP LOCKED), and append-only audit tables filled by
+//     deferred triggers on the jobs and parent tables. Every writer names
+//     itself in a transaction-local setting (chaos.actor, chaos.writer_gen),
+//     so "no write by a superseded generation" and "FAILED leaves only
+//     through Retry" are read from real history, not from what a worker
+//     believed.
+//   - Plan: each job's faults (hang, slow, very slow, a pause inside the save
+//     transaction, a deleted video, a failing metadata update), drawn from
+//     the run's seed and stored in the job's payload.
+//   - RunWorker: the worker loop. StartGuard.Start, progress heartbeats,
+//     CompleteTx writing chapters and lessons and the course's READY, or
+//     Finalize with parallel metadata updates and usage.Accrue.
+//   - RedisServer: a private redis-server on a free port, with an
+//     append-only file, that the run stops and starts.
+//   - Check: the invariants, each a query whose rows are violations, plus
+//     the comparison of the markers in Redis with the reclaims in history.
+//
+// What it does not show: timing is not replayed. A seed replays every
+// job's plan and the driver's random choices, but which transaction a kill
+// or a termination lands in depends on the scheduler. A confirmed finalize
+// whose worker is killed before Accrue is not billed (usage documents that
+// window); the check allows it only for killed workers.
+//
+// Run it longer with JOBGUARD_CHAOS_SOAK=4m, replay with
+// JOBGUARD_CHAOS_SEED=<seed>:
+//
+//	JOBGUARD_CHAOS_SOAK=4m go test ./internal/chaos/ -run TestChaos -v -timeout 15m
+package chaos

@@ -1,0 +1,153 @@
+package chaos
+
+// Schema is the SQL of the run's own tables, applied after the jobs table
+// (jobguard.Migration) and the usage ledger (usage.Migration):
+//
+//   - the product tables a chapter job and a video job write (courses,
+//     chapters, lessons; videos, contents; accounts billed per video);
+//   - queue, a small visibility-timeout queue: a worker claims a row with
+//     FOR UPDATE SKIP LOCKED and pushes its visible_at a lease ahead, so a
+//     killed worker's job is delivered again once the lease runs out;
+//   - job_audit and parent_audit, append-only histories filled by deferred
+//     triggers, so the invariants are checked from what really happened.
+//     The triggers run at commit and read two transaction-local settings
+//     that every writer of the run sets: chaos.actor (start, worker,
+//     reclaim, retry) and chaos.writer_gen (the generation of the execution
+//     that wrote). A write with no actor is itself a violation;
+//   - events, kills and confirmed: what the workers and the run's driver
+//     saw (refusals, rejected completions, killed worker incarnations,
+//     confirmed finalizes recorded right after Finalize returned).
+const Schema = `
+CREATE TABLE courses (
+    id     text PRIMARY KEY,
+    status text NOT NULL DEFAULT 'GENERATING',
+    weeks  int  NOT NULL DEFAULT 0
+);
+CREATE TABLE chapters (
+    id         bigserial PRIMARY KEY,
+    course_id  text   NOT NULL,
+    job_id     uuid   NOT NULL,
+    generation bigint NOT NULL,
+    txid       bigint NOT NULL DEFAULT txid_current()
+);
+CREATE TABLE lessons (
+    id         bigserial PRIMARY KEY,
+    chapter_id bigint NOT NULL,
+    job_id     uuid   NOT NULL,
+    generation bigint NOT NULL
+);
+CREATE TABLE videos (
+    id         text PRIMARY KEY,
+    status     text NOT NULL DEFAULT 'ENCODING',
+    account    text NOT NULL,
+    seconds_ms bigint,
+    asset_ok   boolean NOT NULL DEFAULT false
+);
+CREATE TABLE contents (
+    video_id   text PRIMARY KEY,
+    published  boolean NOT NULL DEFAULT false
+);
+CREATE TABLE accounts (
+    id       text PRIMARY KEY,
+    video_ms bigint NOT NULL DEFAULT 0
+);
+
+CREATE TABLE queue (
+    job_id     uuid PRIMARY KEY,
+    visible_at timestamptz NOT NULL DEFAULT now(),
+    deliveries int NOT NULL DEFAULT 0,
+    -- Set by every claim: only the delivery that holds it may remove or
+    -- release the row, so a late worker cannot drop a later delivery.
+    token      uuid
+);
+CREATE INDEX queue_visible_idx ON queue (visible_at);
+
+CREATE TABLE job_audit (
+    seq         bigserial PRIMARY KEY,
+    job_id      uuid   NOT NULL,
+    parent_id   text,
+    old_status  text   NOT NULL,
+    new_status  text   NOT NULL,
+    old_gen     bigint NOT NULL,
+    new_gen     bigint NOT NULL,
+    new_reason  text,
+    actor       text,
+    writer_gen  bigint,
+    txid        bigint NOT NULL,
+    at          timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE TABLE parent_audit (
+    seq        bigserial PRIMARY KEY,
+    parent     text NOT NULL,
+    parent_id  text NOT NULL,
+    old_status text NOT NULL,
+    new_status text NOT NULL,
+    actor      text,
+    txid       bigint NOT NULL
+);
+
+CREATE FUNCTION chaos_actor() RETURNS text LANGUAGE sql AS
+$$ SELECT nullif(current_setting('chaos.actor', true), '') $$;
+
+CREATE FUNCTION chaos_job_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO job_audit (job_id, parent_id, old_status, new_status, old_gen, new_gen, new_reason, actor, writer_gen, txid)
+    VALUES (NEW.id, NEW.parent_id, OLD.status, NEW.status, OLD.generation, NEW.generation, NEW.failure_reason,
+            chaos_actor(), nullif(current_setting('chaos.writer_gen', true), '')::bigint, txid_current());
+    RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER jobs_audit AFTER UPDATE ON jobs
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION chaos_job_audit();
+
+CREATE FUNCTION chaos_parent_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- A reclaim is recorded even when the parent was FAILED already, so
+    -- every reclaim can be matched with its parent's write.
+    IF OLD.status IS DISTINCT FROM NEW.status OR chaos_actor() = 'reclaim' THEN
+        INSERT INTO parent_audit (parent, parent_id, old_status, new_status, actor, txid)
+        VALUES (TG_TABLE_NAME, NEW.id, OLD.status, NEW.status, chaos_actor(), txid_current());
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER courses_audit AFTER UPDATE ON courses
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION chaos_parent_audit();
+CREATE CONSTRAINT TRIGGER videos_audit AFTER UPDATE ON videos
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION chaos_parent_audit();
+
+CREATE TABLE events (
+    seq         bigserial PRIMARY KEY,
+    kind        text   NOT NULL,
+    job_id      uuid,
+    generation  bigint,
+    incarnation int    NOT NULL,
+    detail      text,
+    at          timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE TABLE kills (
+    incarnation     int PRIMARY KEY,
+    mid_transaction boolean NOT NULL,
+    at              timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE TABLE confirmed (
+    job_id      uuid   NOT NULL,
+    generation  bigint NOT NULL,
+    incarnation int    NOT NULL,
+    PRIMARY KEY (job_id, generation)
+);
+`
+
+// Event kinds the workers record.
+const (
+	EventStartRefused  = "start_refused"  // Start refused the job (reclaimed or terminal)
+	EventStartError    = "start_error"    // Start failed (database or Redis trouble)
+	EventLateRejected  = "late_rejected"  // a completion refused because the job was FAILED (reclaimed)
+	EventStaleRefused  = "stale_refused"  // a write refused because a newer generation owns the job
+	EventOtherRejected = "other_rejected" // a completion refused for another reason (already completed)
+	EventHeartbeatLost = "heartbeat_lost" // a heartbeat found the job no longer this execution's
+	EventSaveError     = "save_error"     // the save failed (terminated connection, ...); redelivered
+	EventCompleted     = "completed"      // the completion committed
+	EventUnconfirmed   = "unconfirmed"    // a finalize completed but an update failed: no usage
+	EventStopped       = "stopped"        // the re-check stopped the finalize; the job was failed
+	EventAccrued       = "accrued"        // usage accrued
+	EventAccrueError   = "accrue_error"   // Accrue failed after a confirmed finalize
+)

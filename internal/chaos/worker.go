@@ -1,0 +1,432 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/heartbeat"
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/usage"
+)
+
+// WorkerConfig configures one worker process.
+type WorkerConfig struct {
+	// DatabaseURL reaches the run's schema (search_path included).
+	DatabaseURL string
+	// RedisAddr is the run's private Redis.
+	RedisAddr string
+	// MarkerPrefix namespaces the reclaim markers.
+	MarkerPrefix string
+	// Incarnation identifies this process in events, kills and confirmed.
+	Incarnation int
+	// Concurrency is the number of jobs processed at once.
+	Concurrency int
+	// AppName is the application_name of the worker's connections, so the
+	// driver can find them to terminate.
+	AppName string
+	// Timing holds the run's limits.
+	Timing Timing
+	// Logger receives the library's warnings.
+	Logger *slog.Logger
+}
+
+// Worker processes jobs from the queue table through the public API.
+type Worker struct {
+	cfg    WorkerConfig
+	pool   *pgxpool.Pool
+	guard  *jobguard.Guard
+	starts *jobguard.StartGuard
+	hb     *heartbeat.Heartbeat
+}
+
+// delivery is one claimed queue row.
+type delivery struct {
+	id       string
+	delivery int
+	token    string
+	kind     string
+	parent   string
+	plan     Plan
+}
+
+// RunWorker processes jobs until ctx ends.
+func RunWorker(ctx context.Context, cfg WorkerConfig) error {
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("chaos: worker: %w", err)
+	}
+	pcfg.MaxConns = int32(cfg.Concurrency*3 + 2)
+	pcfg.ConnConfig.RuntimeParams["application_name"] = cfg.AppName
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("chaos: worker: %w", err)
+	}
+	defer pool.Close()
+	rdb := redis.NewClient(&redis.Options{
+		Addr: cfg.RedisAddr, DialTimeout: 200 * time.Millisecond,
+		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1,
+	})
+	defer rdb.Close()
+	guard, err := jobguard.New(ctx, pool, jobguard.DefaultTable())
+	if err != nil {
+		return fmt.Errorf("chaos: worker: %w", err)
+	}
+	starts, err := jobguard.NewStartGuard(guard, rdb, jobguard.StartGuardOptions{
+		Markers: jobguard.MarkerConfig{Prefix: cfg.MarkerPrefix}, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("chaos: worker: %w", err)
+	}
+	w := &Worker{
+		cfg: cfg, pool: pool, guard: guard, starts: starts,
+		hb: heartbeat.New(guard, heartbeat.Config{Interval: cfg.Timing.Heartbeat, Logger: cfg.Logger}),
+	}
+	var wg sync.WaitGroup
+	for range cfg.Concurrency {
+		wg.Go(func() { w.loop(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+func (w *Worker) loop(ctx context.Context) {
+	for ctx.Err() == nil {
+		d, ok, err := w.claim(ctx)
+		if err != nil || !ok {
+			sleep(ctx, 15*time.Millisecond)
+			continue
+		}
+		w.process(ctx, d)
+	}
+}
+
+// claim takes the next visible queue row and pushes it a lease ahead.
+func (w *Worker) claim(ctx context.Context) (d delivery, ok bool, err error) {
+	var payload []byte
+	err = pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `
+			SELECT q.job_id::text, q.deliveries + 1, j.type, coalesce(j.parent_id, ''), j.payload
+			FROM queue q JOIN jobs j ON j.id = q.job_id
+			WHERE q.visible_at <= now()
+			ORDER BY q.visible_at LIMIT 1
+			FOR UPDATE OF q SKIP LOCKED`).Scan(&d.id, &d.delivery, &d.kind, &d.parent, &payload)
+		if err != nil {
+			return err
+		}
+		err = tx.QueryRow(ctx, `UPDATE queue SET visible_at = now() + $2::interval, deliveries = $3, token = gen_random_uuid()
+			WHERE job_id = $1 RETURNING token::text`, d.id, w.cfg.Timing.Lease.String(), d.delivery).Scan(&d.token)
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return d, false, nil
+	}
+	if err != nil {
+		return d, false, err
+	}
+	if err := json.Unmarshal(payload, &d.plan); err != nil {
+		return d, false, fmt.Errorf("job %s: plan: %w", d.id, err)
+	}
+	if d.delivery > 1 {
+		// Faults are for the first delivery; a redelivery runs plainly.
+		d.plan = Plan{Work: 10 * time.Millisecond, Quantity: d.plan.Quantity, Account: d.plan.Account}
+	}
+	return d, true, nil
+}
+
+func (w *Worker) process(ctx context.Context, d delivery) {
+	var exec jobguard.Execution
+	err := w.inTx(ctx, "start", 0, func(tx pgx.Tx) error {
+		var err error
+		exec, err = w.starts.Start(ctx, tx, d.id)
+		return err
+	})
+	if err != nil {
+		if jobguard.IsPermanent(err) {
+			w.event(EventStartRefused, d.id, 0, err.Error())
+			w.done(d)
+		} else {
+			w.event(EventStartError, d.id, 0, err.Error())
+			w.release(d)
+		}
+		return
+	}
+	defer w.hb.Forget(d.id)
+	if !w.work(ctx, d, exec) {
+		w.done(d) // lost the job: its new owner (or nobody) decides
+		return
+	}
+	if d.kind == KindVideo {
+		w.finalizeVideo(ctx, d, exec)
+	} else {
+		w.saveChapters(ctx, d, exec)
+	}
+}
+
+// work is the model call or the encode. A hung call sleeps without a
+// heartbeat; the rest beat progress. It reports false when a heartbeat
+// found the job lost.
+func (w *Worker) work(ctx context.Context, d delivery, exec jobguard.Execution) bool {
+	if d.plan.Hang {
+		sleep(ctx, d.plan.Work)
+		return true
+	}
+	start := time.Now()
+	for step := 0; time.Since(start) < d.plan.Work; step++ {
+		sleep(ctx, 15*time.Millisecond)
+		ev := heartbeat.Progress(min(99, int(100*time.Since(start)/d.plan.Work)))
+		if d.kind == KindVideo {
+			ev = heartbeat.Output(int64(4096 * (step + 1)))
+		}
+		var res heartbeat.Result
+		err := w.inTx(ctx, "worker", exec.Generation, func(tx pgx.Tx) error {
+			var err error
+			res, err = w.hb.Beat(ctx, tx, exec, ev)
+			return err
+		})
+		if res == heartbeat.Lost {
+			w.event(EventHeartbeatLost, d.id, exec.Generation, err.Error())
+			w.rejected(d, exec, err)
+			return false
+		}
+	}
+	return true
+}
+
+func (w *Worker) saveChapters(ctx context.Context, d delivery, exec jobguard.Execution) {
+	err := w.guard.CompleteTx(ctx, w.pool, exec, func(tx pgx.Tx) error {
+		if err := setActor(ctx, tx, "worker", exec.Generation); err != nil {
+			return err
+		}
+		for c := range 3 {
+			var chapter int64
+			if err := tx.QueryRow(ctx, `INSERT INTO chapters (course_id, job_id, generation) VALUES ($1, $2, $3) RETURNING id`,
+				d.parent, d.id, exec.Generation).Scan(&chapter); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO lessons (chapter_id, job_id, generation) SELECT $1, $2, $3 FROM generate_series(1, 2)`,
+				chapter, d.id, exec.Generation); err != nil {
+				return err
+			}
+			if c == 0 && d.plan.Pause > 0 {
+				sleep(ctx, d.plan.Pause) // mid-save: a kill or a terminated connection lands here
+			}
+		}
+		tag, err := tx.Exec(ctx, `UPDATE courses SET status = 'READY', weeks = weeks + 3 WHERE id = $1`, d.parent)
+		if err == nil && tag.RowsAffected() != 1 {
+			err = fmt.Errorf("course %s: %d rows", d.parent, tag.RowsAffected())
+		}
+		return err
+	})
+	switch {
+	case err == nil:
+		w.event(EventCompleted, d.id, exec.Generation, "")
+		w.done(d)
+	case errors.Is(err, jobguard.ErrJobTerminal):
+		w.rejected(d, exec, err)
+		w.done(d)
+	default:
+		w.event(EventSaveError, d.id, exec.Generation, err.Error())
+		w.release(d)
+	}
+}
+
+var errDeleted = errors.New("video was deleted")
+
+func (w *Worker) finalizeVideo(ctx context.Context, d delivery, exec jobguard.Execution) {
+	update := func(name, sql string) jobguard.Update {
+		return jobguard.Update{Name: name, Run: func(ctx context.Context) error {
+			if d.plan.FailUpdate == name {
+				return fmt.Errorf("%s metadata store refused the write", name)
+			}
+			tag, err := w.pool.Exec(ctx, sql, d.parent)
+			if err == nil && tag.RowsAffected() != 1 {
+				err = fmt.Errorf("%s of video %s: %d rows", name, d.parent, tag.RowsAffected())
+			}
+			return err
+		}}
+	}
+	fin, err := w.guard.Finalize(ctx, w.pool, exec, jobguard.FinalizeSpec{
+		Recheck: func(context.Context) error {
+			if d.plan.Deleted {
+				return errDeleted
+			}
+			return nil
+		},
+		Complete: func(ctx context.Context, tx pgx.Tx) error {
+			if err := setActor(ctx, tx, "worker", exec.Generation); err != nil {
+				return err
+			}
+			if d.plan.Pause > 0 {
+				sleep(ctx, d.plan.Pause)
+			}
+			tag, err := tx.Exec(ctx, `UPDATE videos SET status = 'READY', seconds_ms = $2 WHERE id = $1`, d.parent, d.plan.Quantity)
+			if err == nil && tag.RowsAffected() != 1 {
+				err = fmt.Errorf("video %s: %d rows", d.parent, tag.RowsAffected())
+			}
+			return err
+		},
+		Updates: []jobguard.Update{
+			update("asset", `UPDATE videos SET asset_ok = true WHERE id = $1`),
+			update("content", `INSERT INTO contents (video_id, published) VALUES ($1, true)
+				ON CONFLICT (video_id) DO UPDATE SET published = true`),
+		},
+		UpdateTimeout: 5 * time.Second,
+	})
+	switch {
+	case errors.Is(err, jobguard.ErrStopped):
+		ferr := w.inTx(ctx, "worker", exec.Generation, func(tx pgx.Tx) error {
+			return w.guard.Fail(ctx, tx, exec, "video deleted")
+		})
+		switch {
+		case ferr == nil:
+			w.event(EventStopped, d.id, exec.Generation, "")
+			w.done(d)
+		case errors.Is(ferr, jobguard.ErrJobTerminal):
+			w.rejected(d, exec, ferr)
+			w.done(d)
+		default:
+			w.event(EventSaveError, d.id, exec.Generation, ferr.Error())
+			w.release(d)
+		}
+	case fin.Rejected():
+		w.rejected(d, exec, err)
+		w.done(d)
+	case fin.Confirmed():
+		w.event(EventCompleted, d.id, exec.Generation, "")
+		w.accrue(ctx, d, fin)
+		w.done(d)
+	case fin.Completed():
+		w.event(EventCompleted, d.id, exec.Generation, "")
+		w.event(EventUnconfirmed, d.id, exec.Generation, err.Error())
+		w.done(d)
+	default:
+		w.event(EventSaveError, d.id, exec.Generation, fmt.Sprint(err))
+		w.release(d)
+	}
+}
+
+// accrue records the confirmed finalize, then bills it. The record comes
+// first and must succeed, so that every ledger row has one.
+func (w *Worker) accrue(ctx context.Context, d delivery, fin jobguard.Finalized) {
+	exec := fin.Execution()
+	var err error
+	for range 20 {
+		_, err = w.pool.Exec(ctx, `INSERT INTO confirmed (job_id, generation, incarnation) VALUES ($1, $2, $3)`,
+			d.id, exec.Generation, w.cfg.Incarnation)
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		sleep(ctx, 20*time.Millisecond)
+	}
+	if err != nil {
+		w.event(EventAccrueError, d.id, exec.Generation, "recording the confirmed finalize: "+err.Error())
+		return
+	}
+	// Accrue is idempotent per (job, meter): a transient failure (a
+	// terminated connection) is retried, as a real worker would.
+	for range 20 {
+		_, err = usage.Accrue(ctx, w.pool, fin, usage.Entry{Account: d.plan.Account, Meter: "video_ms", Quantity: d.plan.Quantity},
+			func(ctx context.Context, tx pgx.Tx) error {
+				tag, err := tx.Exec(ctx, `UPDATE accounts SET video_ms = video_ms + $2 WHERE id = $1`, d.plan.Account, d.plan.Quantity)
+				if err == nil && tag.RowsAffected() != 1 {
+					err = fmt.Errorf("account %s: %d rows", d.plan.Account, tag.RowsAffected())
+				}
+				return err
+			})
+		if err == nil || ctx.Err() != nil || errors.Is(err, usage.ErrNotConfirmed) {
+			break
+		}
+		w.event(EventAccrueError, d.id, exec.Generation, err.Error())
+		sleep(ctx, 20*time.Millisecond)
+	}
+	if err != nil {
+		return
+	}
+	w.event(EventAccrued, d.id, exec.Generation, "")
+}
+
+// rejected records a refused write under the reason the guard gave.
+func (w *Worker) rejected(d delivery, exec jobguard.Execution, err error) {
+	kind := EventOtherRejected
+	var se *jobguard.StateError
+	if errors.As(err, &se) {
+		switch {
+		case se.Reason == jobguard.ReasonSuperseded:
+			kind = EventStaleRefused
+		case se.Reason == jobguard.ReasonStatus && se.Status == "FAILED":
+			kind = EventLateRejected
+		}
+	}
+	w.event(kind, d.id, exec.Generation, err.Error())
+}
+
+// inTx runs fn in a transaction whose writes the audit triggers attribute
+// to actor and to the execution's generation.
+func (w *Worker) inTx(ctx context.Context, actor string, gen int64, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		if err := setActor(ctx, tx, actor, gen); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+// setActor names the writer of the transaction for the audit triggers.
+func setActor(ctx context.Context, tx pgx.Tx, actor string, gen int64) error {
+	g := ""
+	if actor == "worker" {
+		g = strconv.FormatInt(gen, 10)
+	}
+	_, err := tx.Exec(ctx, `SELECT set_config('chaos.actor', $1, true), set_config('chaos.writer_gen', $2, true)`, actor, g)
+	return err
+}
+
+// bookkeeping runs the queue and event writes on a context of their own:
+// they must happen even while the job's context ends.
+func (w *Worker) bookkeeping(sql string, args ...any) {
+	for range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := w.pool.Exec(ctx, sql, args...)
+		cancel()
+		if err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (w *Worker) event(kind, jobID string, gen int64, detail string) {
+	w.bookkeeping(`INSERT INTO events (kind, job_id, generation, incarnation, detail) VALUES ($1, $2, $3, $4, $5)`,
+		kind, jobID, gen, w.cfg.Incarnation, detail)
+}
+
+// done removes the queue row, unless a later delivery has claimed it.
+func (w *Worker) done(d delivery) {
+	w.bookkeeping(`DELETE FROM queue WHERE job_id = $1 AND token = $2`, d.id, d.token)
+}
+
+// release makes the row visible again soon, unless a later delivery has
+// claimed it.
+func (w *Worker) release(d delivery) {
+	w.bookkeeping(`UPDATE queue SET visible_at = now() + interval '50 milliseconds' WHERE job_id = $1 AND token = $2`,
+		d.id, d.token)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -19,15 +19,20 @@ import (
 // thinking is refused right there, before any chapter row exists, and the
 // rollback takes nothing with it.
 type Chapters struct {
-	Env   *Env
+	// Env is where the jobs and the course tables live.
+	Env *Env
+	// Model writes the weeks.
 	Model sim.Model
 }
 
 // ChapterResult is what a successful chapter job added.
 type ChapterResult struct {
+	// CourseID is the course the job added weeks to.
 	CourseID string
-	Weeks    int // weeks added
-	Total    int // the course's week count afterwards
+	// Weeks is the number of weeks added.
+	Weeks int
+	// Total is the course's week count afterwards.
+	Total int
 }
 
 // EnqueueChapter queues a job that adds weeks to course and marks the course

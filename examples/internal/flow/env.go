@@ -65,16 +65,27 @@ type Config struct {
 // guard over the jobs table, the start guard, the heartbeat and the
 // artifacts that a rejected execution must compensate.
 type Env struct {
-	Pool      *pgxpool.Pool
-	Redis     *redis.Client
-	Guard     *jobguard.Guard
-	Starts    *jobguard.StartGuard
+	// Pool reaches the schema (it is every connection's search_path).
+	Pool *pgxpool.Pool
+	// Redis holds the reclaim markers.
+	Redis *redis.Client
+	// Guard guards the jobs table of jobguard's bundled migration.
+	Guard *jobguard.Guard
+	// Starts is the start guard every processor starts its jobs with.
+	Starts *jobguard.StartGuard
+	// Heartbeat is the process's one heartbeat.
 	Heartbeat *heartbeat.Heartbeat
+	// Artifacts records what executions create, and compensates files
+	// ("file") and asset rows ("asset") of rejected executions.
 	Artifacts *compensate.Artifacts
-	Markers   jobguard.MarkerConfig
-	FilesDir  string
-	Schema    string
-	Log       *slog.Logger
+	// Markers is where the start guard and the reclaimer keep markers.
+	Markers jobguard.MarkerConfig
+	// FilesDir receives the encoded videos.
+	FilesDir string
+	// Schema holds every table.
+	Schema string
+	// Log is the processors' logger.
+	Log *slog.Logger
 }
 
 // Open connects, creates the schema and every table (the library's

@@ -15,7 +15,9 @@ import (
 // export FAILED (the parent rule in ParentRules) and leaves the document
 // READY, because the source was never broken.
 type Exports struct {
-	Env    *Env
+	// Env is where the jobs and the documents live.
+	Env *Env
+	// Render is the export's external call.
 	Render sim.Call
 }
 

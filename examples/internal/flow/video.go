@@ -24,16 +24,24 @@ const MeterVideoSeconds = "video_seconds"
 // finalizes with the video, asset and content metadata updated in parallel.
 // Usage is accrued only for a confirmed finalize.
 type Videos struct {
-	Env     *Env
+	// Env is where the jobs and the video tables live.
+	Env *Env
+	// Encoder encodes the file.
 	Encoder sim.Encoder
 }
 
 // VideoResult is what a video job did.
 type VideoResult struct {
-	VideoID  string
-	File     string
-	Seconds  int
-	Accrued  bool // this call billed the seconds
+	// VideoID is the video the job encoded.
+	VideoID string
+	// File is the encoded file's path.
+	File string
+	// Seconds is the video's length, the usage billed.
+	Seconds int
+	// Accrued is true when this call billed the seconds.
+	Accrued bool
+	// Finalize is the outcome of the finalize: Confirmed, or Rejected when
+	// the job was no longer this execution's.
 	Finalize jobguard.Finalized
 }
 
@@ -73,7 +81,7 @@ func (v *Videos) Process(ctx context.Context, jobID string) (VideoResult, error)
 
 	// The file: recorded as an artifact before it exists, so that a crash
 	// in between leaves a record rather than an untracked file.
-	res.File = filepath.Join(e.FilesDir, fmt.Sprintf("%s-%s-g%d.mp4", res.VideoID, jobID[:8], exec.Generation))
+	res.File = filepath.Join(e.FilesDir, fmt.Sprintf("%s-%.8s-g%d.mp4", res.VideoID, jobID, exec.Generation))
 	if err := e.Artifacts.Record(ctx, e.Pool, exec, "file", res.File); err != nil {
 		return res, fmt.Errorf("video: %w", err)
 	}

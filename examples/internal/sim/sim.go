@@ -19,6 +19,9 @@ import (
 type Gate struct {
 	reached, released chan struct{}
 	reachOnce, once   sync.Once
+	// after, when positive, releases the gate that long after a call
+	// reaches it.
+	after time.Duration
 }
 
 // NewGate returns a closed door: a call that reaches it waits for Release.
@@ -26,14 +29,11 @@ func NewGate() *Gate {
 	return &Gate{reached: make(chan struct{}), released: make(chan struct{})}
 }
 
-// HangFor returns a gate that releases itself d after a call reaches it.
+// HangFor returns a gate that lets a call through d after it reaches the
+// gate, or earlier on Release.
 func HangFor(d time.Duration) *Gate {
 	g := NewGate()
-	go func() {
-		<-g.reached
-		time.Sleep(d)
-		g.Release()
-	}()
+	g.after = d
 	return g
 }
 
@@ -50,8 +50,16 @@ func (g *Gate) wait(ctx context.Context) error {
 		return nil
 	}
 	g.reachOnce.Do(func() { close(g.reached) })
+	var timeout <-chan time.Time
+	if g.after > 0 {
+		t := time.NewTimer(g.after)
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
 	case <-g.released:
+		return nil
+	case <-timeout:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -33,7 +33,7 @@ func TestChapter_HungModelCallIsReclaimedAndItsSaveRefused(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	var out, errs bytes.Buffer
-	code := run(context.Background(), args(env, "-course", "c2", "-latency", "0s", "-hang", "1500ms",
+	code := run(context.Background(), args(env, "-course", "c2", "-latency", "0s", "-hang", "2500ms",
 		"-limit", "500ms", "-no-progress", "500ms", "-interval", "100ms", "-reclaim"), &out, &errs)
 	require.Equal(t, 0, code, errs.String())
 	require.Contains(t, out.String(), "refused: chapter: save: jobguard: job is terminal for this execution")

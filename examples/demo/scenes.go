@@ -66,6 +66,11 @@ func (d *demo) hungChapterAndSlowVideo(ctx context.Context) error {
 	if err := sleep(ctx, overLimit); err != nil {
 		return err
 	}
+	// Sweep right after a heartbeat of the video, so that a slow machine
+	// cannot make the story lie: the video must be seen mid-encode.
+	if err := d.freshHeartbeat(ctx, videoJob); err != nil {
+		return err
+	}
 
 	rep, err := d.sweep(ctx)
 	if err != nil {
@@ -202,6 +207,28 @@ func (d *demo) operatorRetry(ctx context.Context) error {
 	tl.expect(err == nil && res.Finalize.Confirmed() && res.Accrued && video == "READY",
 		"video-2 is %s and its seconds were billed once, at generation %d", video, res.Finalize.Execution().Generation)
 	return nil
+}
+
+// freshHeartbeat waits until jobID is PROCESSING with an updated_at less
+// than two heartbeat intervals old, by the database's clock.
+func (d *demo) freshHeartbeat(ctx context.Context, jobID string) error {
+	for {
+		var status string
+		var fresh bool
+		err := d.env.Pool.QueryRow(ctx, `SELECT status, now() - updated_at < $2::interval FROM jobs WHERE id = $1`,
+			jobID, (2*beatEvery).String()).Scan(&status, &fresh)
+		switch {
+		case err != nil:
+			return err
+		case status != "PROCESSING":
+			return fmt.Errorf("video job %s is %s before the sweep: this machine is too slow for the demo's short limits", short(jobID), status)
+		case fresh:
+			return nil
+		}
+		if err := sleep(ctx, 10*time.Millisecond); err != nil {
+			return err
+		}
+	}
 }
 
 // sweep runs one reclaimer pass and prints its report.

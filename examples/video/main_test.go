@@ -31,8 +31,8 @@ func TestVideo_ProgressingEncodeSurvivesTheReclaimer(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	var out, errs bytes.Buffer
-	code := run(context.Background(), args(t, env, "-video", "v2", "-steps", "30", "-step", "50ms",
-		"-limit", "300ms", "-no-progress", "700ms", "-heartbeat", "100ms", "-interval", "100ms", "-reclaim"), &out, &errs)
+	code := run(context.Background(), args(t, env, "-video", "v2", "-steps", "40", "-step", "50ms",
+		"-limit", "300ms", "-no-progress", "1500ms", "-heartbeat", "100ms", "-interval", "100ms", "-reclaim"), &out, &errs)
 	require.Equal(t, 0, code, errs.String())
 	require.Contains(t, out.String(), "finalize confirmed: true; usage accrued: true")
 	require.Contains(t, out.String(), "video v2: status READY")
@@ -43,7 +43,7 @@ func TestVideo_ReclaimedMidEncodeIsRejectedAndCompensated(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	var out, errs bytes.Buffer
-	code := run(context.Background(), args(t, env, "-video", "v3", "-steps", "3", "-step", "10ms", "-hang", "1500ms",
+	code := run(context.Background(), args(t, env, "-video", "v3", "-steps", "3", "-step", "10ms", "-hang", "2500ms",
 		"-limit", "500ms", "-no-progress", "500ms", "-heartbeat", "100ms", "-interval", "100ms", "-reclaim"), &out, &errs)
 	require.Equal(t, 0, code, errs.String())
 	require.Contains(t, out.String(), "refused: video: jobguard: job is terminal for this execution")

@@ -81,6 +81,31 @@ func BenchmarkThrottledMetrics(b *testing.B) {
 			}
 		})
 	}
+	// From every core, where the SDK's counter is shared by all of them.
+	for _, c := range []struct {
+		name string
+		cfg  heartbeat.Config
+	}{
+		{"parallel/provider=nil", heartbeat.Config{}},
+		{"parallel/provider=sdk", heartbeat.Config{MeterProvider: r.Provider}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			hb := heartbeat.New(jobs.Guard, c.cfg)
+			if res, err := hb.Beat(ctx, env.Pool, exec, ev); res != heartbeat.Written {
+				b.Fatalf("first beat: %v %v", res, err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if res, _ := hb.Beat(ctx, env.Pool, exec, ev); res != heartbeat.Throttled {
+						b.Errorf("beat: %v", res)
+						return
+					}
+				}
+			})
+		})
+	}
 	b.Run("baseline=sdk-counter-add", func(b *testing.B) {
 		c, err := r.Provider.Meter("bench").Int64Counter("bench.adds")
 		if err != nil {
@@ -92,4 +117,24 @@ func BenchmarkThrottledMetrics(b *testing.B) {
 			c.Add(ctx, 1, opts...)
 		}
 	})
+}
+
+func TestMetrics_HeartbeatsSharingAProviderAddUp(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fixture.Default)
+	ctx := context.Background()
+	r := metricstest.New(t)
+	one := heartbeat.New(b.jobs.Guard, heartbeat.Config{Now: b.clock.Now, MeterProvider: r.Provider})
+	two := heartbeat.New(b.jobs.Guard, heartbeat.Config{Now: b.clock.Now, MeterProvider: r.Provider})
+	exec := jobguard.Execution{JobID: b.jobs.Insert(t, fixture.Job{Generation: 1}), Generation: 1}
+
+	for _, hb := range []*heartbeat.Heartbeat{one, two, one, two, two} {
+		_, err := hb.Beat(ctx, b.env.Pool, exec, heartbeat.Output(1))
+		require.NoError(t, err)
+	}
+	require.Equal(t, map[string]int64{"written": 2, "throttled": 3},
+		r.Counts(t, metrics.HeartbeatBeats, metrics.KeyResult))
+	// Collecting again reports the same totals: they are cumulative, and
+	// the heartbeats add up rather than overwrite each other.
+	require.Equal(t, int64(3), r.Count(t, metrics.HeartbeatBeats, metrics.KeyResult.String("throttled")))
 }

@@ -2,6 +2,7 @@ package flow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -51,7 +52,8 @@ func (x *Exports) Process(ctx context.Context, jobID string) (string, error) {
 	}
 	// The render is external and slow: outside any transaction.
 	if err := x.Render.Do(ctx); err != nil {
-		return "", fmt.Errorf("export: render: %w", err)
+		return "", errors.Join(fmt.Errorf("export: render: %w", err),
+			e.Guard.Fail(ctx, e.Pool, exec, "export: render: "+err.Error()))
 	}
 	path := fmt.Sprintf("exports/%s-g%d.pdf", docID, exec.Generation)
 	err = e.Guard.CompleteTx(ctx, e.Pool, exec, func(tx pgx.Tx) error {

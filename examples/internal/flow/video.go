@@ -150,9 +150,19 @@ func (v *Videos) Process(ctx context.Context, jobID string) (VideoResult, error)
 			}},
 		},
 	})
+	if errors.Is(err, jobguard.ErrStopped) {
+		// The re-check found the video deleted: nothing was completed, so
+		// fail the job and undo its file and asset.
+		err = errors.Join(fmt.Errorf("video: %w", err), e.Guard.Fail(ctx, e.Pool, exec, "video: deleted before finalize"))
+		if _, cerr := e.Artifacts.CompensateExecution(ctx, exec); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return res, err
+	}
 	if err != nil {
-		// Rejected (the job is terminal for this execution) or not
-		// confirmed (a metadata update failed): no usage either way.
+		// Rejected (the job is terminal for this execution; its artifacts
+		// were compensated) or not confirmed (a metadata update failed):
+		// no usage either way.
 		return res, fmt.Errorf("video: %w", err)
 	}
 

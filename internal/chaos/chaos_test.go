@@ -143,14 +143,15 @@ func TestChaos(t *testing.T) {
 	waves := 1
 	r.enqueue(rand.New(rand.NewPCG(seed, 0)), jobs)
 	for range workers {
-		r.startWorker(len(r.workers))
+		require.NoError(t, r.startWorker(len(r.workers)))
 	}
 	t.Cleanup(r.stopWorkers)
 
 	chaosCtx, stopChaos := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { r.reclaimer(chaosCtx, 1) })
-	wg.Go(func() { r.reclaimer(chaosCtx, 2) })
+	rec1, rec2 := r.newReclaimer(1), r.newReclaimer(2)
+	wg.Go(func() { r.reclaimer(chaosCtx, 1, rec1) })
+	wg.Go(func() { r.reclaimer(chaosCtx, 2, rec2) })
 	wg.Go(func() { r.killer(chaosCtx, workers) })
 	wg.Go(func() { r.terminator(chaosCtx) })
 	wg.Go(func() { r.redisOutages(chaosCtx) })
@@ -204,6 +205,9 @@ func TestChaos(t *testing.T) {
 		}
 		t.Logf("sweep error: %s", e)
 	}
+	if jobs >= 1000 {
+		r.requireExercised()
+	}
 	if len(violations) > 0 {
 		var others strings.Builder
 		for _, v := range violations[1:] {
@@ -211,6 +215,28 @@ func TestChaos(t *testing.T) {
 		}
 		t.Fatalf("seed %d: %d invariant violations; first:\n%s\nothers:\n%s(replay: %s=%d)\nworker logs:\n%s",
 			seed, len(violations), violations[0], others.String(), envSeed, seed, r.workerLogs())
+	}
+}
+
+// requireExercised fails the run if one of its faults never happened: a
+// run that reclaimed nothing or killed nothing proves nothing.
+func (r *run) requireExercised() {
+	ctx := context.Background()
+	var reclaims, late, refusals, stale int
+	require.NoError(r.t, r.pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM job_audit WHERE actor = 'reclaim'),
+		(SELECT count(*) FROM events WHERE kind = $1),
+		(SELECT count(*) FROM events WHERE kind = $2),
+		(SELECT count(*) FROM events WHERE kind = $3)`,
+		chaos.EventLateRejected, chaos.EventStartRefused, chaos.EventStaleRefused).Scan(&reclaims, &late, &refusals, &stale))
+	for what, n := range map[string]int64{
+		"reclaims": int64(reclaims), "late completions rejected": int64(late), "start refusals": int64(refusals),
+		"stale-generation writes refused": int64(stale), "killed workers": r.killed.Load(),
+		"Redis outages": r.outages.Load(), "terminated connections": r.terminated.Load(), "operator retries": r.retries.Load(),
+	} {
+		if n == 0 {
+			r.t.Errorf("seed %d: the run had no %s", r.seed, what)
+		}
 	}
 }
 
@@ -283,8 +309,9 @@ func (r *run) queued() int {
 	return n
 }
 
-// startWorker starts a new incarnation in worker slot i.
-func (r *run) startWorker(slot int) {
+// startWorker starts a new incarnation in worker slot i. It runs on the
+// test's goroutine and on the killer's, so it returns its error.
+func (r *run) startWorker(slot int) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.incarnation++
@@ -293,13 +320,21 @@ func (r *run) startWorker(slot int) {
 		DatabaseURL: r.env.DatabaseURL, RedisAddr: r.redis.Addr, MarkerPrefix: r.prefix,
 		Incarnation: w.incarnation, Concurrency: 4, AppName: w.app, Timing: r.timing,
 	})
-	require.NoError(r.t, err)
+	if err != nil {
+		return err
+	}
 	logf, err := os.Create(filepath.Join(r.dir, fmt.Sprintf("worker-%03d.log", w.incarnation)))
-	require.NoError(r.t, err)
+	if err != nil {
+		return err
+	}
 	w.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	w.cmd.Env = append(os.Environ(), envWorker+"="+string(cfg))
 	w.cmd.Stdout, w.cmd.Stderr = logf, logf
-	require.NoError(r.t, w.cmd.Start())
+	w.cmd.SysProcAttr = chaos.ProcAttr(syscall.SIGKILL) // no orphan if the run dies
+	if err := w.cmd.Start(); err != nil {
+		_ = logf.Close()
+		return fmt.Errorf("start worker %d: %w", w.incarnation, err)
+	}
 	go func() {
 		_ = w.cmd.Wait()
 		_ = logf.Close()
@@ -310,6 +345,7 @@ func (r *run) startWorker(slot int) {
 	} else {
 		r.workers[slot] = w
 	}
+	return nil
 }
 
 // stopWorkers asks every worker to stop and waits for it, killing those
@@ -364,19 +400,20 @@ func every(ctx context.Context, rng *rand.Rand, lo, hi time.Duration, fn func())
 	}
 }
 
-// reclaimer sweeps with real short limits, beside another one doing the
-// same, each with its own pool.
-func (r *run) reclaimer(ctx context.Context, n int) {
+// newReclaimer builds one of the two reclaimers: real short limits, its
+// own pool and Redis client, parent rules that name their writes.
+func (r *run) newReclaimer(n int) *reclaim.Reclaimer {
+	t := r.t
 	pool := r.env.Connect(testenv.Options{MaxConns: 2})
 	logf, err := os.Create(filepath.Join(r.dir, fmt.Sprintf("reclaimer-%d.log", n)))
-	require.NoError(r.t, err)
-	defer logf.Close()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = logf.Close() })
 	rdb := redis.NewClient(&redis.Options{Addr: r.redis.Addr, DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1})
-	defer rdb.Close()
+	t.Cleanup(func() { _ = rdb.Close() })
 	rule := func(parent string) reclaim.ParentRule {
 		set, err := reclaim.SetParent(reclaim.ParentUpdate{Table: parent, Column: "status", Value: "FAILED"})
-		require.NoError(r.t, err)
+		require.NoError(t, err)
 		return func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
 			if _, err := tx.Exec(ctx, `SELECT set_config('chaos.actor', 'reclaim', true)`); err != nil {
 				return err
@@ -392,7 +429,12 @@ func (r *run) reclaimer(ctx context.Context, n int) {
 		OnReclaim:  map[string]reclaim.ParentRule{chaos.KindChapter: rule("courses"), chaos.KindVideo: rule("videos")},
 		Logger:     slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
-	require.NoError(r.t, err)
+	require.NoError(t, err)
+	return rec
+}
+
+// reclaimer sweeps every 20-80ms until ctx ends, beside the other one.
+func (r *run) reclaimer(ctx context.Context, n int, rec *reclaim.Reclaimer) {
 	every(ctx, rand.New(rand.NewPCG(r.seed, 100+uint64(n))), 20*time.Millisecond, 80*time.Millisecond, func() {
 		rep, err := rec.Sweep(ctx)
 		if ctx.Err() != nil {
@@ -435,8 +477,13 @@ func (r *run) killer(ctx context.Context, workers int) {
 		if midTx {
 			r.killedMidTx.Add(1)
 		}
-		_, _ = r.pool.Exec(context.Background(), `INSERT INTO kills (incarnation, mid_transaction) VALUES ($1, $2)`, w.incarnation, midTx)
-		r.startWorker(slot)
+		if _, err := r.pool.Exec(context.Background(), `INSERT INTO kills (incarnation, mid_transaction) VALUES ($1, $2)`,
+			w.incarnation, midTx); err != nil {
+			r.t.Errorf("record kill: %v", err)
+		}
+		if err := r.startWorker(slot); err != nil {
+			r.t.Errorf("restart worker: %v", err)
+		}
 	})
 }
 
@@ -465,9 +512,15 @@ func (r *run) terminator(ctx context.Context) {
 func (r *run) redisOutages(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(r.seed, 400))
 	every(ctx, rng, 1500*time.Millisecond, 3000*time.Millisecond, func() {
-		require.NoError(r.t, r.redis.Stop())
+		if err := r.redis.Stop(); err != nil {
+			r.t.Errorf("redis outage: %v", err)
+			return
+		}
 		time.Sleep(200*time.Millisecond + time.Duration(rng.IntN(400))*time.Millisecond)
-		require.NoError(r.t, r.redis.Start())
+		if err := r.redis.Start(); err != nil {
+			r.t.Errorf("redis outage: %v", err)
+			return
+		}
 		r.outages.Add(1)
 	})
 }
@@ -533,6 +586,8 @@ func (r *run) table(jobs int, elapsed time.Duration, violations int) string {
 		{"heartbeats that found the job lost", strconv.Itoa(event(chaos.EventHeartbeatLost))},
 		{"saves failed and redelivered", strconv.Itoa(event(chaos.EventSaveError))},
 		{"usage accrued / finalizes unconfirmed", fmt.Sprintf("%d / %d", count(`SELECT count(*) FROM usage_ledger`), event(chaos.EventUnconfirmed))},
+		{"confirmed finalizes unbilled (worker killed)", strconv.Itoa(count(`SELECT count(*) FROM confirmed c
+			WHERE NOT EXISTS (SELECT 1 FROM usage_ledger l WHERE l.job_id = c.job_id::text)`))},
 		{"operator retries", strconv.Itoa(int(r.retries.Load()))},
 		{"sweeps (errors)", fmt.Sprintf("%d (%d)", r.sweeps.Load(), rep.SweepErrors)},
 		{"marker write errors", strconv.Itoa(rep.MarkerErrors)},
@@ -543,7 +598,7 @@ func (r *run) table(jobs int, elapsed time.Duration, violations int) string {
 	}
 	var b strings.Builder
 	for _, l := range lines {
-		fmt.Fprintf(&b, "  %-40s %s\n", l[0], l[1])
+		fmt.Fprintf(&b, "  %-46s %s\n", l[0], l[1])
 	}
 	return b.String()
 }

@@ -22,9 +22,11 @@ type Violation struct {
 	What string
 	// Count is how many rows show it; Rows holds the first few.
 	Count int
-	Rows  []string
+	// Rows are the first rows (at most five) as JSON.
+	Rows []string
 }
 
+// String prints the violation with its rows, one per line.
 func (v Violation) String() string {
 	return fmt.Sprintf("invariant %d: %s (%d rows)\n  %s", v.Invariant, v.What, v.Count, strings.Join(v.Rows, "\n  "))
 }
@@ -68,24 +70,25 @@ var checks = []query{
 		SELECT co.*, j.id AS job_id, j.status AS job_status FROM courses co JOIN jobs j ON j.parent_id = co.id
 		WHERE co.status = 'READY' AND j.status <> 'COMPLETED'`},
 	{2, "a course whose week count is not three per chapter job completed (rows landed twice or partly)", `
-		SELECT co.*, (SELECT count(*) FROM chapters c WHERE c.course_id = co.id) AS chapters,
-		       (SELECT count(*) FROM lessons l JOIN chapters c ON c.id = l.chapter_id WHERE c.course_id = co.id) AS lessons
-		FROM courses co
-		WHERE co.weeks <> (SELECT count(*) FROM chapters c WHERE c.course_id = co.id)
-		   OR co.weeks <> 3 * (SELECT count(*) FROM jobs j WHERE j.parent_id = co.id AND j.status = 'COMPLETED')
-		   OR 2 * co.weeks <> (SELECT count(*) FROM lessons l JOIN chapters c ON c.id = l.chapter_id WHERE c.course_id = co.id)`},
+		WITH ch AS (SELECT course_id, count(*) AS n FROM chapters GROUP BY course_id),
+		     le AS (SELECT c.course_id, count(*) AS n FROM lessons l JOIN chapters c ON c.id = l.chapter_id GROUP BY c.course_id),
+		     done AS (SELECT parent_id, count(*) AS n FROM jobs WHERE status = 'COMPLETED' GROUP BY parent_id)
+		SELECT co.*, coalesce(ch.n, 0) AS chapters, coalesce(le.n, 0) AS lessons, coalesce(done.n, 0) AS completed_jobs
+		FROM courses co LEFT JOIN ch ON ch.course_id = co.id LEFT JOIN le ON le.course_id = co.id
+		LEFT JOIN done ON done.parent_id = co.id
+		WHERE co.weeks <> coalesce(ch.n, 0) OR co.weeks <> 3 * coalesce(done.n, 0) OR 2 * co.weeks <> coalesce(le.n, 0)`},
 	{2, "a READY video whose job is not COMPLETED", `
 		SELECT v.*, j.id AS job_id, j.status AS job_status FROM videos v JOIN jobs j ON j.parent_id = v.id
 		WHERE v.status = 'READY' AND j.status <> 'COMPLETED'`},
 
 	{3, "a usage ledger row without a confirmed finalize of that execution", `
 		SELECT l.* FROM usage_ledger l
-		WHERE NOT EXISTS (SELECT 1 FROM confirmed c WHERE c.job_id::text = l.job_id AND c.generation = l.generation)`},
+		WHERE NOT EXISTS (SELECT 1 FROM confirmed c WHERE c.job_id = l.job_id::uuid AND c.generation = l.generation)`},
 	{3, "a usage ledger row for a job not COMPLETED at the ledger's generation", `
-		SELECT l.*, j.status, j.generation AS job_generation FROM usage_ledger l LEFT JOIN jobs j ON j.id::text = l.job_id
+		SELECT l.*, j.status, j.generation AS job_generation FROM usage_ledger l LEFT JOIN jobs j ON j.id = l.job_id::uuid
 		WHERE j.id IS NULL OR j.status <> 'COMPLETED' OR j.generation <> l.generation`},
 	{3, "a usage ledger row for an execution whose completion was rejected", `
-		SELECT l.*, e.kind, e.detail FROM usage_ledger l JOIN events e ON e.job_id::text = l.job_id AND e.generation = l.generation
+		SELECT l.*, e.kind, e.detail FROM usage_ledger l JOIN events e ON e.job_id = l.job_id::uuid AND e.generation = l.generation
 		WHERE e.kind IN ('late_rejected', 'stale_refused', 'other_rejected', 'unconfirmed')`},
 	{3, "a confirmed finalize without its usage, by a worker that was not killed", `
 		SELECT c.* FROM confirmed c

@@ -63,7 +63,7 @@ func (s *RedisServer) Start() error {
 		"--bind", "127.0.0.1", "--port", port, "--dir", s.dir,
 		"--appendonly", "yes", "--appendfsync", "always", "--save", "",
 		"--daemonize", "no", "--logfile", filepath.Join(s.dir, "redis.log"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = ProcAttr(syscall.SIGTERM)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("chaos: redis: start: %w", err)
 	}

@@ -114,6 +114,17 @@ CREATE CONSTRAINT TRIGGER courses_audit AFTER UPDATE ON courses
 CREATE CONSTRAINT TRIGGER videos_audit AFTER UPDATE ON videos
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION chaos_parent_audit();
 
+-- The invariant checks join these on every run; a soak holds tens of
+-- thousands of jobs.
+CREATE INDEX ON jobs (parent_id);
+CREATE INDEX ON chapters (course_id);
+CREATE INDEX ON chapters (job_id);
+CREATE INDEX ON lessons (chapter_id);
+CREATE INDEX ON lessons (job_id);
+CREATE INDEX ON job_audit (job_id, new_status);
+CREATE INDEX ON job_audit (txid);
+CREATE INDEX ON parent_audit (txid);
+
 CREATE TABLE events (
     seq         bigserial PRIMARY KEY,
     kind        text   NOT NULL,
@@ -123,6 +134,7 @@ CREATE TABLE events (
     detail      text,
     at          timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+CREATE INDEX ON events (job_id, generation);
 CREATE TABLE kills (
     incarnation     int PRIMARY KEY,
     mid_transaction boolean NOT NULL,

@@ -14,7 +14,7 @@ func (d *demo) finalRows(ctx context.Context) error {
 	d.tl.heading("Final rows")
 	for _, t := range []struct{ title, sql string }{
 		{"jobs", `SELECT left(id::text, 8) AS id, type, parent_id AS parent, status, generation AS gen,
-			coalesce(left(failure_reason, 40), '') AS failure_reason
+			coalesce(failure_reason, '') AS failure_reason
 			FROM jobs ORDER BY created_at, id`},
 		{"parents", `SELECT 'course' AS kind, id, status, weeks::text || ' week(s)' AS detail FROM courses
 			UNION ALL SELECT 'video', id, status, coalesce(duration_seconds::text || ' s', '') FROM videos

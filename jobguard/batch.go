@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -127,13 +126,7 @@ func (g *Guard) normalID(jobID string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	switch v := v.(type) {
-	case int64:
-		return strconv.FormatInt(v, 10), true
-	case string:
-		return v, true
-	}
-	return "", false
+	return canonicalID(v), true
 }
 
 // Snapshot reads the rows of ids in one query and returns them keyed by the

@@ -206,6 +206,15 @@ func (g *Guard) idArg(jobID string) (any, error) {
 	return jobID, nil
 }
 
+// canonicalID is the text form of an id argument: the id as the column prints
+// it, which is how markers and notices name the job.
+func canonicalID(id any) string {
+	if n, ok := id.(int64); ok {
+		return strconv.FormatInt(n, 10)
+	}
+	return id.(string)
+}
+
 // row is a job's state as the inspect statement reads it.
 type row struct {
 	status, reason string

@@ -108,6 +108,7 @@ func (s *StartGuard) check(ctx context.Context, db DB, jobID string) error {
 	if err != nil {
 		return fmt.Errorf("jobguard: check: %w", err)
 	}
+	jobID = canonicalID(id) // the marker is keyed by the canonical id
 	r, found, dbErr := s.guard.inspect(ctx, db, id)
 	if dbErr != nil {
 		if err := s.lookupFailed(ctx, jobID, "database", dbErr); err != nil {
@@ -141,6 +142,9 @@ func (s *StartGuard) check(ctx context.Context, db DB, jobID string) error {
 // ErrReclaimed. Both are permanent (see IsPermanent). Starting a job that is
 // already PROCESSING (a redelivery after a crash) fences out the old
 // execution.
+//
+// The Execution names the job as the id column prints it (a uuid in lower
+// case), which is how the reclaimer's markers and notices name it too.
 func (s *StartGuard) Start(ctx context.Context, db DB, jobID string) (Execution, error) {
 	exec, err := s.start(ctx, db, jobID)
 	return exec, s.met.checked(ctx, err)
@@ -153,6 +157,7 @@ func (s *StartGuard) start(ctx context.Context, db DB, jobID string) (Execution,
 	if err != nil {
 		return Execution{}, fmt.Errorf("jobguard: start: %w", err)
 	}
+	jobID = canonicalID(id) // the marker is keyed by the canonical id
 	m, marked, err := s.markers.Read(ctx, jobID)
 	if err != nil {
 		if err := s.lookupFailed(ctx, jobID, "marker", err); err != nil {

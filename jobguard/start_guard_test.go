@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -164,4 +165,24 @@ func deadRedis(t *testing.T) redis.UniversalClient {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+func TestStartGuard_UpperCaseUUIDFindsTheMarker(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	ctx := context.Background()
+	sg := newStartGuard(t, jobs, jobguard.StartGuardOptions{})
+	id := jobs.Insert(t, fixture.Job{Status: "QUEUED"})
+
+	exec, err := sg.Start(ctx, env.Pool, strings.ToUpper(id))
+	require.NoError(t, err)
+	require.Equal(t, id, exec.JobID, "the execution names the job as the column prints it")
+
+	// The reclaimer keys the marker by the canonical id; with no database
+	// reason, only the marker can refuse.
+	require.NoError(t, sg.Markers().Write(ctx, jobguard.Marker{JobID: id, Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault}))
+	_, err = sg.Start(ctx, env.Pool, strings.ToUpper(id))
+	require.ErrorIs(t, err, jobguard.ErrReclaimed)
+	require.ErrorIs(t, sg.Check(ctx, env.Pool, strings.ToUpper(id)), jobguard.ErrReclaimed)
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/watch"
 )
 
 // Defaults of Config.
@@ -53,6 +54,12 @@ type Config struct {
 	// guard's ReclaimedReason so that the guard recognises it. Defaults to
 	// jobguard.ReclaimedReasonDefault.
 	Reason string
+	// Notices, when set, announces every reclaimed job (id and generation)
+	// after the reclaim has committed and its markers are written, so that a
+	// watch.Watcher in the worker cancels the execution's context and its
+	// external call stops costing money. Use watch.NewPublisher for Redis
+	// pub/sub or Postgres LISTEN/NOTIFY. Defaults to nil: no notices.
+	Notices watch.Publisher
 	// OnReclaim holds the parent rule of each job type, run in the reclaim's
 	// transaction for the rows that changed. Defaults to no rules.
 	OnReclaim map[string]ParentRule
@@ -168,6 +175,9 @@ type Report struct {
 	// MarkerErrors counts reclaimed jobs whose Redis marker could not be
 	// written. The database reason still refuses them at start.
 	MarkerErrors int
+	// NoticeErrors counts reclaimed jobs whose notice could not be published.
+	// Their workers' watchers still find the reclaim at their next check.
+	NoticeErrors int
 	// ReclaimedIDs lists the reclaimed jobs' ids.
 	ReclaimedIDs []string
 }
@@ -325,6 +335,13 @@ func (r *Reclaimer) sweep(ctx context.Context) (Report, error) {
 		rep.MarkerErrors = countJoined(err, len(markers))
 		r.log.WarnContext(ctx, "reclaim: cannot write reclaim markers; the database reason still refuses the jobs",
 			slog.Int("failed", rep.MarkerErrors), slog.Any("error", err))
+	}
+	if r.cfg.Notices != nil && len(changed) > 0 {
+		if err := r.cfg.Notices.Publish(ctx, watch.NoticesFrom(changed)...); err != nil {
+			rep.NoticeErrors = len(changed)
+			r.log.WarnContext(ctx, "reclaim: cannot publish reclaim notices; watchers find the reclaims at their next check",
+				slog.Int("failed", rep.NoticeErrors), slog.Any("error", err))
+		}
 	}
 	return rep, nil
 }

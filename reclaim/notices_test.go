@@ -3,9 +3,12 @@ package reclaim_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/fixture"
@@ -82,4 +85,54 @@ func TestSweep_NoticeFailureIsCountedNotFatal(t *testing.T) {
 	require.Equal(t, "FAILED", jobs.Read(t, id).Status, "the database write stands")
 	require.True(t, hasMarker(t, jobs, id), "the marker is written before the notice")
 	require.Contains(t, logs.String(), "cannot publish reclaim notices")
+}
+
+// cancelAfterReclaim cancels the sweep's context as soon as the reclaim's
+// UPDATE has returned, the moment between the commit and the markers.
+type cancelAfterReclaim struct{ cancel context.CancelFunc }
+
+func (c cancelAfterReclaim) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+func (c cancelAfterReclaim) TraceQueryEnd(_ context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
+	if strings.HasPrefix(data.CommandTag.String(), "UPDATE") {
+		c.cancel()
+	}
+}
+
+func TestSweep_CancelledAfterCommitStillWritesMarkersAndNotices(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	id := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg, err := pgxpool.ParseConfig(env.DatabaseURL)
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = cancelAfterReclaim{cancel}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	pub := &recordingPublisher{}
+	r, _ := newReclaimer(t, jobs, reclaim.Config{DB: pool, Notices: pub})
+
+	rep, err := r.Sweep(ctx)
+	require.NoError(t, err)
+	require.Error(t, ctx.Err(), "the tracer must have cancelled the sweep's context")
+	require.Equal(t, []string{id}, rep.ReclaimedIDs)
+	require.Zero(t, rep.MarkerErrors)
+	require.True(t, hasMarker(t, jobs, id), "a committed reclaim must get its marker")
+	require.Equal(t, []watch.Notice{{JobID: id, Generation: 1}}, pub.got)
+}
+
+type recordingPublisher struct{ got []watch.Notice }
+
+func (p *recordingPublisher) Publish(ctx context.Context, notices ...watch.Notice) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p.got = append(p.got, notices...)
+	return nil
 }

@@ -28,6 +28,10 @@ const (
 	LeaderKeyDefault int64 = 0x6a6f62_7265636c // "job" "recl"
 )
 
+// afterCommitTimeout bounds the marker write and the notices that follow a
+// committed reclaim, which run even when the sweep's context has ended.
+const afterCommitTimeout = 10 * time.Second
+
 // Config configures a Reclaimer.
 type Config struct {
 	// Guard maps the jobs table. Required.
@@ -67,7 +71,10 @@ type Config struct {
 	// standby waits before it tries to take over. Defaults to IntervalDefault.
 	Interval time.Duration
 	// LeaderKey is the advisory lock key that elects Run's leader; instances
-	// sweeping the same table must share it. Defaults to LeaderKeyDefault.
+	// sweeping the same table must share it. Advisory locks are per database,
+	// not per schema or table: reclaimers of different jobs tables in one
+	// database need different keys, or only one of them sweeps. Defaults to
+	// LeaderKeyDefault.
 	LeaderKey int64
 	// Logger receives warnings (unreadable jobs, unknown types, marker
 	// failures) and the sweep summaries. Defaults to slog.Default().
@@ -331,6 +338,11 @@ func (r *Reclaimer) sweep(ctx context.Context) (Report, error) {
 				slog.String("job_id", e.ID), slog.String("job_type", typeOf[e.ID]), slog.Int64("generation", e.Generation))
 		}
 	}
+	// The reclaim has committed: its markers and notices must go out even if
+	// the caller is shutting down (Run's context ended mid-sweep), or a
+	// redelivered job would be refused by the database reason alone.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCommitTimeout)
+	defer cancel()
 	if err := r.markers.Write(ctx, markers...); err != nil {
 		rep.MarkerErrors = countJoined(err, len(markers))
 		r.log.WarnContext(ctx, "reclaim: cannot write reclaim markers; the database reason still refuses the jobs",

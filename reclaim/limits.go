@@ -5,12 +5,12 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/sqlfile"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -20,17 +20,12 @@ const LimitsTableDefault = "job_type_limits"
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// Migration is the SQL that creates the default limits table
-// (job_type text, max_runtime interval). It can be run more than once.
-var Migration = mustRead(migrationFiles, "migrations/0001_job_type_limits.sql")
-
-func mustRead(f fs.FS, name string) string {
-	b, err := fs.ReadFile(f, name)
-	if err != nil {
-		panic(err) // embedded at build time
-	}
-	return string(b)
-}
+// Migrations holds the SQL files that create the default limits table
+// (job_type text, max_runtime interval), named in the order they apply.
+// Each can be run more than once, so any migration tool can take them.
+//
+// Migration is the SQL of every file in Migrations, in order, as one string.
+var Migrations, Migration = sqlfile.Load(migrationFiles, "migrations")
 
 // Limits gives the maximum runtime of each job type. Sweep asks for them at
 // the start of every pass, so an operator's change takes effect at the next

@@ -133,6 +133,14 @@ var checks = []query{
 			SELECT 1 FROM job_audit a WHERE a.job_id = e.job_id AND a.new_status = 'COMPLETED'
 			  AND a.old_status <> 'COMPLETED' AND a.new_gen = e.generation)`},
 
+	{6, "a reclaimed execution that saved, lived on and was not told with a typed refusal", `
+		SELECT a.job_id, a.old_gen, a.txid, s.incarnation, s.at AS saving_at FROM job_audit a
+		JOIN events s ON s.job_id = a.job_id AND s.generation = a.old_gen AND s.kind = 'saving'
+		WHERE a.actor = 'reclaim' AND s.at > a.at
+		  AND s.incarnation NOT IN (SELECT incarnation FROM kills)
+		  AND NOT EXISTS (SELECT 1 FROM events e WHERE e.job_id = a.job_id AND e.generation = a.old_gen
+			AND e.kind IN ('late_rejected', 'stale_refused', 'other_rejected', 'save_error'))`},
+
 	{0, "a job still active after the queue drained", `
 		SELECT id, type, status, generation, failure_reason FROM jobs
 		WHERE status IN ('QUEUED', 'PROCESSING') AND NOT EXISTS (SELECT 1 FROM queue q WHERE q.job_id = jobs.id)`},

@@ -115,3 +115,29 @@ func TestCheck_ReclaimsMustMatchReports(t *testing.T) {
 	require.Len(t, vs, 1)
 	require.Equal(t, 6, vs[0].Invariant)
 }
+
+func TestCheck_ReclaimedExecutionThatSavedMustHaveBeenRefused(t *testing.T) {
+	t.Parallel()
+	env := checkEnv(t)
+	id := uuid.NewString()
+	env.Exec(`INSERT INTO jobs (id, type, status, generation, parent_id) VALUES ($1, 'chapter', 'PROCESSING', 1, 'course-1')`, id)
+	env.Exec(`INSERT INTO courses (id) VALUES ('course-1')`)
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT set_config('chaos.actor', 'reclaim', true);
+			UPDATE jobs SET status = 'FAILED', failure_reason = 'reclaimed: exceeded runtime limit without progress' WHERE id = '`+id+`';
+			UPDATE courses SET status = 'FAILED' WHERE id = 'course-1'`)
+		return err
+	}))
+	env.Exec(`INSERT INTO events (kind, job_id, generation, incarnation) VALUES ('saving', $1, 1, 7)`, id)
+
+	vs, err := chaos.Check(ctx, env.Pool, env.Redis, env.Prefix, chaos.Reported{Reclaimed: 1, MarkerUnsure: map[string]bool{id: true}})
+	require.NoError(t, err)
+	require.Len(t, vs, 1, "%v", vs)
+	require.Equal(t, 6, vs[0].Invariant)
+
+	env.Exec(`INSERT INTO events (kind, job_id, generation, incarnation) VALUES ('late_rejected', $1, 1, 7)`, id)
+	vs, err = chaos.Check(ctx, env.Pool, env.Redis, env.Prefix, chaos.Reported{Reclaimed: 1, MarkerUnsure: map[string]bool{id: true}})
+	require.NoError(t, err)
+	require.Empty(t, vs)
+}

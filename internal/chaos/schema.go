@@ -156,6 +156,7 @@ const (
 	EventStaleRefused  = "stale_refused"  // a write refused because a newer generation owns the job
 	EventOtherRejected = "other_rejected" // a completion refused for another reason (already completed)
 	EventHeartbeatLost = "heartbeat_lost" // a heartbeat found the job no longer this execution's
+	EventSaving        = "saving"         // the worker is about to save its result (CompleteTx or Finalize)
 	EventSaveError     = "save_error"     // the save failed (terminated connection, ...); redelivered
 	EventCompleted     = "completed"      // the completion committed
 	EventUnconfirmed   = "unconfirmed"    // a finalize completed but an update failed: no usage

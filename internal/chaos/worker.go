@@ -165,6 +165,7 @@ func (w *Worker) process(ctx context.Context, d delivery) {
 		w.done(d) // lost the job: its new owner (or nobody) decides
 		return
 	}
+	w.event(EventSaving, d.id, exec.Generation, "")
 	if d.kind == KindVideo {
 		w.finalizeVideo(ctx, d, exec)
 	} else {

@@ -1,0 +1,322 @@
+// Command river runs the "add weeks to a course" processor as a River
+// worker. It applies River's own migrations, queues a chapter job both in
+// the jobs table and in River (whose args carry the row's id), and lets a
+// River client work it. A refusal by a guard (jobguard.IsPermanent: the
+// start guard found the job reclaimed, or the execution lost its job) is
+// returned to River as river.JobCancel, so River does not retry it.
+//
+//	go run ./examples/river -course course-1 -weeks 2
+//
+// With -reclaim, a reclaimer in the same process watches the River queue
+// through reclaim/riversource (River's running jobs and their attempted_at).
+// Make the model call hang past the job type's limit to see it reclaimed,
+// the River job cancelled, and, with -redeliver, River's redelivery of the
+// same job refused by the start guard:
+//
+//	go run ./examples/river -hang 3s -limit 1s -no-progress 1s -reclaim -redeliver
+//
+// See README.md for how River's rescuer and jobguard's reclaimer divide the
+// work.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/jobguard/jobguard/examples/internal/flow"
+	"github.com/jobguard/jobguard/examples/internal/sim"
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/reclaim/riversource"
+)
+
+// QueueDefault is the River queue the example's chapter jobs go to.
+const QueueDefault = "chapters"
+
+// ChapterArgs are the args of a chapter job in River.
+type ChapterArgs struct {
+	// JobID is the id of the job's row in the jobs table. The reclaimer's
+	// River source reads it from the args by this key
+	// (riversource.RowIDKeyDefault).
+	JobID string `json:"job_id"`
+}
+
+// Kind is the River job kind, which is also the jobguard job type that
+// selects the runtime limit and the parent rule.
+func (ChapterArgs) Kind() string { return flow.TypeChapter }
+
+// ChapterWorker runs the chapter processor for River.
+type ChapterWorker struct {
+	river.WorkerDefaults[ChapterArgs]
+	// Chapters is the processor.
+	Chapters *flow.Chapters
+	// Log receives the outcome of every delivery.
+	Log *slog.Logger
+}
+
+// Work runs one delivery. A guard's refusal is permanent: retrying a job
+// that was reclaimed, or whose execution was fenced out, can only be
+// refused again, so River is told to cancel it. Any other error is
+// returned as is, and River retries it.
+func (w *ChapterWorker) Work(ctx context.Context, job *river.Job[ChapterArgs]) error {
+	err := flow.Deliver(ctx, w.Log, flow.TypeChapter, job.Args.JobID, func(ctx context.Context, id string) error {
+		_, err := w.Chapters.Process(ctx, id)
+		return err
+	})
+	if jobguard.IsPermanent(err) {
+		return river.JobCancel(err)
+	}
+	return err
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// options are the command's own flags.
+type options struct {
+	course      string
+	weeks       int
+	latency     time.Duration
+	hang        time.Duration
+	queue       string
+	redeliver   bool
+	jobTimeout  time.Duration
+	rescueAfter time.Duration
+	wait        time.Duration
+}
+
+// run returns the exit code: 0 when the job completed or was refused by a
+// guard (both are outcomes this example shows), 1 on any other error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var cfg flow.Config
+	var beside flow.Beside
+	var o options
+	fs := flag.NewFlagSet("river", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.Flags(fs)
+	beside.Flags(fs)
+	fs.StringVar(&o.course, "course", "course-1", "course to add weeks to (created if missing)")
+	fs.IntVar(&o.weeks, "weeks", 2, "weeks to add")
+	fs.DurationVar(&o.latency, "latency", 500*time.Millisecond, "how long the model call takes")
+	fs.DurationVar(&o.hang, "hang", 0, "how long the model call hangs before it starts answering")
+	fs.StringVar(&o.queue, "queue", QueueDefault, "River queue of the chapter jobs")
+	fs.BoolVar(&o.redeliver, "redeliver", false, "after a refusal, have River deliver the same job again (JobRetry), as a rescue would")
+	fs.DurationVar(&o.jobTimeout, "river-job-timeout", time.Hour, "River's JobTimeout: the worker's context is cancelled after it")
+	fs.DurationVar(&o.rescueAfter, "river-rescue-after", 2*time.Hour, "River's RescueStuckJobsAfter: a job still running after it is re-queued by River's rescuer")
+	fs.DurationVar(&o.wait, "wait", time.Minute, "how long to wait for River to work the job")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	stderr = &lockedWriter{w: stderr} // two loggers share it
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	cfg.Logger = log
+	// River logs its routine work at info; its warnings and errors are enough here.
+	riverLog := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if err := run1(ctx, cfg, beside, o, log, riverLog, stdout); err != nil {
+		fmt.Fprintf(stderr, "river: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func run1(ctx context.Context, cfg flow.Config, beside flow.Beside, o options, log, riverLog *slog.Logger, stdout io.Writer) error {
+	if beside.Limit >= o.rescueAfter {
+		// Then River's rescuer re-queues a stuck job before jobguard could
+		// decide on it, and jobguard's limit never applies.
+		log.WarnContext(ctx, "river: the job type's limit is not below River's RescueStuckJobsAfter",
+			slog.Duration("limit", beside.Limit), slog.Duration("rescue_after", o.rescueAfter))
+	}
+	env, err := flow.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+
+	// 1. River's own tables, by River's own migrations, in the examples'
+	// schema beside the jobs table.
+	migrator, err := rivermigrate.New(riverpgxv5.New(env.Pool), &rivermigrate.Config{Schema: env.Schema, Logger: riverLog})
+	if err != nil {
+		return err
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("migrate River: %w", err)
+	}
+	if err := flow.SetLimit(ctx, env, flow.TypeChapter, beside.Limit); err != nil {
+		return err
+	}
+
+	// 2. A River client that works the chapter queue with the processor.
+	call := sim.Call{Latency: o.latency}
+	if o.hang > 0 {
+		call.Hang = sim.HangFor(o.hang)
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &ChapterWorker{Chapters: &flow.Chapters{Env: env, Model: sim.Model{Call: call}}, Log: log})
+	client, err := river.NewClient(riverpgxv5.New(env.Pool), &river.Config{
+		Schema:               env.Schema,
+		Queues:               map[string]river.QueueConfig{o.queue: {MaxWorkers: 4}},
+		Workers:              workers,
+		JobTimeout:           o.jobTimeout,
+		RescueStuckJobsAfter: o.rescueAfter,
+		FetchCooldown:        20 * time.Millisecond,
+		FetchPollInterval:    200 * time.Millisecond,
+		Logger:               riverLog,
+	})
+	if err != nil {
+		return err
+	}
+	events, unsubscribe := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled,
+		river.EventKindJobFailed, river.EventKindJobSnoozed)
+	defer unsubscribe()
+	if err := client.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := client.Stop(stopCtx); err != nil {
+			log.WarnContext(ctx, "river: stop client", slog.Any("error", err))
+		}
+	}()
+
+	// 3. With -reclaim, a reclaimer watching this River queue: River's
+	// running jobs, attempted_at as the start of the attempt.
+	if beside.Reclaim {
+		stopReclaimer, err := startReclaimer(ctx, env, beside, o.queue)
+		if err != nil {
+			return err
+		}
+		defer stopReclaimer()
+	}
+
+	// 4. Queue the job: its row in the jobs table, then the River job that
+	// carries the row's id.
+	if _, err := env.Pool.Exec(ctx, `INSERT INTO courses (id, title) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`,
+		o.course, "Course "+o.course); err != nil {
+		return err
+	}
+	jobID, err := flow.EnqueueChapter(ctx, env, o.course, o.weeks)
+	if err != nil {
+		return err
+	}
+	ins, err := client.Insert(ctx, ChapterArgs{JobID: jobID}, &river.InsertOpts{Queue: o.queue})
+	if err != nil {
+		return fmt.Errorf("insert River job: %w", err)
+	}
+	riverID := ins.Job.ID
+	fmt.Fprintf(stdout, "queued chapter job %s as River job %d: add %d week(s) to %s\n", jobID, riverID, o.weeks, o.course)
+
+	// 5. River works it; print what River made of the outcome.
+	ev, err := await(ctx, events, riverID, o.wait)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "River job %d: %s\n", riverID, outcome(ev))
+	if ev.Kind == river.EventKindJobFailed {
+		return errors.New("the job failed with an error River retries")
+	}
+
+	// 6. With -redeliver, River delivers the refused job again, as it would
+	// after its rescuer re-queued it: the start guard refuses it.
+	if o.redeliver && ev.Kind == river.EventKindJobCancelled {
+		if _, err := client.JobRetry(ctx, riverID); err != nil {
+			return fmt.Errorf("retry River job %d: %w", riverID, err)
+		}
+		if ev, err = await(ctx, events, riverID, o.wait); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "River job %d redelivered: %s\n", riverID, outcome(ev))
+	}
+
+	var status, reason, riverState string
+	var total, rows int
+	if err := env.Pool.QueryRow(ctx, `SELECT c.status, c.weeks,
+		(SELECT count(*) FROM chapters WHERE job_id = $2),
+		(SELECT status || coalesce(': ' || failure_reason, '') FROM jobs WHERE id = $2),
+		(SELECT state::text FROM river_job WHERE id = $3)
+		FROM courses c WHERE c.id = $1`, o.course, jobID, riverID).
+		Scan(&status, &total, &rows, &reason, &riverState); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "job %s: %s; River job %d: %s\n", jobID, reason, riverID, riverState)
+	fmt.Fprintf(stdout, "course %s: status %s, %d week(s); chapter rows written by this job: %d\n", o.course, status, total, rows)
+	return nil
+}
+
+// startReclaimer runs a reclaimer over the River queue until the returned
+// stop is called.
+func startReclaimer(ctx context.Context, env *flow.Env, beside flow.Beside, queue string) (stop func(), err error) {
+	src, err := riversource.New(riversource.Config{DB: env.Pool, Schema: env.Schema, Queues: []string{queue}})
+	if err != nil {
+		return nil, err
+	}
+	r, err := flow.NewReclaimer(env, flow.ReclaimConfig{Source: src, NoProgress: beside.NoProgress, Interval: beside.Interval})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = r.Run(ctx) // returns nil when ctx ends
+	}()
+	return func() { cancel(); <-done }, nil
+}
+
+// await returns the next event of River job id.
+func await(ctx context.Context, events <-chan *river.Event, id int64, wait time.Duration) (*river.Event, error) {
+	timeout := time.After(wait)
+	for {
+		select {
+		case ev := <-events:
+			if ev.Job != nil && ev.Job.ID == id {
+				return ev, nil
+			}
+		case <-timeout:
+			return nil, fmt.Errorf("River did not work job %d within %s", id, wait)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// outcome renders what River did with the job, and why.
+func outcome(ev *river.Event) string {
+	s := string(ev.Job.State)
+	if ev.Kind == river.EventKindJobCancelled {
+		s += " (not retried)"
+	}
+	if n := len(ev.Job.Errors); n > 0 && ev.Job.State != rivertype.JobStateCompleted {
+		s += ": " + ev.Job.Errors[n-1].Error
+	}
+	return s
+}
+
+// lockedWriter serializes the writes of the command's two loggers.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

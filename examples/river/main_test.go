@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/internal/testenv"
+)
+
+func args(env *testenv.Env, extra ...string) []string {
+	return append([]string{"-database", env.DatabaseURL, "-redis", env.RedisURL,
+		"-schema", env.Schema, "-prefix", env.Prefix}, extra...)
+}
+
+// syncBuffer is a buffer the command's loggers and the test can share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestRiver_WorkerCompletesTheJobAndWritesTheWeeks(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	var out, errs syncBuffer
+	code := run(context.Background(), args(env, "-course", "c1", "-weeks", "3", "-latency", "10ms"), &out, &errs)
+	require.Equal(t, 0, code, errs.String())
+	require.Contains(t, out.String(), "River job 1: completed\n")
+	require.Regexp(t, `job [0-9a-f-]{36}: COMPLETED; River job 1: completed\n`, out.String())
+	require.Contains(t, out.String(), "course c1: status READY, 3 week(s); chapter rows written by this job: 3")
+	require.Contains(t, errs.String(), `msg="worker: job done"`)
+
+	// River's own migrations made its tables in the examples' schema.
+	var versions int
+	require.NoError(t, env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM river_migration`).Scan(&versions))
+	require.NotZero(t, versions)
+}
+
+func TestRiver_HungJobIsReclaimedThroughTheRiverSourceAndCancelled(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	var out, errs syncBuffer
+	code := run(context.Background(), args(env, "-course", "c2", "-latency", "0s", "-hang", "2500ms",
+		"-limit", "500ms", "-no-progress", "500ms", "-interval", "100ms", "-reclaim", "-redeliver"), &out, &errs)
+	require.Equal(t, 0, code, errs.String())
+	o := out.String()
+	// The reclaimer found the job among River's running jobs and failed its
+	// row; the execution's late result was refused, and River was told not
+	// to retry it.
+	require.Contains(t, errs.String(), `msg="reclaim: job reclaimed"`)
+	require.Contains(t, errs.String(), `msg="worker: job refused; not retried"`)
+	require.Regexp(t, `River job 1: cancelled \(not retried\): (JobCancelError: )?chapter: `, o)
+	// River delivered the same job again, as after a rescue: the start guard
+	// refused it before any work, and River cancelled it again.
+	require.Regexp(t, `River job 1 redelivered: cancelled \(not retried\): (JobCancelError: )?chapter: jobguard: job was reclaimed`, o)
+	require.Regexp(t, `job [0-9a-f-]{36}: FAILED: reclaimed: .*; River job 1: cancelled\n`, o)
+	require.Contains(t, o, "course c2: status FAILED, 0 week(s); chapter rows written by this job: 0")
+}
+
+// The Go snippets of README.md are excerpts of main.go, so they compile and
+// cannot drift from it.
+func TestReadme_GoSnippetsAreExcerptsOfTheCode(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	code, err := os.ReadFile("main.go")
+	require.NoError(t, err)
+	space := regexp.MustCompile(`\s+`)
+	norm := func(s string) string { return space.ReplaceAllString(strings.TrimSpace(s), " ") }
+	snippets := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
+	require.NotEmpty(t, snippets)
+	for _, s := range snippets {
+		require.Contains(t, norm(string(code)), norm(s[1]), "README snippet is not in main.go")
+	}
+}

@@ -6,9 +6,12 @@
 //	go run ./examples/chapter -course course-1 -weeks 2
 //
 // Make the model call hang past the job type's limit, with a reclaimer in
-// the same process, to watch the save be refused before any row is written:
+// the same process, to watch the reclaim's notice cancel the call; with
+// -notices off the call runs to its end and its save is refused before any
+// row is written:
 //
 //	go run ./examples/chapter -hang 3s -limit 1s -no-progress 1s -reclaim
+//	go run ./examples/chapter -hang 3s -limit 1s -no-progress 1s -reclaim -notices off
 //
 // The processor itself is examples/internal/flow/chapter.go.
 package main

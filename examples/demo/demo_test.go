@@ -37,10 +37,12 @@ func TestDemo_TellsTheStoryAndEveryInvariantHolds(t *testing.T) {
 	require.NotContains(t, text, "BROKEN")
 	require.Contains(t, text, "Every invariant held.")
 	// The story's key lines, computed at run time.
+	require.Regexp(t, `model call of job \w+ cancelled: chapter: model call cancelled: watch: job \S+ generation 1 was reclaimed \(notice for generation 1\)`, text)
 	require.Contains(t, text, "save refused: chapter: save: jobguard: job is terminal for this execution")
-	require.Contains(t, text, "finalize rejected: video: jobguard: job is terminal for this execution")
+	require.Regexp(t, `encode cancelled: video: encode cancelled: watch: job \S+ generation 1 was reclaimed \(notice for generation 1\)`, text)
 	require.Contains(t, text, "start refused: video: jobguard: job was reclaimed")
-	require.Regexp(t, `reclaimer sweep: scanned 2, reclaimed 1 \[\w+\], progressing 1`, text)
+	require.Regexp(t, `reclaimer sweep: scanned 3, reclaimed 2 \[\w+ \w+\], progressing 1`, text)
+	require.Contains(t, text, "log INFO  watch: execution lost its job; its context is cancelled")
 }
 
 func TestDemo_RejectsUnknownFlags(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/watch"
 )
 
 // invariant is one line of DESIGN.md section 5, checked against the rows.
@@ -244,13 +245,16 @@ func (d *demo) refusalsVisible(ctx context.Context) (bool, string, error) {
 		if len(d.logs.find("reclaim: job reclaimed", x.id)) == 0 {
 			missing = append(missing, short(x.id)+": no reclaim log line")
 		}
+		// Told: its work was cancelled, or its guarded write refused.
 		told := false
 		for _, err := range d.refusals[x.id] {
 			var se *jobguard.StateError
-			told = told || (errors.As(err, &se) && errors.Is(err, jobguard.ErrJobTerminal) && se.Want == x.gen)
+			var lost *watch.ReclaimedError
+			told = told || (errors.As(err, &se) && errors.Is(err, jobguard.ErrJobTerminal) && se.Want == x.gen) ||
+				(errors.As(err, &lost) && errors.Is(err, jobguard.ErrJobTerminal) && lost.Generation == x.gen)
 		}
 		if !told {
-			missing = append(missing, fmt.Sprintf("%s: execution %d never got ErrJobTerminal", short(x.id), x.gen))
+			missing = append(missing, fmt.Sprintf("%s: execution %d was neither cancelled nor refused with ErrJobTerminal", short(x.id), x.gen))
 		}
 	}
 	refusals := 0
@@ -265,7 +269,7 @@ func (d *demo) refusalsVisible(ctx context.Context) (bool, string, error) {
 			missing = append(missing, fmt.Sprintf("%s: %d refusals, %d log lines", short(id), len(errs), n))
 		}
 	}
-	detail := fmt.Sprintf("%d reclaims, each in a sweep report, a log line and an ErrJobTerminal to its execution; %d refusals, each typed and logged",
+	detail := fmt.Sprintf("%d reclaims, each in a sweep report, a log line and an ErrJobTerminal to its execution (its work cancelled, or its write refused); %d refusals, each typed and logged",
 		len(reclaimed), refusals)
 	if len(missing) > 0 {
 		detail += "; missing: " + strings.Join(missing, "; ")

@@ -1,13 +1,15 @@
 // Command demo tells jobguard's story end to end against a real PostgreSQL
 // and Redis, in a few seconds:
 //
-//  1. a chapter job whose model call hangs past its limit is reclaimed; the
-//     call returns, and its save is refused before any chapter row is
-//     written, so the course never becomes READY;
+//  1. two chapter jobs whose model calls hang past their limit are
+//     reclaimed in one sweep. The worker with the watcher has its call
+//     cancelled by the reclaim's notice at once; the worker without it
+//     (as with -notices off) sees its call return, and its save is refused
+//     before any chapter row is written, so the course never becomes READY;
 //  2. a slow video encode survives the same sweep, because its heartbeat
 //     shows progress; it finalizes and its usage is accrued once;
-//  3. a video job reclaimed mid-encode: its late finalize is rejected, so no
-//     READY and no usage, and its file and slide asset are compensated;
+//  3. a video job reclaimed mid-encode: the notice cancels its stalled mux,
+//     so no finalize, no READY and no usage, and its file is compensated;
 //  4. the queue redelivers the reclaimed job: the start guard refuses it as
 //     non-retryable;
 //  5. an operator retries it: it runs and completes.
@@ -122,7 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // (unless keep) and closes the connections.
 func open(ctx context.Context, out io.Writer, verbose bool) (*demo, func(keep bool), error) {
 	tl := &timeline{out: out, start: time.Now()}
-	tl.say("jobguard demo: a reclaimed job can change nothing, a slow one is left alone")
+	tl.say("jobguard demo: a reclaimed job can change nothing and its work is cancelled; a slow one is left alone")
 	ep, err := endpoint.Resolve(ctx, func(format string, args ...any) { tl.say("  "+format, args...) })
 	if err != nil {
 		return nil, nil, err
@@ -192,7 +194,8 @@ func (d *demo) setup(ctx context.Context) error {
 		return fmt.Errorf("audit trigger: %w", err)
 	}
 	if _, err := e.Pool.Exec(ctx, `
-		INSERT INTO courses (id, title) VALUES ('course-1', 'Distributed Systems'), ('course-2', 'Databases');
+		INSERT INTO courses (id, title) VALUES ('course-1', 'Distributed Systems'), ('course-2', 'Databases'),
+			('course-3', 'Operating Systems');
 		INSERT INTO accounts (id) VALUES ('acct-1');
 		INSERT INTO videos (id, account_id, title) VALUES
 			('video-1', 'acct-1', 'Lecture 1: clocks'),

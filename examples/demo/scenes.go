@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,14 +15,22 @@ import (
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/usage"
+	"github.com/jobguard/jobguard/watch"
 )
 
-// Scenes 1 and 2 share one sweep: it must reclaim the hung chapter job and
-// leave the slow, progressing video alone.
+// Scenes 1 and 2 share one sweep: it must reclaim the two hung chapter jobs
+// and leave the slow, progressing video alone. One hung job runs in a
+// worker with the watcher, the other in a worker without it, so that the
+// scene shows both guarantees: the reclaim cancels the watched call at once,
+// and the unwatched call, which runs to its end, has its save refused.
 func (d *demo) hungChapterAndSlowVideo(ctx context.Context) error {
 	tl, e := d.tl, d.env
-	tl.heading("Scenes 1 and 2: a chapter job whose model call hangs, and a slow video encode that keeps making progress")
+	tl.heading("Scenes 1 and 2: two chapter jobs whose model calls hang, and a slow video encode that keeps making progress")
 	chapterJob, err := flow.EnqueueChapter(ctx, e, "course-1", 2)
+	if err != nil {
+		return err
+	}
+	unwatchedJob, err := flow.EnqueueChapter(ctx, e, "course-3", 2)
 	if err != nil {
 		return err
 	}
@@ -33,15 +42,21 @@ func (d *demo) hungChapterAndSlowVideo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tl.at("queued chapter job %s (add 2 weeks to course-1), video job %s (encode video-1) and chapter job %s (add a week to course-2)",
-		short(chapterJob), short(videoJob), short(healthyJob))
+	tl.at("queued chapter jobs %s (add 2 weeks to course-1) and %s (add 2 weeks to course-3), video job %s (encode video-1) and chapter job %s (add a week to course-2)",
+		short(chapterJob), short(unwatchedJob), short(videoJob), short(healthyJob))
 
-	hang := sim.NewGate()
+	hang, unwatchedHang := sim.NewGate(), sim.NewGate()
+	defer hang.Release() // only a cancellation ends the watched call
 	chapters := &flow.Chapters{Env: e, Model: sim.Model{Call: sim.Call{Hang: hang}}}
+	unwatched := &flow.Chapters{Env: e.WithoutWatcher(), Model: sim.Model{Call: sim.Call{Hang: unwatchedHang}}}
 	videos := &flow.Videos{Env: e, Encoder: sim.Encoder{Steps: 60, StepDelay: stepDelay, Seconds: 90}}
-	var chapterRes flow.ChapterResult
-	chapterDone := d.goDeliver(ctx, flow.TypeChapter, chapterJob, func(ctx context.Context, id string) (err error) {
-		chapterRes, err = chapters.Process(ctx, id)
+	chapterDone := d.goDeliver(ctx, flow.TypeChapter, chapterJob, func(ctx context.Context, id string) error {
+		_, err := chapters.Process(ctx, id)
+		return err
+	})
+	var unwatchedRes flow.ChapterResult
+	unwatchedDone := d.goDeliver(ctx, flow.TypeChapter, unwatchedJob, func(ctx context.Context, id string) (err error) {
+		unwatchedRes, err = unwatched.Process(ctx, id)
 		return err
 	})
 	var videoRes flow.VideoResult
@@ -57,10 +72,15 @@ func (d *demo) hungChapterAndSlowVideo(ctx context.Context) error {
 	})
 	tl.at("chapter job %s: the model answered in 200ms; course-2 now has %d week(s)", short(healthyJob), healthyRes.Total)
 	tl.expect(err == nil && healthyRes.Weeks == 1, "a job that is not stuck completes as usual")
-	if err := waitFor(ctx, hang.Reached()); err != nil {
-		return err
+	for _, g := range []*sim.Gate{hang, unwatchedHang} {
+		if err := waitFor(ctx, g.Reached()); err != nil {
+			return err
+		}
 	}
-	tl.at("chapter job %s started; its model call hangs and gives no sign of life, so nothing heartbeats it", short(chapterJob))
+	tl.at("chapter jobs %s and %s started; their model calls hang and give no sign of life, so nothing heartbeats them",
+		short(chapterJob), short(unwatchedJob))
+	tl.at("job %s runs in a worker with the watcher (one subscription to reclaim notices per process); job %s in a worker without it, as one deployed with -notices off",
+		short(chapterJob), short(unwatchedJob))
 	tl.at("video job %s is encoding 60 chunks, %v each; each chunk's progress is a heartbeat (one write per %v at most)",
 		short(videoJob), stepDelay, beatEvery)
 	if err := sleep(ctx, overLimit); err != nil {
@@ -76,22 +96,40 @@ func (d *demo) hungChapterAndSlowVideo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tl.expect(rep.Reclaimed == 1 && rep.ReclaimedIDs[0] == chapterJob,
-		"the hung chapter job was reclaimed: over its limit and no progress for %v", overLimit)
+	swept := time.Now()
+	tl.expect(rep.Reclaimed == 2 && slices.Contains(rep.ReclaimedIDs, chapterJob) && slices.Contains(rep.ReclaimedIDs, unwatchedJob),
+		"both hung chapter jobs were reclaimed: over their limit and no progress for %v", overLimit)
 	tl.expect(rep.Progressing == 1, "the video job, over its limit too, was left alone: its updated_at moves")
-	course, _ := d.text(ctx, `SELECT status FROM courses WHERE id = 'course-1'`)
-	tl.expect(course == "FAILED", "course-1 is %s (the chapter parent rule ran in the reclaim's transaction)", course)
+	courses, _ := d.text(ctx, `SELECT string_agg(id || ' ' || status, ', ' ORDER BY id) FROM courses WHERE id IN ('course-1', 'course-3')`)
+	tl.expect(courses == "course-1 FAILED, course-3 FAILED", "%s (the chapter parent rule ran in the reclaim's transaction)", courses)
 
-	tl.at("the model call returns; the worker saves its 2 weeks")
-	hang.Release()
-	err = <-chapterDone
+	// The watched call: the sweep published a notice after its commit.
+	select {
+	case err = <-chapterDone:
+	case <-time.After(time.Second):
+		tl.expect(false, "the watched model call of job %s was not cancelled within a second of the reclaim", short(chapterJob))
+		hang.Release()
+		err = <-chapterDone
+	}
+	cancelled := time.Since(swept) < time.Second
+	tl.at("model call of job %s cancelled: %v", short(chapterJob), err)
+	var lost *watch.ReclaimedError
+	tl.expect(cancelled && errors.As(err, &lost) && lost.Via == watch.ViaNotice && jobguard.IsPermanent(err),
+		"the reclaim's notice cancelled the call within a second: it stopped costing money; the refusal is permanent, not retried")
+	chapterRows, _ := d.count(ctx, `SELECT count(*) FROM chapters WHERE course_id = 'course-1'`)
+	tl.expect(chapterRows == 0, "course-1 has %d chapter rows: the cancelled worker saved nothing", chapterRows)
+
+	// The unwatched call runs to its end; the guarded save refuses it.
+	tl.at("the unwatched model call of job %s returns; its worker saves its 2 weeks", short(unwatchedJob))
+	unwatchedHang.Release()
+	err = <-unwatchedDone
 	tl.at("save refused: %v", err)
 	tl.expect(errors.Is(err, jobguard.ErrJobTerminal) && jobguard.IsPermanent(err),
 		"the refusal is ErrJobTerminal, permanent: the queue will not retry it")
-	chapterRows, _ := d.count(ctx, `SELECT count(*) FROM chapters WHERE course_id = 'course-1'`)
-	course, _ = d.text(ctx, `SELECT status FROM courses WHERE id = 'course-1'`)
-	tl.expect(chapterRows == 0 && course != "READY" && chapterRes.Weeks == 0,
-		"course-1 has %d chapter rows and is %s, not READY: the completion was the save's first write", chapterRows, course)
+	chapterRows, _ = d.count(ctx, `SELECT count(*) FROM chapters WHERE course_id = 'course-3'`)
+	course, _ := d.text(ctx, `SELECT status FROM courses WHERE id = 'course-3'`)
+	tl.expect(chapterRows == 0 && course != "READY" && unwatchedRes.Weeks == 0,
+		"course-3 has %d chapter rows and is %s, not READY: the completion was the save's first write", chapterRows, course)
 
 	err = <-videoDone
 	if err != nil {
@@ -114,23 +152,25 @@ func (d *demo) hungChapterAndSlowVideo(ctx context.Context) error {
 }
 
 // Scene 3: a video job reclaimed while its mux hangs, after its last
-// progress; its late finalize is rejected and what it made is undone.
+// progress; the reclaim's notice cancels the mux, and what it made is
+// undone.
 func (d *demo) reclaimedMidEncode(ctx context.Context) error {
 	tl, e := d.tl, d.env
-	tl.heading("Scene 3: a video job reclaimed mid-encode finalizes late")
+	tl.heading("Scene 3: a video job reclaimed mid-encode is cancelled")
 	jobID, err := flow.EnqueueVideo(ctx, e, "video-2")
 	if err != nil {
 		return err
 	}
 	d.retried = jobID
 	mux := sim.NewGate()
+	defer mux.Release() // only a cancellation ends the mux
 	videos := &flow.Videos{Env: e, Encoder: sim.Encoder{Steps: 4, StepDelay: stepDelay, Seconds: 120, Hang: mux}}
 	var res flow.VideoResult
 	done := d.goDeliver(ctx, flow.TypeVideo, jobID, func(ctx context.Context, id string) (err error) {
 		res, err = videos.Process(ctx, id)
 		return err
 	})
-	tl.at("queued and started video job %s (encode video-2); its file is recorded as an artifact", short(jobID))
+	tl.at("queued and started video job %s (encode video-2), watched; its file is recorded as an artifact", short(jobID))
 	if err := waitFor(ctx, mux.Reached()); err != nil {
 		return err
 	}
@@ -142,21 +182,28 @@ func (d *demo) reclaimedMidEncode(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	swept := time.Now()
 	tl.expect(rep.Reclaimed == 1 && rep.ReclaimedIDs[0] == jobID, "video job %s was reclaimed", short(jobID))
 	m, found, err := e.Starts.Markers().Read(ctx, jobID)
 	tl.expect(err == nil && found && m.Generation == 1,
 		"Redis marker %s records generation %d, reason %q", e.Starts.Markers().Key(jobID), m.Generation, m.Reason)
 
-	tl.at("the mux finishes; the worker upserts the slide asset (an artifact too) and finalizes")
-	mux.Release()
-	err = <-done
-	tl.at("finalize rejected: %v", err)
-	tl.expect(errors.Is(err, jobguard.ErrJobTerminal) && res.Finalize.Rejected() && !res.Finalize.Confirmed(),
-		"the finalize is Rejected, not Confirmed: no metadata update ran")
+	select {
+	case err = <-done:
+	case <-time.After(time.Second):
+		tl.expect(false, "the mux of job %s was not cancelled within a second of the reclaim", short(jobID))
+		mux.Release()
+		err = <-done
+	}
+	cancelled := time.Since(swept) < time.Second
+	tl.at("encode cancelled: %v", err)
+	var lost *watch.ReclaimedError
+	tl.expect(cancelled && errors.As(err, &lost) && lost.Via == watch.ViaNotice && jobguard.IsPermanent(err) && !res.Finalize.Confirmed(),
+		"the reclaim's notice cancelled the mux within a second; no finalize ran")
 	_, statErr := os.Stat(res.File)
 	assets, _ := d.count(ctx, `SELECT count(*) FROM assets WHERE video_id = 'video-2'`)
 	tl.expect(errors.Is(statErr, fs.ErrNotExist) && assets == 0,
-		"its file %s and its slide asset row were compensated", shortPath(res.File))
+		"its file %s was compensated, and it never wrote its slide asset", shortPath(res.File))
 	video, _ := d.text(ctx, `SELECT status FROM videos WHERE id = 'video-2'`)
 	ledger, _ := d.count(ctx, `SELECT count(*) FROM usage_ledger WHERE job_id = $1`, jobID)
 	tl.expect(video != "READY" && ledger == 0, "video-2 is %s, not READY, and has %d usage rows", video, ledger)

@@ -7,10 +7,13 @@
 //	go run ./examples/video -video video-1 -steps 20 -step 100ms
 //
 // Make the final mux hang past the job type's limit, with a reclaimer in
-// the same process, to watch the late finalize be rejected, nothing billed,
-// and the file and asset compensated:
+// the same process, to watch the reclaim's notice cancel the mux and the
+// file be compensated; with -notices off the mux runs to its end and the
+// late finalize is rejected, nothing billed, and the file and asset
+// compensated:
 //
 //	go run ./examples/video -hang 3s -limit 1s -no-progress 1s -heartbeat 100ms -reclaim
+//	go run ./examples/video -hang 3s -limit 1s -no-progress 1s -heartbeat 100ms -reclaim -notices off
 //
 // The processor itself is examples/internal/flow/video.go.
 package main

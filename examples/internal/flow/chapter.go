@@ -17,7 +17,10 @@ import (
 // transaction, then save in one short transaction whose first write is the
 // conditional completion. A job that was reclaimed while the model was
 // thinking is refused right there, before any chapter row exists, and the
-// rollback takes nothing with it.
+// rollback takes nothing with it. With the Env's Watcher, the model call of
+// a reclaimed job is cancelled as soon as the reclaim's notice arrives, so
+// it stops costing money; the refused save remains the guarantee when the
+// notice is late or the call ignores its context.
 type Chapters struct {
 	// Env is where the jobs and the course tables live.
 	Env *Env
@@ -73,8 +76,16 @@ func (c *Chapters) Process(ctx context.Context, jobID string) (ChapterResult, er
 			e.Guard.Fail(ctx, e.Pool, exec, "chapter: course unreadable"))
 	}
 
-	// 2. The model call: slow and external, so outside any transaction.
-	generated, err := c.Model.Generate(ctx, title, existing+1, weeks)
+	// 2. The model call: slow and external, so outside any transaction, and
+	// under the watcher's context, which is cancelled as soon as the job is
+	// reclaimed: the call stops instead of running to a refused save.
+	runCtx, release := e.Watch(ctx, exec)
+	defer release()
+	generated, err := c.Model.Generate(runCtx, title, existing+1, weeks)
+	if lost := Reclaimed(runCtx); err != nil && lost != nil {
+		// The reclaimer already failed the job: nothing to save or fail.
+		return res, fmt.Errorf("chapter: model call cancelled: %w", lost)
+	}
 	if err != nil {
 		return res, errors.Join(fmt.Errorf("chapter: %w", err),
 			e.Guard.Fail(ctx, e.Pool, exec, err.Error()))

@@ -8,17 +8,20 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/compensate"
 	"github.com/jobguard/jobguard/heartbeat"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/usage"
+	"github.com/jobguard/jobguard/watch"
 )
 
 //go:embed schema.sql
@@ -37,6 +40,18 @@ const (
 	RedisURLDefault    = "redis://127.0.0.1:6379/0"
 	SchemaDefault      = "jobguard_examples"
 	PrefixDefault      = "jobguard-examples"
+	NoticesDefault     = NoticesRedis
+)
+
+// The transports of reclaim notices (Config.Notices).
+const (
+	// NoticesRedis carries notices over Redis pub/sub.
+	NoticesRedis = "redis"
+	// NoticesPostgres carries notices with Postgres LISTEN/NOTIFY.
+	NoticesPostgres = "postgres"
+	// NoticesOff sends and watches no notices: a reclaimed execution runs
+	// until its call returns, and only its guarded writes are refused.
+	NoticesOff = "off"
 )
 
 // Config says where the examples keep their state.
@@ -59,6 +74,24 @@ type Config struct {
 	// Logger receives the processors' warnings and the libraries' logs.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
+	// Notices is how reclaim notices travel from the reclaimer to the
+	// workers' watcher: NoticesRedis (on a channel under Prefix),
+	// NoticesPostgres (LISTEN/NOTIFY in the database) or NoticesOff. The
+	// reclaimer and the processors must agree on it. Defaults to
+	// NoticesDefault.
+	Notices string
+	// NoWatcher runs no Watcher, for a process that runs no executions
+	// (the reclaimer service). Defaults to false: Open starts one Watcher
+	// for the process unless Notices is NoticesOff.
+	NoWatcher bool
+	// CheckInterval is the Watcher's time between two checks of the watched
+	// rows, which catch a reclaim whose notice was lost. Defaults to
+	// watch.CheckIntervalDefault.
+	CheckInterval time.Duration
+	// MeterProvider receives the metrics of the guard, the start guard, the
+	// heartbeat, the compensations and the reclaimers built by
+	// NewReclaimer. Defaults to nil: no metrics.
+	MeterProvider metric.MeterProvider
 }
 
 // Env is what every processor of the examples shares: the connections, the
@@ -86,6 +119,18 @@ type Env struct {
 	Schema string
 	// Log is the processors' logger.
 	Log *slog.Logger
+	// Notices publishes reclaim notices; NewReclaimer gives it to the
+	// reclaimer. Nil when Config.Notices is NoticesOff.
+	Notices watch.Publisher
+	// Watcher is the process's one Watcher, subscribed and running from
+	// Open to Close: the processors run each execution's external calls
+	// under the context it gives them (see Watch). Nil when notices are off
+	// or Config.NoWatcher is set.
+	Watcher *watch.Watcher
+	// MeterProvider receives the metrics of everything Open builds.
+	MeterProvider metric.MeterProvider
+
+	stopWatcher func()
 }
 
 // Open connects, creates the schema and every table (the library's
@@ -101,6 +146,7 @@ func Open(ctx context.Context, cfg Config) (*Env, error) {
 	def(&cfg.RedisURL, RedisURLDefault)
 	def(&cfg.Prefix, PrefixDefault)
 	def(&cfg.FilesDir, os.TempDir())
+	def(&cfg.Notices, NoticesDefault)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -121,7 +167,7 @@ func Open(ctx context.Context, cfg Config) (*Env, error) {
 	}
 	rdb := redis.NewClient(ropt)
 	e := &Env{Pool: pool, Redis: rdb, Markers: jobguard.MarkerConfig{Prefix: cfg.Prefix},
-		FilesDir: cfg.FilesDir, Schema: cfg.Schema, Log: cfg.Logger}
+		FilesDir: cfg.FilesDir, Schema: cfg.Schema, Log: cfg.Logger, MeterProvider: cfg.MeterProvider}
 	if err := e.open(ctx, cfg); err != nil {
 		e.Close()
 		return nil, err
@@ -140,28 +186,113 @@ func (e *Env) open(ctx context.Context, cfg Config) error {
 		return err
 	}
 	var err error
-	if e.Guard, err = jobguard.New(ctx, e.Pool, jobguard.DefaultTable()); err != nil {
+	mp := cfg.MeterProvider
+	if e.Guard, err = jobguard.NewWithOptions(ctx, e.Pool, jobguard.DefaultTable(), jobguard.GuardOptions{MeterProvider: mp}); err != nil {
 		return err
 	}
 	e.Starts, err = jobguard.NewStartGuard(e.Guard, e.Redis, jobguard.StartGuardOptions{
-		Markers: e.Markers, Logger: e.Log,
+		Markers: e.Markers, Logger: e.Log, MeterProvider: mp,
 	})
 	if err != nil {
 		return err
 	}
-	e.Heartbeat = heartbeat.New(e.Guard, heartbeat.Config{Interval: cfg.HeartbeatInterval, Logger: e.Log})
+	e.Heartbeat = heartbeat.New(e.Guard, heartbeat.Config{Interval: cfg.HeartbeatInterval, Logger: e.Log, MeterProvider: mp})
 	e.Artifacts, err = compensate.New(ctx, compensate.Config{
-		Guard: e.Guard, DB: e.Pool, Logger: e.Log,
+		Guard: e.Guard, DB: e.Pool, Logger: e.Log, MeterProvider: mp,
 		Compensators: map[string]compensate.Func{
 			"file":  removeFile,
 			"asset": deleteAsset,
 		},
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return e.openNotices(ctx, cfg)
 }
 
-// Close releases the connections.
+// openNotices builds the notice publisher and, for a worker process,
+// starts its Watcher and waits until it is subscribed, so that no notice
+// published after Open returns is missed.
+func (e *Env) openNotices(ctx context.Context, cfg Config) error {
+	var t watch.Transport
+	switch cfg.Notices {
+	case NoticesOff:
+		return nil
+	case NoticesRedis:
+		t = watch.Transport{Redis: e.Redis, Prefix: cfg.Prefix}
+	case NoticesPostgres:
+		t = watch.Transport{Postgres: e.Pool}
+	default:
+		return fmt.Errorf("notices %q: want %s, %s or %s", cfg.Notices, NoticesRedis, NoticesPostgres, NoticesOff)
+	}
+	var err error
+	if e.Notices, err = watch.NewPublisher(t); err != nil {
+		return err
+	}
+	if cfg.NoWatcher {
+		return nil
+	}
+	w, err := watch.New(watch.Config{Guard: e.Guard, DB: e.Pool, Transport: t,
+		CheckInterval: cfg.CheckInterval, Logger: e.Log})
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = w.Run(runCtx) }) // returns nil when runCtx ends
+	e.Watcher, e.stopWatcher = w, func() { cancel(); wg.Wait() }
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for !w.Subscribed() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return errors.New("watcher: not subscribed to reclaim notices after 10s")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Watch returns the context to run exec's external calls under: the
+// Watcher cancels it, with a *watch.ReclaimedError cause, as soon as exec
+// loses its job. Call release when the execution ends. Without a Watcher
+// it returns ctx itself.
+func (e *Env) Watch(ctx context.Context, exec jobguard.Execution) (_ context.Context, release func()) {
+	if e.Watcher == nil {
+		return ctx, func() {}
+	}
+	wctx, cancel := e.Watcher.Watch(ctx, exec)
+	return wctx, cancel
+}
+
+// WithoutWatcher returns a copy of e whose processors run without the
+// Watcher: a reclaimed execution's calls run until they return, and only
+// the guarded writes refuse what follows, as in a worker that receives no
+// notices. The copy shares e's connections; close e, not the copy.
+func (e *Env) WithoutWatcher() *Env {
+	c := *e
+	c.Watcher, c.stopWatcher = nil, nil
+	return &c
+}
+
+// Reclaimed returns the *watch.ReclaimedError that cancelled ctx, or nil
+// when ctx was not cancelled because its execution lost the job.
+func Reclaimed(ctx context.Context) *watch.ReclaimedError {
+	var lost *watch.ReclaimedError
+	if errors.As(context.Cause(ctx), &lost) {
+		return lost
+	}
+	return nil
+}
+
+// Close stops the Watcher and releases the connections.
 func (e *Env) Close() {
+	if e.stopWatcher != nil {
+		e.stopWatcher()
+	}
 	e.Pool.Close()
 	_ = e.Redis.Close()
 }

@@ -14,7 +14,9 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RedisURL, "redis", envOr("JOBGUARD_REDIS_URL", RedisURLDefault),
 		"Redis URL (env JOBGUARD_REDIS_URL)")
 	fs.StringVar(&c.Schema, "schema", SchemaDefault, "schema that holds the examples' tables (created if missing)")
-	fs.StringVar(&c.Prefix, "prefix", PrefixDefault, "Redis key prefix of the reclaim markers")
+	fs.StringVar(&c.Prefix, "prefix", PrefixDefault, "Redis key prefix of the reclaim markers (and of the notice channel)")
+	fs.StringVar(&c.Notices, "notices", NoticesDefault,
+		"how reclaim notices reach the workers, to cancel a reclaimed execution's work: redis, postgres or off")
 }
 
 func envOr(name, def string) string {

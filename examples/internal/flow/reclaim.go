@@ -48,8 +48,9 @@ type ReclaimConfig struct {
 }
 
 // NewReclaimer returns a reclaimer over the examples' jobs table, with their
-// parent rules, the Env's marker prefix, and a leader key of the Env's
-// schema.
+// parent rules, the Env's marker prefix, a leader key of the Env's schema,
+// the Env's notice publisher (every reclaim cancels the execution that lost
+// the job, through the workers' Watcher) and its meter provider.
 func NewReclaimer(e *Env, cfg ReclaimConfig) (*reclaim.Reclaimer, error) {
 	rules, err := ParentRules()
 	if err != nil {
@@ -70,6 +71,9 @@ func NewReclaimer(e *Env, cfg ReclaimConfig) (*reclaim.Reclaimer, error) {
 		Interval:   cfg.Interval,
 		LeaderKey:  leaderKey(e.Schema),
 		Logger:     cfg.Logger,
+		Notices:    e.Notices,
+
+		MeterProvider: e.MeterProvider,
 	})
 }
 

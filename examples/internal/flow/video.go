@@ -22,7 +22,8 @@ const MeterVideoSeconds = "video_seconds"
 // a slide asset (both recorded as artifacts of the execution, so a rejected
 // completion compensates them), heartbeats on the encoder's progress, and
 // finalizes with the video, asset and content metadata updated in parallel.
-// Usage is accrued only for a confirmed finalize.
+// Usage is accrued only for a confirmed finalize. The encode runs under the
+// Env's Watcher, so a reclaim cancels it at once; its file is then undone.
 type Videos struct {
 	// Env is where the jobs and the video tables live.
 	Env *Env
@@ -85,9 +86,18 @@ func (v *Videos) Process(ctx context.Context, jobID string) (VideoResult, error)
 	if err := e.Artifacts.Record(ctx, e.Pool, exec, "file", res.File); err != nil {
 		return res, fmt.Errorf("video: %w", err)
 	}
-	enc, err := v.encode(ctx, exec, res.File)
+	// The encode runs under the watcher's context: a reclaim's notice
+	// cancels it at once, and a heartbeat that finds the job lost tells the
+	// watcher too.
+	runCtx, release := e.Watch(ctx, exec)
+	defer release()
+	enc, err := v.encode(ctx, runCtx, exec, res.File)
+	if lost := Reclaimed(runCtx); err != nil && lost != nil {
+		err = fmt.Errorf("encode cancelled: %w", lost)
+	}
 	if errors.Is(err, jobguard.ErrJobTerminal) {
-		// A heartbeat found the job lost: stop, and undo what was made.
+		// The job was reclaimed (a notice, or a heartbeat found it lost):
+		// stop, and undo what was made.
 		if _, cerr := e.Artifacts.CompensateExecution(ctx, exec); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
@@ -182,18 +192,23 @@ func (v *Videos) Process(ctx context.Context, jobID string) (VideoResult, error)
 	return res, nil
 }
 
-// encode writes the file and heartbeats on every chunk the encoder reports.
-// A Lost beat stops the encode with an error wrapping ErrJobTerminal.
-func (v *Videos) encode(ctx context.Context, exec jobguard.Execution, path string) (sim.Encoded, error) {
+// encode writes the file under runCtx, the watcher's context, and
+// heartbeats (under ctx) on every chunk the encoder reports. A Lost beat
+// stops the encode with an error wrapping ErrJobTerminal, and tells the
+// watcher.
+func (v *Videos) encode(ctx, runCtx context.Context, exec jobguard.Execution, path string) (sim.Encoded, error) {
 	e := v.Env
 	f, err := os.Create(path)
 	if err != nil {
 		return sim.Encoded{}, err
 	}
-	enc, err := v.Encoder.Encode(ctx, f, func(percent int) error {
+	enc, err := v.Encoder.Encode(runCtx, f, func(percent int) error {
 		res, err := e.Heartbeat.Beat(ctx, e.Pool, exec, heartbeat.Progress(percent))
 		switch res {
 		case heartbeat.Lost:
+			if e.Watcher != nil {
+				e.Watcher.Lost(exec, err)
+			}
 			return err
 		case heartbeat.Failed:
 			// A heartbeat that could not be written is not a reason to stop.

@@ -13,6 +13,7 @@ import (
 	"github.com/jobguard/jobguard/examples/internal/sim"
 	"github.com/jobguard/jobguard/internal/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/watch"
 )
 
 func openEnv(t *testing.T) *Env {
@@ -105,5 +106,10 @@ func TestVideos_LostHeartbeatStopsTheEncodeAndUndoesTheFile(t *testing.T) {
 	}, 10*time.Second, 5*time.Millisecond)
 	err = <-done
 	require.True(t, errors.Is(err, jobguard.ErrJobTerminal), "%v", err)
+	// No notice was sent: the lost heartbeat told the watcher, which
+	// cancelled the encode's context.
+	var lost *watch.ReclaimedError
+	require.ErrorAs(t, err, &lost)
+	require.Equal(t, watch.ViaHeartbeat, lost.Via)
 	requireUndone(t, e, res)
 }

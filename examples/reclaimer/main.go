@@ -11,8 +11,14 @@
 // JOBGUARD_REDIS_URL, JOBGUARD_RECLAIM_INTERVAL, JOBGUARD_NO_PROGRESS.
 // Without -limit the limits are read from the job_type_limits table at
 // every sweep. With -bullmq-queue the active jobs and the start of their
-// current attempt (processedOn) are read from a BullMQ queue in Redis. Logs are structured (slog), one line per sweep; SIGINT or
-// SIGTERM stops it cleanly, releasing the leader lock.
+// current attempt (processedOn) are read from a BullMQ queue in Redis. Logs
+// are structured (slog), one line per sweep; SIGINT or SIGTERM stops it
+// cleanly, releasing the leader lock.
+//
+// Every reclaim is announced to the workers (-notices redis|postgres|off),
+// whose watcher cancels the reclaimed execution's work. The guards' metrics
+// are served for Prometheus at http://127.0.0.1:9464/metrics
+// (-metrics-addr; empty disables).
 package main
 
 import (
@@ -66,9 +72,17 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	queuePrefix := fs.String("bullmq-prefix", bullmq.PrefixDefault, "the BullMQ queue's key prefix")
 	rowIDField := fs.String("bullmq-row-id-field", "", "field of a BullMQ job's data that holds its row id (default: the BullMQ job id)")
 	compensate := fs.Bool("compensate", true, "also compensate the artifacts of rejected executions")
+	metricsAddr := fs.String("metrics-addr", MetricsAddrDefault,
+		"serve the metrics for Prometheus at http://<addr>/metrics (empty: no metrics)")
 	format := fs.String("log-format", "text", "log format: text or json")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	switch cfg.Notices {
+	case flow.NoticesRedis, flow.NoticesPostgres, flow.NoticesOff:
+	default:
+		fmt.Fprintf(stderr, "reclaimer: -notices %q: want redis, postgres or off\n", cfg.Notices)
 		return 2
 	}
 	var log *slog.Logger
@@ -78,6 +92,25 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Logger = log
+	// The service runs no executions: it publishes notices, it watches none.
+	cfg.NoWatcher = true
+
+	if *metricsAddr != "" {
+		m, err := serveMetrics(*metricsAddr)
+		if err != nil {
+			log.Error("reclaimer: cannot start", slog.Any("error", err))
+			return 1
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := m.shutdown(ctx); err != nil {
+				log.Warn("reclaimer: metrics server did not stop cleanly", slog.Any("error", err))
+			}
+		}()
+		cfg.MeterProvider = m.Provider
+		log.Info("reclaimer: serving metrics", slog.String("url", "http://"+m.Addr+"/metrics"))
+	}
 
 	env, err := flow.Open(ctx, cfg)
 	if err != nil {
@@ -103,7 +136,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log.Info("reclaimer: started", slog.String("schema", env.Schema), slog.String("marker_prefix", env.Markers.Prefix),
 		slog.Duration("interval", interval), slog.Duration("no_progress", noProgress),
-		slog.String("limits", limits.String()), slog.String("bullmq_queue", *queue), slog.Bool("compensate", *compensate))
+		slog.String("limits", limits.String()), slog.String("bullmq_queue", *queue), slog.Bool("compensate", *compensate),
+		slog.String("notices", cfg.Notices))
 
 	var wg sync.WaitGroup
 	if *compensate {

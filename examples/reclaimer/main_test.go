@@ -37,9 +37,11 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// args are the flags of a service over env's schema and prefix, with its
+// metrics on a port of its own.
 func args(env *testenv.Env, extra ...string) []string {
 	return append([]string{"-database", env.DatabaseURL, "-redis", env.RedisURL,
-		"-schema", env.Schema, "-prefix", env.Prefix}, extra...)
+		"-schema", env.Schema, "-prefix", env.Prefix, "-metrics-addr", "127.0.0.1:0"}, extra...)
 }
 
 // stuckChapterJob opens the examples' tables in env and starts a chapter
@@ -114,7 +116,7 @@ func TestReclaimer_ReclaimsStuckJobsLogsEachSweepAndStops(t *testing.T) {
 
 func TestReclaimer_RejectsBadFlags(t *testing.T) {
 	t.Parallel()
-	for _, bad := range [][]string{{"-limit", "chapter"}, {"-limit", "chapter=-1s"}, {"-log-format", "xml"}, {"-log-level", "loud"}} {
+	for _, bad := range [][]string{{"-limit", "chapter"}, {"-limit", "chapter=-1s"}, {"-log-format", "xml"}, {"-log-level", "loud"}, {"-notices", "carrier-pigeon"}} {
 		var logs bytes.Buffer
 		require.Equal(t, 2, run(context.Background(), bad, &logs), "%v", bad)
 	}

@@ -50,12 +50,17 @@ func (w *holdWorker) Work(ctx context.Context, job *river.Job[chapterArgs]) erro
 // migrations.
 func migrateRiver(t *testing.T, env *testenv.Env) {
 	t.Helper()
+	_, err := migrator(t, env).Migrate(context.Background(), rivermigrate.DirectionUp, nil)
+	require.NoError(t, err)
+}
+
+func migrator(tb testing.TB, env *testenv.Env) *rivermigrate.Migrator[pgx.Tx] {
+	tb.Helper()
 	m, err := rivermigrate.New(riverpgxv5.New(env.Pool), &rivermigrate.Config{
 		Schema: env.Schema, Logger: slog.New(slog.DiscardHandler),
 	})
-	require.NoError(t, err)
-	_, err = m.Migrate(context.Background(), rivermigrate.DirectionUp, nil)
-	require.NoError(t, err)
+	require.NoError(tb, err)
+	return m
 }
 
 // river is a started River client over the test's schema whose worker holds

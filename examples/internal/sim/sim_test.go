@@ -81,3 +81,25 @@ func TestEncoder_StopsWhenProgressSaysSo(t *testing.T) {
 	require.ErrorIs(t, err, lost)
 	require.Equal(t, 1, calls)
 }
+
+// Every simulated call returns as soon as its context ends, wherever it is:
+// a hung model call, an encoder between chunks, a stalled mux.
+func TestCalls_StopWhenTheirContextEnds(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("reclaimed")
+	cancelled := func() context.Context {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		time.AfterFunc(20*time.Millisecond, func() { cancel(cause) })
+		return ctx
+	}
+	start := time.Now()
+	_, err := Model{Call: Call{Hang: NewGate()}}.Generate(cancelled(), "c", 1, 1)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = Model{Call: Call{Latency: time.Hour}}.Generate(cancelled(), "c", 1, 1)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = Encoder{Steps: 3, StepDelay: time.Hour}.Encode(cancelled(), io.Discard, func(int) error { return nil })
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = Encoder{Steps: 1, Hang: NewGate()}.Encode(cancelled(), io.Discard, func(int) error { return nil })
+	require.ErrorIs(t, err, context.Canceled)
+	require.Less(t, time.Since(start), 10*time.Second)
+}

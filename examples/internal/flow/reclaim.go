@@ -98,6 +98,7 @@ func SummaryAttrs(rep reclaim.Report) []slog.Attr {
 		slog.Int("lost_race", rep.LostRace), slog.Int("not_active", rep.NotActive),
 		slog.Int("no_start_time", rep.NoStartTime), slog.Int("unknown_type", rep.UnknownType),
 		slog.Int("source_errors", rep.SourceErrors), slog.Int("marker_errors", rep.MarkerErrors),
+		slog.Int("notice_errors", rep.NoticeErrors),
 	}
 }
 

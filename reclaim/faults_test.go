@@ -385,7 +385,7 @@ func TestFaults_GarbageBullMQHashes_AreSkippedWithAWarningNeverGuessed(t *testin
 	require.Equal(t, "PROCESSING", s.jobs.Read(t, noHash).Status)
 }
 
-func TestFaults_BullMQJobKeyOfAnotherType_FailsTheSweepClearly(t *testing.T) {
+func TestFaults_BullMQJobKeyOfAnotherType_IsSkippedNotFatal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newFaultSetup(t)
@@ -396,13 +396,19 @@ func TestFaults_BullMQJobKeyOfAnotherType_FailsTheSweepClearly(t *testing.T) {
 
 	src, err := bullmq.New(bullmq.Config{Redis: rdb, Prefix: s.env.Prefix, Queue: "chapters"})
 	require.NoError(t, err)
+	jobs, err := src.Active(ctx)
+	require.NoError(t, err, "one garbled key must not hide the rest of the queue")
+	require.Len(t, jobs, 1)
+	require.ErrorIs(t, jobs[0].Err, bullmq.ErrNoJobHash)
+	require.ErrorContains(t, jobs[0].Err, "holds a string")
+
 	cfg := faultConfig(t, s.env.Pool, s.jobs.Guard, rdb, s.env.Prefix, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	cfg.Source = src
 	r, err := reclaim.New(cfg)
 	require.NoError(t, err)
 	rep, err := r.Sweep(ctx)
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "WRONGTYPE")
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.SourceErrors)
 	require.Zero(t, rep.Reclaimed)
 	require.Equal(t, "PROCESSING", s.jobs.Read(t, s.stuck).Status)
 	require.Equal(t, "GENERATING", s.course(t))

@@ -81,14 +81,16 @@ local ids = redis.call('LRANGE', KEYS[1], 0, -1)
 local out = {}
 for i = 1, #ids do
   local key = ARGV[1] .. ids[i]
-  local exists = redis.call('EXISTS', key)
-  local f
-  if ARGV[2] == '1' then
-    f = redis.call('HMGET', key, 'processedOn', 'name', 'data')
-  else
-    f = redis.call('HMGET', key, 'processedOn', 'name')
+  local kind = redis.call('TYPE', key).ok
+  local f = {}
+  if kind == 'hash' then
+    if ARGV[2] == '1' then
+      f = redis.call('HMGET', key, 'processedOn', 'name', 'data')
+    else
+      f = redis.call('HMGET', key, 'processedOn', 'name')
+    end
   end
-  out[i] = {ids[i], exists, f[1], f[2], f[3] or false}
+  out[i] = {ids[i], kind, f[1] or false, f[2] or false, f[3] or false}
 end
 return out
 `)
@@ -114,14 +116,13 @@ func (s *Source) Active(ctx context.Context) ([]reclaim.ActiveJob, error) {
 		if !ok || len(f) != 5 {
 			return nil, fmt.Errorf("bullmq: read %s: unexpected reply %v", s.active, e)
 		}
-		id, _ := f[0].(string)
-		exists, _ := f[1].(int64)
+		id, kind := str(f[0]), str(f[1])
 		processedOn, name, data := str(f[2]), str(f[3]), str(f[4])
 		job := reclaim.ActiveJob{ID: id, Type: name}
-		switch {
-		case exists == 0:
+		switch kind {
+		case "none":
 			job.Err = fmt.Errorf("%w: %s%s", ErrNoJobHash, s.jobKey, id)
-		default:
+		case "hash":
 			if processedOn != "" {
 				job.StartedAt, job.Err = parseMillis(processedOn)
 			}
@@ -134,6 +135,8 @@ func (s *Source) Active(ctx context.Context) ([]reclaim.ActiveJob, error) {
 			if job.Err != nil {
 				job.Err = fmt.Errorf("bullmq: job %s: %w", id, job.Err)
 			}
+		default:
+			job.Err = fmt.Errorf("%w: %s%s holds a %s", ErrNoJobHash, s.jobKey, id, kind)
 		}
 		out = append(out, job)
 	}
@@ -145,18 +148,18 @@ func str(v any) string {
 	return s
 }
 
-// parseMillis reads processedOn: milliseconds since the epoch.
+// maxMillis is the last millisecond of year 9999: a larger processedOn is
+// garbage, not a start time.
+const maxMillis = 253402300799999
+
+// parseMillis reads processedOn: whole milliseconds since the epoch, as
+// BullMQ writes them. Anything else (a fraction, an exponent, a value out of
+// range) is an error, so that a garbled hash is skipped instead of being
+// read as a start decades ago (reclaimed at once) or far ahead (never).
 func parseMillis(s string) (time.Time, error) {
 	ms, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		f, ferr := strconv.ParseFloat(s, 64)
-		if ferr != nil || f <= 0 {
-			return time.Time{}, fmt.Errorf("processedOn %q is not a time in milliseconds", s)
-		}
-		ms = int64(f)
-	}
-	if ms <= 0 {
-		return time.Time{}, fmt.Errorf("processedOn %q is not a time in milliseconds", s)
+	if err != nil || ms <= 0 || ms > maxMillis {
+		return time.Time{}, fmt.Errorf("processedOn %q is not a time in whole milliseconds", s)
 	}
 	return time.UnixMilli(ms), nil
 }

@@ -13,8 +13,9 @@ import (
 
 // FuzzSource_Active lists one active job whose id and hash fields are
 // arbitrary. The source must not panic, must return that one job, must never
-// guess a start time (a value that is not a positive number of
-// milliseconds is an error on the job, an absent one the zero time), and
+// guess a start time (a value that is not a positive whole number of
+// milliseconds up to year 9999 is an error on the job, an absent one the
+// zero time), and
 // with RowIDField must take the row id only from a string or integer field
 // of a JSON object, never from the BullMQ id.
 func FuzzSource_Active(f *testing.F) {
@@ -77,11 +78,11 @@ func FuzzSource_Active(f *testing.F) {
 			}
 			return
 		}
-		ms, perr := strconv.ParseFloat(processedOn, 64)
+		ms, perr := strconv.ParseInt(processedOn, 10, 64)
 		switch {
 		case processedOn == "" && !j.StartedAt.IsZero():
 			t.Fatalf("no processedOn but StartedAt %v", j.StartedAt)
-		case processedOn != "" && (perr != nil || ms <= 0):
+		case processedOn != "" && (perr != nil || ms <= 0 || j.StartedAt.Year() > 9999):
 			t.Fatalf("processedOn %q accepted as %v", processedOn, j.StartedAt)
 		case processedOn != "" && j.StartedAt.UnixMilli() <= 0:
 			t.Fatalf("processedOn %q read as %v", processedOn, j.StartedAt)

@@ -14,6 +14,7 @@ import (
 type sweepMetrics struct {
 	decisions    metric.Int64Counter
 	markerErrors metric.Int64Counter
+	noticeErrors metric.Int64Counter
 	duration     metric.Float64Histogram
 
 	noStartTime, sourceError, unknownType, withinLimit []metric.AddOption
@@ -29,6 +30,8 @@ func newSweepMetrics(mp metric.MeterProvider) *sweepMetrics {
 			"The reclaimer's decision for each scanned job, one value per Report counter."),
 		markerErrors: metrics.Counter(m, metrics.ReclaimMarkerErrors, "{job}",
 			"Reclaimed jobs whose Redis marker could not be written; the database reason still refuses them."),
+		noticeErrors: metrics.Counter(m, metrics.ReclaimNoticeErrors, "{job}",
+			"Reclaimed jobs whose notice could not be published; watchers find them at their next check."),
 		duration: metrics.Histogram(m, metrics.ReclaimSweepDuration,
 			"Duration of each sweep, by result (ok, error)."),
 		noStartTime: decision("no_start_time"),
@@ -62,6 +65,9 @@ func (m *sweepMetrics) swept(ctx context.Context, rep Report, err error, took ti
 	}
 	if rep.MarkerErrors > 0 {
 		m.markerErrors.Add(ctx, int64(rep.MarkerErrors))
+	}
+	if rep.NoticeErrors > 0 {
+		m.noticeErrors.Add(ctx, int64(rep.NoticeErrors))
 	}
 	opts := m.ok
 	if err != nil {

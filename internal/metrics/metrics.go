@@ -40,6 +40,9 @@ const (
 	// ReclaimMarkerErrors counts reclaimed jobs whose Redis marker could not
 	// be written.
 	ReclaimMarkerErrors = "jobguard.reclaim.marker_errors"
+	// ReclaimNoticeErrors counts reclaimed jobs whose notice could not be
+	// published.
+	ReclaimNoticeErrors = "jobguard.reclaim.notice_errors"
 	// ReclaimSweepDuration is the duration of each sweep in seconds, by
 	// result (ok, error).
 	ReclaimSweepDuration = "jobguard.reclaim.sweep.duration"

@@ -36,9 +36,10 @@
 // # What it does not guarantee
 //
 //   - The external call is not undone. A refused completion stops the result
-//     from landing; it does not cancel or refund the model call or the encode
-//     that produced it. Files and rows made before the completion check stay
-//     unless they are recorded as artifacts (package compensate).
+//     from landing; it does not refund the model call or the encode that
+//     produced it. Package watch cancels a call that honours its context as
+//     soon as the job is reclaimed; files and rows made before the completion
+//     check stay unless they are recorded as artifacts (package compensate).
 //   - A table without a generation column runs in status-only mode: a stale
 //     execution of a job that another path moved back to PROCESSING can still
 //     complete it. Map a generation column (DefaultTable does) to close that.

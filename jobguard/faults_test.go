@@ -1,11 +1,8 @@
 package jobguard_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,26 +15,6 @@ import (
 	"github.com/jobguard/jobguard/internal/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 )
-
-// faultLog is a logger whose output a test can read.
-type faultLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *faultLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *faultLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *faultLog) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
 // privateRedis starts a redis-server of the test's own, so the test can
 // stop it without touching the shared one.
@@ -56,9 +33,9 @@ func TestFaults_RedisDown_FailOpenStartsWithWarningAndDatabaseReasonStillRefuses
 	ctx := context.Background()
 	jobs := fixture.Create(t, testenv.New(t), fixture.Default)
 	srv, rdb := privateRedis(t)
-	var logs faultLog
+	var logs testenv.Logs
 	starts, err := jobguard.NewStartGuard(jobs.Guard, rdb, jobguard.StartGuardOptions{
-		Markers: jobguard.MarkerConfig{Prefix: jobs.Env.Prefix}, Logger: logs.logger(),
+		Markers: jobguard.MarkerConfig{Prefix: jobs.Env.Prefix}, Logger: logs.Logger(),
 	})
 	require.NoError(t, err)
 	queued := jobs.Insert(t, fixture.Job{Status: "QUEUED"})
@@ -199,9 +176,9 @@ func TestFaults_GarbageMarker_IsAClearErrorNeverAGuess(t *testing.T) {
 			t.Parallel()
 			env := testenv.New(t)
 			jobs := fixture.Create(t, env, fixture.Default)
-			var logs faultLog
+			var logs testenv.Logs
 			open, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardOptions{
-				Markers: jobguard.MarkerConfig{Prefix: env.Prefix}, Logger: logs.logger(),
+				Markers: jobguard.MarkerConfig{Prefix: env.Prefix}, Logger: logs.Logger(),
 			})
 			require.NoError(t, err)
 			closed, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardOptions{

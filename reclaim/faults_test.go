@@ -81,7 +81,7 @@ func TestFaults_RedisDown_ReclaimsInDatabaseAndReportsMarkerErrors(t *testing.T)
 
 	// One job reclaimed while Redis is up: its marker must survive the outage.
 	before := s.jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: time.Hour})
-	var logs faultLog
+	var logs testenv.Logs
 	r, err := reclaim.New(faultConfig(t, s.env.Pool, s.jobs.Guard, rdb, s.env.Prefix, slog.New(slog.NewTextHandler(&logs, nil))))
 	require.NoError(t, err)
 	rep, err := r.Sweep(ctx)
@@ -316,24 +316,6 @@ func markerStore(t *testing.T, s faultSetup) *jobguard.MarkerStore {
 	return m
 }
 
-// faultLog is a logger output a test can read while sweeps write to it.
-type faultLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *faultLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *faultLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestFaults_GarbageBullMQHashes_AreSkippedWithAWarningNeverGuessed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -364,7 +346,7 @@ func TestFaults_GarbageBullMQHashes_AreSkippedWithAWarningNeverGuessed(t *testin
 
 	src, err := bullmq.New(bullmq.Config{Redis: rdb, Prefix: s.env.Prefix, Queue: "chapters"})
 	require.NoError(t, err)
-	var logs faultLog
+	var logs testenv.Logs
 	cfg := faultConfig(t, s.env.Pool, s.jobs.Guard, rdb, s.env.Prefix, slog.New(slog.NewTextHandler(&logs, nil)))
 	cfg.Source = src
 	r, err := reclaim.New(cfg)

@@ -1,11 +1,9 @@
 package reclaim_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -37,9 +35,9 @@ func (failingSource) Active(context.Context) ([]reclaim.ActiveJob, error) {
 // newReclaimer fills in what every test shares: the guard, the pool, Redis
 // with the test's prefix, a 30-minute limit for chapters, a 15-minute
 // no-progress threshold, and a logger the test can read.
-func newReclaimer(t testing.TB, jobs *fixture.Jobs, cfg reclaim.Config) (*reclaim.Reclaimer, *bytes.Buffer) {
+func newReclaimer(t testing.TB, jobs *fixture.Jobs, cfg reclaim.Config) (*reclaim.Reclaimer, *testenv.Logs) {
 	t.Helper()
-	var logs bytes.Buffer
+	logs := &testenv.Logs{}
 	cfg.Guard = jobs.Guard
 	if cfg.DB == nil {
 		cfg.DB = jobs.Env.Pool
@@ -52,22 +50,11 @@ func newReclaimer(t testing.TB, jobs *fixture.Jobs, cfg reclaim.Config) (*reclai
 		cfg.Limits = reclaim.StaticLimits{"chapter": 30 * time.Minute}
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(&lockedWriter{w: &logs}, nil))
+		cfg.Logger = logs.Logger()
 	}
 	r, err := reclaim.New(cfg)
 	require.NoError(t, err)
-	return r, &logs
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return r, logs
 }
 
 // setUpdatedAgo moves a job's updated_at to now - ago.

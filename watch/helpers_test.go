@@ -1,10 +1,8 @@
 package watch_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,7 +34,7 @@ type bundle struct {
 	jobs *fixture.Jobs
 	w    *watch.Watcher
 	pub  watch.Publisher
-	logs *lockedBuffer
+	logs *testenv.Logs
 }
 
 // setup creates the jobs table of v, a watcher with cfg (Guard, DB,
@@ -49,7 +47,7 @@ func setup(t *testing.T, kind string, v fixture.Variant, cfg watch.Config) *bund
 	if cfg.Transport == (watch.Transport{}) {
 		cfg.Transport = transportFor(env, kind)
 	}
-	b := &bundle{env: env, jobs: jobs, logs: &lockedBuffer{}}
+	b := &bundle{env: env, jobs: jobs, logs: &testenv.Logs{}}
 	cfg.Guard, cfg.DB = jobs.Guard, env.Pool
 	cfg.Logger = slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	w, err := watch.New(cfg)
@@ -145,24 +143,6 @@ func cancelledWithin(t *testing.T, ctx context.Context, from time.Time, d time.D
 func requireAlive(t *testing.T, ctx context.Context, what string) {
 	t.Helper()
 	require.NoError(t, ctx.Err(), "%s was cancelled: %v", what, context.Cause(ctx))
-}
-
-// lockedBuffer is a log sink safe for the watcher's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // redisClient returns a client of addr, closed when the test ends.

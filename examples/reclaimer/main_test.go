@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,25 +16,6 @@ import (
 	"github.com/jobguard/jobguard/examples/internal/flow"
 	"github.com/jobguard/jobguard/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer safe to write from the service's goroutines
-// while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // args are the flags of a service over env's schema and prefix, with its
 // metrics on a port of its own.
@@ -77,7 +57,7 @@ func TestReclaimer_ReclaimsStuckJobsLogsEachSweepAndStops(t *testing.T) {
 	e, jobID := stuckChapterJob(t, env)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs testenv.Logs
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, args(env, "-interval", "100ms", "-no-progress", "300ms", "-limit", "chapter=300ms"), &logs)
@@ -136,7 +116,7 @@ func TestReclaimer_BinaryStopsOnSIGTERM(t *testing.T) {
 	build.Stderr = os.Stderr
 	require.NoError(t, build.Run())
 
-	var logs syncBuffer
+	var logs testenv.Logs
 	cmd := exec.Command(bin, args(env, "-interval", "100ms", "-no-progress", "300ms", "-limit", "chapter=300ms", "-log-format", "json")...)
 	cmd.Stderr = &logs
 	require.NoError(t, cmd.Start())
@@ -163,7 +143,7 @@ func TestReclaimer_WatchesABullMQQueue(t *testing.T) {
 		"processedOn", started, "data", `{"rowId":"`+jobID+`"}`).Err())
 
 	runCtx, cancel := context.WithCancel(ctx)
-	var logs syncBuffer
+	var logs testenv.Logs
 	done := make(chan int, 1)
 	go func() {
 		// The row started just now: by the table the job is well within

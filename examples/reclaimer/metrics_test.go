@@ -19,7 +19,7 @@ import (
 
 // metricsURL waits for the service's "serving metrics" line and returns
 // its URL.
-func metricsURL(t *testing.T, logs *syncBuffer) string {
+func metricsURL(t *testing.T, logs *testenv.Logs) string {
 	t.Helper()
 	re := regexp.MustCompile(`msg="reclaimer: serving metrics" url=(\S+)`)
 	var url string
@@ -66,7 +66,7 @@ func TestReclaimer_ServesMetricsForPrometheus(t *testing.T) {
 	e, jobID := stuckChapterJob(t, env)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs testenv.Logs
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, args(env, "-interval", "100ms", "-no-progress", "300ms", "-limit", "chapter=300ms"), &logs)
@@ -101,7 +101,7 @@ func TestReclaimer_NoMetricsAddrServesNothing(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs testenv.Logs
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, args(env, "-interval", "100ms", "-metrics-addr", ""), &logs) }()
 	require.Eventually(t, func() bool { return regexp.MustCompile(`msg="reclaim: sweep"`).MatchString(logs.String()) },
@@ -139,7 +139,7 @@ func TestReclaimer_NoticesCancelTheReclaimedModelCall(t *testing.T) {
 			<-hang.Reached()
 
 			runCtx, cancel := context.WithCancel(ctx)
-			var logs syncBuffer
+			var logs testenv.Logs
 			done := make(chan int, 1)
 			go func() {
 				done <- run(runCtx, args(env, "-interval", "100ms", "-no-progress", "300ms", "-limit", "chapter=300ms",

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -19,28 +17,10 @@ func args(env *testenv.Env, extra ...string) []string {
 		"-schema", env.Schema, "-prefix", env.Prefix}, extra...)
 }
 
-// syncBuffer is a buffer the command's loggers and the test can share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestRiver_WorkerCompletesTheJobAndWritesTheWeeks(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
-	var out, errs syncBuffer
+	var out, errs testenv.Logs
 	code := run(context.Background(), args(env, "-course", "c1", "-weeks", "3", "-latency", "10ms"), &out, &errs)
 	require.Equal(t, 0, code, errs.String())
 	require.Contains(t, out.String(), "River job 1: completed\n")
@@ -57,7 +37,7 @@ func TestRiver_WorkerCompletesTheJobAndWritesTheWeeks(t *testing.T) {
 func TestRiver_HungJobIsReclaimedThroughTheRiverSourceAndCancelled(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
-	var out, errs syncBuffer
+	var out, errs testenv.Logs
 	code := run(context.Background(), args(env, "-course", "c2", "-latency", "0s", "-hang", "2500ms",
 		"-limit", "500ms", "-no-progress", "500ms", "-interval", "100ms", "-reclaim", "-redeliver"), &out, &errs)
 	require.Equal(t, 0, code, errs.String())

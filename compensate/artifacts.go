@@ -127,13 +127,9 @@ func New(ctx context.Context, cfg Config) (*Artifacts, error) {
 	if cfg.Table == "" {
 		cfg.Table = TableDefault
 	}
-	if err := ident.Check("Table", cfg.Table); err != nil {
+	art, err := ident.QuoteTable(cfg.Schema, cfg.Table)
+	if err != nil {
 		return nil, fmt.Errorf("compensate: new: %w", err)
-	}
-	if cfg.Schema != "" {
-		if err := ident.Check("Schema", cfg.Schema); err != nil {
-			return nil, fmt.Errorf("compensate: new: %w", err)
-		}
 	}
 	if cfg.Interval == 0 {
 		cfg.Interval = IntervalDefault
@@ -147,7 +143,6 @@ func New(ctx context.Context, cfg Config) (*Artifacts, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	art := ident.Quote(cfg.Schema, cfg.Table)
 	var exists bool
 	if err := cfg.DB.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, art).Scan(&exists); err != nil {
 		return nil, fmt.Errorf("compensate: new: %w", err)
@@ -157,7 +152,7 @@ func New(ctx context.Context, cfg Config) (*Artifacts, error) {
 	}
 	jt := cfg.Guard.Table()
 	var idType string
-	err := cfg.DB.QueryRow(ctx, `SELECT format_type(atttypid, NULL) FROM pg_attribute`+
+	err = cfg.DB.QueryRow(ctx, `SELECT format_type(atttypid, NULL) FROM pg_attribute`+
 		` WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped`,
 		jt.QualifiedName(), jt.IDColumn).Scan(&idType)
 	if err != nil {

@@ -42,18 +42,13 @@ func NewLedger(cfg Config) (*Ledger, error) {
 	if cfg.Table == "" {
 		cfg.Table = LedgerTableDefault
 	}
-	if err := ident.Check("Table", cfg.Table); err != nil {
+	tbl, err := ident.QuoteTable(cfg.Schema, cfg.Table)
+	if err != nil {
 		return nil, fmt.Errorf("usage: new ledger: %w", err)
-	}
-	if cfg.Schema != "" {
-		if err := ident.Check("Schema", cfg.Schema); err != nil {
-			return nil, fmt.Errorf("usage: new ledger: %w", err)
-		}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	tbl := ident.Quote(cfg.Schema, cfg.Table)
 	return &Ledger{
 		now: cfg.Now,
 		met: newLedgerMetrics(cfg.MeterProvider),

@@ -42,3 +42,17 @@ func Quote(parts ...string) string {
 	}
 	return id.Sanitize()
 }
+
+// QuoteTable checks a configured table name and its optional schema (the
+// fields named Table and Schema in errors) and returns them quoted.
+func QuoteTable(schema, table string) (string, error) {
+	if err := Check("Table", table); err != nil {
+		return "", err
+	}
+	if schema != "" {
+		if err := Check("Schema", schema); err != nil {
+			return "", err
+		}
+	}
+	return Quote(schema, table), nil
+}

@@ -22,3 +22,17 @@ func TestQuote_QuotesEveryPartAndSkipsEmpty(t *testing.T) {
 	require.Equal(t, `"s"."CourseJob"`, Quote("s", "CourseJob"))
 	require.Equal(t, `"a""b"."c.d"`, Quote(`a"b`, "c.d"))
 }
+
+func TestQuoteTable_ChecksBothNames(t *testing.T) {
+	t.Parallel()
+	q, err := QuoteTable("", "usage_ledger")
+	require.NoError(t, err)
+	require.Equal(t, `"usage_ledger"`, q)
+	q, err = QuoteTable("billing", "ledger")
+	require.NoError(t, err)
+	require.Equal(t, `"billing"."ledger"`, q)
+	_, err = QuoteTable("", "")
+	require.ErrorContains(t, err, "Table is empty")
+	_, err = QuoteTable("a\x00", "t")
+	require.ErrorContains(t, err, "Schema")
+}

@@ -44,10 +44,10 @@ func (r *Reclaimer) Run(ctx context.Context) error {
 			switch {
 			case err != nil && ctx.Err() == nil:
 				r.log.WarnContext(ctx, "reclaim: sweep failed", slog.Any("error", err))
-			case err == nil && (rep.Reclaimed > 0 || rep.LostRace > 0):
-				r.log.InfoContext(ctx, "reclaim: sweep", reportAttrs(rep)...)
 			case err == nil:
-				r.log.DebugContext(ctx, "reclaim: sweep", reportAttrs(rep)...)
+				// One line per interval, from the leader only: an operator
+				// sees that sweeps happen even when they change nothing.
+				r.log.InfoContext(ctx, "reclaim: sweep", reportAttrs(rep)...)
 			}
 		}
 		select {

@@ -149,58 +149,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	return 0
 }
 
-// newLogger builds the service's logger. The reclaimer logs a sweep that
-// changed nothing at debug level; this service raises that summary to info,
-// so that every sweep leaves one line.
+// newLogger builds the service's logger.
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var min slog.Level
 	if err := min.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("-log-level: %w", err)
 	}
-	opts := &slog.HandlerOptions{Level: slog.LevelDebug}
-	var h slog.Handler
+	opts := &slog.HandlerOptions{Level: min}
 	switch format {
 	case "text":
-		h = slog.NewTextHandler(w, opts)
+		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
-		h = slog.NewJSONHandler(w, opts)
-	default:
-		return nil, fmt.Errorf("-log-format %q: want text or json", format)
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return slog.New(sweepLines{Handler: h, min: min}), nil
-}
-
-// sweepLines passes records at min or above, and the reclaimer's sweep
-// summary at info whatever its level.
-type sweepLines struct {
-	slog.Handler
-	min slog.Level
-}
-
-const sweepMessage = "reclaim: sweep"
-
-// Enabled lets debug records through to Handle, which keeps only the sweep
-// summary among those below min.
-func (h sweepLines) Enabled(_ context.Context, l slog.Level) bool {
-	return l >= h.min || l == slog.LevelDebug
-}
-
-func (h sweepLines) Handle(ctx context.Context, r slog.Record) error {
-	if r.Message == sweepMessage && r.Level < slog.LevelInfo {
-		r.Level = slog.LevelInfo
-	}
-	if r.Level < h.min {
-		return nil
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h sweepLines) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return sweepLines{Handler: h.Handler.WithAttrs(attrs), min: h.min}
-}
-
-func (h sweepLines) WithGroup(name string) slog.Handler {
-	return sweepLines{Handler: h.Handler.WithGroup(name), min: h.min}
+	return nil, fmt.Errorf("-log-format %q: want text or json", format)
 }
 
 // limitFlag collects -limit type=duration flags.

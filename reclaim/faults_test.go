@@ -55,7 +55,7 @@ func (s faultSetup) course(t *testing.T) string {
 
 // faultConfig is the reclaimer of these tests: chapters over a minute
 // without progress for a minute are stuck; their course fails with them.
-func faultConfig(t testing.TB, db jobguard.DB, guard *jobguard.Guard, rdb jobguard.Redis, prefix string, logger *slog.Logger) reclaim.Config {
+func faultConfig(t testing.TB, db *pgxpool.Pool, guard *jobguard.Guard, rdb jobguard.Redis, prefix string, logger *slog.Logger) reclaim.Config {
 	t.Helper()
 	rule, err := reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "status", Value: "FAILED"})
 	require.NoError(t, err)

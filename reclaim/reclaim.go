@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/jobguard"
@@ -36,9 +37,10 @@ const afterCommitTimeout = 10 * time.Second
 type Config struct {
 	// Guard maps the jobs table. Required.
 	Guard *jobguard.Guard
-	// DB reaches the jobs table. Run needs a *pgxpool.Pool (it holds the
-	// leader lock on a connection of its own). Required.
-	DB jobguard.DB
+	// DB reaches the jobs table. Sweeps run on its connections; Run holds
+	// the leader lock on a connection of its own, opened with the pool's
+	// connection settings. Required.
+	DB *pgxpool.Pool
 	// Redis receives the reclaim markers. Required.
 	Redis jobguard.Redis
 	// Source lists the active jobs. Defaults to a TableSource over Guard and
@@ -70,6 +72,10 @@ type Config struct {
 	// Interval is the pause between two sweeps of Run, and the longest a
 	// standby waits before it tries to take over. Defaults to IntervalDefault.
 	Interval time.Duration
+	// SweepTimeout bounds each sweep: when it passes, the sweep stops where
+	// it is (what it committed stands) and returns an error. Defaults to
+	// Interval.
+	SweepTimeout time.Duration
 	// LeaderKey is the advisory lock key that elects Run's leader; instances
 	// sweeping the same table must share it. Advisory locks are per database,
 	// not per schema or table: reclaimers of different jobs tables in one
@@ -112,6 +118,8 @@ func New(cfg Config) (*Reclaimer, error) {
 		return nil, fmt.Errorf("reclaim: new: NoProgress %v is negative", cfg.NoProgress)
 	case cfg.Interval < 0:
 		return nil, fmt.Errorf("reclaim: new: Interval %v is negative", cfg.Interval)
+	case cfg.SweepTimeout < 0:
+		return nil, fmt.Errorf("reclaim: new: SweepTimeout %v is negative", cfg.SweepTimeout)
 	}
 	if cfg.Source == nil {
 		src, err := NewTableSource(cfg.Guard, cfg.DB)
@@ -136,6 +144,9 @@ func New(cfg Config) (*Reclaimer, error) {
 	}
 	if cfg.Interval == 0 {
 		cfg.Interval = IntervalDefault
+	}
+	if cfg.SweepTimeout == 0 {
+		cfg.SweepTimeout = cfg.Interval
 	}
 	if cfg.LeaderKey == 0 {
 		cfg.LeaderKey = LeaderKeyDefault
@@ -215,6 +226,8 @@ type candidate struct {
 func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
 	// The duration is real elapsed time, whatever clock Config.Now is.
 	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.SweepTimeout)
+	defer cancel()
 	rep, err := r.sweep(ctx)
 	r.met.swept(ctx, rep, err, time.Since(start))
 	return rep, err

@@ -24,10 +24,7 @@ type acquirer interface {
 // Interval. Run starts no goroutines; on return the connection is closed and
 // the lock released.
 func (r *Reclaimer) Run(ctx context.Context) error {
-	pool, ok := r.cfg.DB.(*pgxpool.Pool)
-	if !ok {
-		return fmt.Errorf("reclaim: run: Config.DB is a %T; the leader lock needs a *pgxpool.Pool", r.cfg.DB)
-	}
+	pool := r.cfg.DB
 	if n := pool.Config().MaxConns; n < 2 {
 		// The lock holds one connection for as long as it leads; a sweep
 		// would wait for a second one forever.

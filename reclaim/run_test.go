@@ -113,17 +113,6 @@ func TestRun_ReleasesTheLockOnShutdown(t *testing.T) {
 	require.Zero(t, leaderPID(t, env, key), "the lock is gone once Run has returned")
 }
 
-func TestRun_NeedsAPool(t *testing.T) {
-	t.Parallel()
-	env := testenv.New(t)
-	jobs := fixture.Create(t, env, fixture.Default)
-	tx, err := env.Pool.Begin(context.Background())
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	r, _ := newReclaimer(t, jobs, reclaim.Config{DB: tx})
-	require.ErrorContains(t, r.Run(context.Background()), "*pgxpool.Pool")
-}
-
 func TestRun_NeedsRoomForTheLockConnection(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)

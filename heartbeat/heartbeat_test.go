@@ -2,6 +2,7 @@ package heartbeat_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -486,4 +487,19 @@ func TestBeat_LimitIsPerProcess(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, 2, b.writes(t, id))
+}
+
+func TestBeat_IDSpelledTwoWaysIsOneSlot(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fixture.Default)
+	ctx := context.Background()
+	id := b.jobs.Insert(t, fixture.Job{Generation: 1})
+
+	res, err := b.hb.Beat(ctx, b.env.Pool, jobguard.Execution{JobID: id, Generation: 1}, heartbeat.Progress(10))
+	require.NoError(t, err)
+	require.Equal(t, heartbeat.Written, res)
+	res, err = b.hb.Beat(ctx, b.env.Pool, jobguard.Execution{JobID: strings.ToUpper(id), Generation: 1}, heartbeat.Progress(20))
+	require.NoError(t, err)
+	require.Equal(t, heartbeat.Throttled, res, "the same job, spelled in upper case")
+	require.Equal(t, 1, b.writes(t, id))
 }

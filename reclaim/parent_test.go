@@ -1,0 +1,77 @@
+package reclaim_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/internal/fixture"
+	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/reclaim"
+)
+
+// One parent row refuses every write (a trigger raises). Its job stays for
+// the next sweep; every other job is reclaimed with its parent.
+func TestSweep_PoisonedParentStopsOnlyItsJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	courses(t, env, "poison", "course-a", "course-b")
+	env.Exec(`UPDATE courses SET status = 'PROCESSING'`)
+	env.Exec(`CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'course % is archived', OLD.id;
+END $$`)
+	env.Exec(`CREATE TRIGGER refuse BEFORE UPDATE ON courses FOR EACH ROW WHEN (OLD.id = 'poison') EXECUTE FUNCTION refuse()`)
+	poisoned := jobs.Insert(t, fixture.Job{Generation: 1, ParentID: "poison", UpdatedAgo: 2 * time.Hour})
+	a := jobs.Insert(t, fixture.Job{Generation: 1, ParentID: "course-a", UpdatedAgo: 2 * time.Hour})
+	b := jobs.Insert(t, fixture.Job{Generation: 1, ParentID: "course-b", UpdatedAgo: 2 * time.Hour})
+	video := jobs.Insert(t, fixture.Job{Type: "video", Generation: 1, UpdatedAgo: 2 * time.Hour})
+	r, logs := newReclaimer(t, jobs, reclaim.Config{
+		Limits:    reclaim.StaticLimits{"chapter": 30 * time.Minute, "video": time.Hour},
+		OnReclaim: map[string]reclaim.ParentRule{"chapter": failCourse(t)},
+	})
+
+	rep, err := r.Sweep(ctx)
+	require.NoError(t, err, "one poisoned parent does not fail the sweep")
+	require.ElementsMatch(t, []string{a, b, video}, rep.ReclaimedIDs)
+	for _, id := range []string{a, b, video} {
+		require.Equal(t, "FAILED", jobs.Read(t, id).Status)
+	}
+	for _, c := range []string{"course-a", "course-b"} {
+		status, _, _ := courseStatus(t, env, c)
+		require.Equal(t, "FAILED", status)
+	}
+	require.Equal(t, "PROCESSING", jobs.Read(t, poisoned).Status, "not failed without its parent")
+	require.False(t, hasMarker(t, jobs, poisoned))
+	require.Contains(t, logs.String(), "archived")
+
+	// The refusal lifts; the next sweep reclaims the job it skipped.
+	env.Exec(`DROP TRIGGER refuse ON courses`)
+	rep, err = r.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{poisoned}, rep.ReclaimedIDs)
+	status, _, _ := courseStatus(t, env, "poison")
+	require.Equal(t, "FAILED", status)
+}
+
+// Another chapter of the course finished and made it READY. Reclaiming a
+// stuck chapter of the same course must not turn it FAILED: a parent rule
+// moves a parent only from the state it expects.
+func TestSetParent_LeavesAParentThatMovedOn(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	courses(t, env, "course-1") // READY
+	id := jobs.Insert(t, fixture.Job{Generation: 1, ParentID: "course-1", UpdatedAgo: 2 * time.Hour})
+	r, _ := newReclaimer(t, jobs, reclaim.Config{OnReclaim: map[string]reclaim.ParentRule{"chapter": failCourse(t)}})
+
+	rep, err := r.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []string{id}, rep.ReclaimedIDs)
+	status, _, _ := courseStatus(t, env, "course-1")
+	require.Equal(t, "READY", status)
+}

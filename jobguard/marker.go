@@ -84,38 +84,99 @@ func (s *MarkerStore) Key(jobID string) string {
 	return s.prefix + ":reclaimed:{" + jobID + "}"
 }
 
+// writeMarker stores a marker unless the key holds one of a higher
+// generation: two reclaimers writing out of order must not move a marker
+// backwards, or a start guard would let the newer reclaimed execution's job
+// through. A value Read would refuse (not a marker, a generation that is not
+// a whole number from 0 to 2^53) is overwritten.
+const writeMarkerLua = `
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local ok, m = pcall(cjson.decode, cur)
+  local g = ok and type(m) == 'table' and m.generation
+  if type(g) == 'number' and g >= 0 and g <= 9007199254740992 and g == math.floor(g) and g > tonumber(ARGV[2]) then
+    return 0
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+return 1
+`
+
+var writeMarker = redis.NewScript(writeMarkerLua)
+
 // Write stores the markers in one pipelined round trip, each with the
-// store's TTL. The error joins every marker that could not be written.
+// store's TTL. A key that already holds a marker of a higher generation
+// keeps it. The error joins every marker that could not be written.
 func (s *MarkerStore) Write(ctx context.Context, markers ...Marker) error {
 	if len(markers) == 0 {
 		return nil
 	}
-	cmds := make([]*redis.StatusCmd, len(markers))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, m := range markers {
-			v, err := json.Marshal(m)
-			if err != nil {
-				return err
-			}
-			cmds[i] = p.Set(ctx, s.Key(m.JobID), v, s.ttl)
+	values := make([]string, len(markers))
+	for i, m := range markers {
+		v, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("jobguard: write markers: job %s: %w", m.JobID, err)
 		}
-		return nil
+		values[i] = string(v)
+	}
+	ttl := s.ttl.Milliseconds()
+	run := func(idx []int, eval func(p redis.Pipeliner, key string, args ...any) *redis.Cmd) ([]*redis.Cmd, error) {
+		cmds := make([]*redis.Cmd, len(idx))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, m := range idx {
+				cmds[i] = eval(p, s.Key(markers[m].JobID), values[m], markers[m].Generation, ttl)
+			}
+			return nil
+		})
+		return cmds, err
+	}
+	all := make([]int, len(markers))
+	for i := range all {
+		all[i] = i
+	}
+	// By hash first; a server that has not seen the script yet (or lost it
+	// in a restart) gets it whole, for the markers it refused.
+	cmds, err := run(all, func(p redis.Pipeliner, key string, args ...any) *redis.Cmd {
+		return p.EvalSha(ctx, writeMarker.Hash(), []string{key}, args...)
 	})
 	if err == nil {
 		return nil
 	}
-	var errs []error
+	var retry []int
 	for i, c := range cmds {
-		if c == nil || c.Err() != nil {
-			cerr := err
-			if c != nil {
-				cerr = c.Err()
-			}
-			errs = append(errs, fmt.Errorf("job %s: %w", markers[i].JobID, cerr))
+		if c != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			retry = append(retry, all[i])
 		}
 	}
-	if len(errs) == 0 {
-		errs = append(errs, err)
+	failed := map[int]error{}
+	for i, c := range cmds {
+		if c == nil {
+			failed[all[i]] = err
+		} else if c.Err() != nil && !redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			failed[all[i]] = c.Err()
+		}
+	}
+	if len(retry) > 0 {
+		again, rerr := run(retry, func(p redis.Pipeliner, key string, args ...any) *redis.Cmd {
+			return p.Eval(ctx, writeMarkerLua, []string{key}, args...)
+		})
+		for i, c := range again {
+			switch {
+			case c == nil:
+				failed[retry[i]] = rerr
+			case c.Err() != nil:
+				failed[retry[i]] = c.Err()
+			}
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	var errs []error
+	for i, m := range markers {
+		if e, ok := failed[i]; ok {
+			errs = append(errs, fmt.Errorf("job %s: %w", m.JobID, e))
+		}
 	}
 	return fmt.Errorf("jobguard: write markers: %w", errors.Join(errs...))
 }

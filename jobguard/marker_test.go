@@ -59,3 +59,25 @@ func TestMarkerStore_WritersOutOfOrderKeepTheHighestGeneration(t *testing.T) {
 		require.EqualValues(t, writers, m.Generation)
 	}
 }
+
+// A server restarted, or flushed its scripts, no longer knows the script by
+// its hash: the markers still go out.
+func TestMarkerStore_WritesAfterTheServerForgotTheScript(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	s, err := jobguard.NewMarkerStore(env.Redis, jobguard.MarkerConfig{Prefix: env.Prefix})
+	require.NoError(t, err)
+	require.NoError(t, env.Redis.ScriptFlush(ctx).Err())
+
+	require.NoError(t, s.Write(ctx, jobguard.Marker{JobID: "a", Generation: 2}, jobguard.Marker{JobID: "b", Generation: 3}))
+	for id, gen := range map[string]int64{"a": 2, "b": 3} {
+		m, found, err := s.Read(ctx, id)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, gen, m.Generation)
+	}
+	ttl, err := env.Redis.PTTL(ctx, s.Key("a")).Result()
+	require.NoError(t, err)
+	require.InDelta(t, jobguard.MarkerTTLDefault.Seconds(), ttl.Seconds(), 60, "the store's TTL")
+}

@@ -2,8 +2,10 @@ package jobguard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,7 +19,8 @@ import (
 type JobState struct {
 	// ID is the id column as text (uuids in their canonical lower-case form).
 	ID string
-	// Type is the type column as text; "" when the table has none.
+	// Type is the type column as text; "" when the table has none or the row
+	// has no type.
 	Type string
 	// Status is the status column as text.
 	Status string
@@ -32,73 +35,122 @@ type JobState struct {
 	// StartedAt is the start of the current attempt; the zero time when the
 	// table has no started-at column or the row has no start time.
 	StartedAt time.Time
+	// ReadAt is the database's clock when the row was read. UpdatedAt and
+	// StartedAt are stamped by the database, so how long ago they were is
+	// ReadAt minus them: a reader whose own clock runs ahead or behind would
+	// see progress that is not there, or miss progress that is.
+	ReadAt time.Time
 }
 
 // batchStatements are the set-oriented statements of the reclaimer, built
 // once by New from the validated mapping.
 type batchStatements struct {
-	idCast     string // cast of a text id to the id column's type
-	updatedTyp string // "timestamp" or "timestamptz"
-	snapshot   string // $1 ids text[]
-	active     string // $1 processing
-	fail       string // $1 failed, $2 reason, $3 ids, $4 statuses, $5 updated_at as text, $6 generations
+	ids          string // the id column's type as an array parameter: uuid[], int8[] or text[]
+	snapshot     string // $1 ids → rows
+	overdue      string // $1 types, $2 limits (µs), $3 otherwise (µs, NULL: none), $4 page size → rows
+	overdueAfter string // overdue's parameters, $5 the last id of the previous page → rows
+	fail         string // $1 failed, $2 reason, $3 ids, $4 statuses, $5 updated_at, $6 generations → locked rows
 }
 
 func buildBatchStatements(t Table, cat catalog) batchStatements {
 	q := ident.Quote
 	tbl := t.QualifiedName()
+	col := func(alias, name string) string { return alias + q(name) }
 	var b batchStatements
 	switch id := cat.columns[t.IDColumn]; {
 	case id.name == "uuid":
-		b.idCast = "::uuid"
+		b.ids = "uuid[]"
 	case isInteger(id):
-		b.idCast = "::int8"
+		b.ids = "int8[]"
+	default:
+		b.ids = "text[]"
 	}
-	b.updatedTyp = cat.columns[t.UpdatedAtColumn].name
-
+	isPlain := func(name string) bool { return cat.columns[name].name == "timestamp" }
 	// asUTC reads a timestamp column as a timestamptz: a column without time
 	// zone holds UTC wall time.
-	asUTC := func(alias, col string) string {
-		c := alias + q(col)
-		if cat.columns[col].name == "timestamp" {
-			return "(" + c + " AT TIME ZONE 'UTC')"
+	asUTC := func(alias, name string) string {
+		if isPlain(name) {
+			return "(" + col(alias, name) + " AT TIME ZONE 'UTC')"
 		}
-		return c
+		return col(alias, name)
 	}
-	cols := func(alias string) string {
-		typ, gen, parent, started := "''::text", "0::int8", "NULL::text", "NULL::timestamptz"
-		if t.TypeColumn != "" {
-			typ = alias + q(t.TypeColumn) + "::text"
-		}
-		if t.GenerationColumn != "" {
-			gen = alias + q(t.GenerationColumn) + "::int8"
-		}
-		if t.ParentIDColumn != "" {
-			parent = alias + q(t.ParentIDColumn) + "::text"
-		}
-		if t.StartedAtColumn != "" {
-			started = asUTC(alias, t.StartedAtColumn)
-		}
-		return fmt.Sprintf("%s%s::text, %s, %s%s::text, %s, %s, %s, %s",
-			alias, q(t.IDColumn), typ, alias, q(t.StatusColumn), asUTC(alias, t.UpdatedAtColumn), gen, parent, started)
+	typ := "''::text"
+	if t.TypeColumn != "" {
+		typ = "coalesce(" + col("t.", t.TypeColumn) + "::text, '')"
 	}
-
-	b.snapshot = fmt.Sprintf(`SELECT %s FROM %s WHERE %s = ANY($1::text[]%s[])`,
-		cols(""), tbl, q(t.IDColumn), b.idCast)
-	b.active = fmt.Sprintf(`SELECT %s FROM %s WHERE %s = $1`, cols(""), tbl, q(t.StatusColumn))
-
-	fence := ""
+	gen, parent, started := "0::int8", "NULL::text", "NULL::timestamptz"
 	if t.GenerationColumn != "" {
-		fence = fmt.Sprintf(" AND t.%s = e.generation", q(t.GenerationColumn))
+		gen = col("t.", t.GenerationColumn) + "::int8"
+	}
+	if t.ParentIDColumn != "" {
+		parent = col("t.", t.ParentIDColumn) + "::text"
+	}
+	if t.StartedAtColumn != "" {
+		started = asUTC("t.", t.StartedAtColumn)
+	}
+	// The column list of scanJobStates; now() is the statement's clock,
+	// read with the rows so that their ages are measured on it.
+	cols := fmt.Sprintf("%s::text, %s, %s::text, %s, %s, %s, %s, now()",
+		col("t.", t.IDColumn), typ, col("t.", t.StatusColumn), asUTC("t.", t.UpdatedAtColumn), gen, parent, started)
+
+	b.snapshot = fmt.Sprintf(`SELECT %s FROM %s AS t WHERE %s = ANY($1::%s)`,
+		cols, tbl, col("t.", t.IDColumn), b.ids)
+
+	if t.StartedAtColumn != "" {
+		// Only the jobs over their type's limit, on the database's clock. The
+		// status is a literal so that the planner can use a partial index on
+		// the active statuses, and the start column is compared bare so that
+		// an index on it applies. A type column of text is joined bare for the
+		// same reason; an enum is compared as text, since a limit may name a
+		// type the enum lacks.
+		joinType := "''"
+		if t.TypeColumn != "" {
+			joinType = col("t.", t.TypeColumn)
+			if !isText(cat.columns[t.TypeColumn]) {
+				joinType += "::text"
+			}
+		}
+		now := "now()"
+		if isPlain(t.StartedAtColumn) {
+			now = "(now() AT TIME ZONE 'UTC')"
+		}
+		// MATERIALIZED keeps the planner from walking the primary key in id
+		// order to satisfy LIMIT, which would visit every row of the table.
+		overdue := func(after string) string {
+			return fmt.Sprintf(`WITH c AS MATERIALIZED (SELECT %s FROM %s AS t`+
+				` LEFT JOIN unnest($1::text[], $2::int8[]) AS l(type, us) ON l.type = %s`+
+				` WHERE %s = %s AND %s < %s - coalesce(l.us, $3::int8) * interval '1 microsecond'%s)`+
+				` SELECT * FROM c ORDER BY 1 LIMIT $4`,
+				cols, tbl, joinType,
+				col("t.", t.StatusColumn), ident.Literal(t.Statuses.Processing),
+				col("t.", t.StartedAtColumn), now, after)
+		}
+		b.overdue = overdue("")
+		// Ordered by the id as text, which is the column's own order only for
+		// text ids: the keyset compares in the same order it sorts.
+		b.overdueAfter = overdue(fmt.Sprintf(" AND %s::text > $5", col("t.", t.IDColumn)))
+	}
+
+	// The write locks the rows it may change first, skipping any row another
+	// transaction holds: a held row is being written, which is progress, and
+	// waiting for it would stall every other reclaim. In id order, so two
+	// reclaimers lock in the same order. Every row it locked comes back,
+	// with whether the conditional write changed it.
+	match := fmt.Sprintf("t.%s::text = e.status AND t.%s = e.updated_at", q(t.StatusColumn), q(t.UpdatedAtColumn))
+	if isPlain(t.UpdatedAtColumn) {
+		match = fmt.Sprintf("t.%s::text = e.status AND t.%s = (e.updated_at AT TIME ZONE 'UTC')", q(t.StatusColumn), q(t.UpdatedAtColumn))
+	}
+	if t.GenerationColumn != "" {
+		match += fmt.Sprintf(" AND t.%s = e.generation", q(t.GenerationColumn))
 	}
 	b.fail = fmt.Sprintf(
-		`UPDATE %s AS t SET %s = $1, %s = $2, %s = %s`+
-			` FROM unnest($3::text[], $4::text[], $5::text[], $6::int8[]) AS e(id, status, updated_at, generation)`+
-			` WHERE t.%s = e.id%s AND t.%s::text = e.status AND t.%s = e.updated_at::%s%s`+
-			` RETURNING %s`,
-		tbl, q(t.StatusColumn), q(t.FailureReasonColumn), q(t.UpdatedAtColumn), nowExpr(cat.columns[t.UpdatedAtColumn]),
-		q(t.IDColumn), b.idCast, q(t.StatusColumn), q(t.UpdatedAtColumn), b.updatedTyp, fence,
-		cols("t."))
+		`WITH e AS (SELECT * FROM unnest($3::%[1]s, $4::text[], $5::timestamptz[], $6::int8[]) AS e(id, status, updated_at, generation)),`+
+			` l AS (SELECT t.%[2]s AS id FROM %[3]s AS t WHERE t.%[2]s = ANY($3::%[1]s) ORDER BY t.%[2]s FOR UPDATE SKIP LOCKED),`+
+			` u AS (UPDATE %[3]s AS t SET %[4]s = $1, %[5]s = $2, %[6]s = %[7]s FROM e`+
+			` WHERE t.%[2]s = e.id AND t.%[2]s IN (SELECT id FROM l) AND %[8]s RETURNING t.%[2]s AS id, %[9]s AS generation, %[10]s AS parent, %[11]s AS type)`+
+			` SELECT l.id::text, u.id IS NOT NULL, coalesce(u.generation, 0), u.parent, coalesce(u.type, '') FROM l LEFT JOIN u ON u.id = l.id`,
+		b.ids, q(t.IDColumn), tbl, q(t.StatusColumn), q(t.FailureReasonColumn), q(t.UpdatedAtColumn),
+		nowExpr(cat.columns[t.UpdatedAtColumn]), match, gen, parent, typ)
 	return b
 }
 
@@ -108,7 +160,7 @@ func scanJobStates(rows pgx.Rows) ([]JobState, error) {
 		var s JobState
 		var parent *string
 		var started *time.Time
-		err := r.Scan(&s.ID, &s.Type, &s.Status, &s.UpdatedAt, &s.Generation, &parent, &started)
+		err := r.Scan(&s.ID, &s.Type, &s.Status, &s.UpdatedAt, &s.Generation, &parent, &started, &s.ReadAt)
 		if parent != nil {
 			s.ParentID = *parent
 		}
@@ -119,25 +171,60 @@ func scanJobStates(rows pgx.Rows) ([]JobState, error) {
 	})
 }
 
-// normalID returns jobID in the form the id column gives back as text, or
-// false when jobID cannot be an id of the column.
-func (g *Guard) normalID(jobID string) (string, bool) {
+// CanonicalID returns jobID as the id column prints it: a uuid in lower case
+// with dashes, an integer in decimal without sign or leading zeros, text as
+// given. Markers, notices, heartbeat slots and reclaim reports all name a
+// job this way, so that one job spelled two ways is still one job. An id
+// that cannot be a value of the column returns an error wrapping
+// ErrInvalidJobID.
+//
+// An id already in its canonical form comes back as it is, without
+// allocating, so a hot path (a heartbeat) can key by it at no cost.
+func (g *Guard) CanonicalID(jobID string) (string, error) {
+	if g.idKind == idUUID && isLowerUUID(jobID) {
+		return jobID, nil
+	}
 	v, err := g.idArg(jobID)
 	if err != nil {
-		return "", false
+		return "", err
 	}
-	return canonicalID(v), true
+	if n, ok := v.(int64); ok && jobID == strconv.FormatInt(n, 10) {
+		return jobID, nil
+	}
+	return canonicalID(v), nil
+}
+
+// isLowerUUID reports whether s is a uuid as PostgreSQL prints one: lower
+// case hex in the 8-4-4-4-12 form.
+func isLowerUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Snapshot reads the rows of ids in one query and returns them keyed by the
 // id as given. Ids with no row, and ids that cannot be values of the id
 // column (not a uuid, not an integer), are absent from the map.
 func (g *Guard) Snapshot(ctx context.Context, db DB, ids []string) (map[string]JobState, error) {
-	given := make(map[string][]string, len(ids)) // normal id → ids as given
+	given := make(map[string][]string, len(ids)) // canonical id → ids as given
 	norm := make([]string, 0, len(ids))
 	for _, id := range ids {
-		n, ok := g.normalID(id)
-		if !ok {
+		n, err := g.CanonicalID(id)
+		if err != nil {
 			continue
 		}
 		if _, seen := given[n]; !seen {
@@ -165,80 +252,157 @@ func (g *Guard) Snapshot(ctx context.Context, db DB, ids []string) (map[string]J
 	return out, nil
 }
 
-// ActiveJobs returns every PROCESSING job in one query. StartedAt is the
-// start of the current attempt as Start stamped it, or the zero time when
-// the row has none (or the table has no started-at column).
-func (g *Guard) ActiveJobs(ctx context.Context, db DB) ([]JobState, error) {
-	rows, err := db.Query(ctx, g.batch.active, g.table.Statuses.Processing)
+// OverdueQuery selects the jobs of Overdue.
+type OverdueQuery struct {
+	// Limits is the longest the current attempt of each job type may run.
+	Limits map[string]time.Duration
+	// Otherwise applies to a job whose type is absent from Limits. Defaults
+	// to 0, which leaves such jobs out.
+	Otherwise time.Duration
+	// After continues a listing: only jobs whose id, as text, sorts after it.
+	// Pass the ID of the last job of the previous page. Defaults to "", the
+	// first page.
+	After string
+	// Max is the most jobs returned. Required.
+	Max int
+}
+
+// ErrNoStartedAt is returned by Overdue for a table without a
+// StartedAtColumn: runtime cannot be read from the table itself.
+var ErrNoStartedAt = errors.New("jobguard: table has no StartedAtColumn")
+
+// Overdue returns, in one query, up to q.Max PROCESSING jobs whose current
+// attempt (the started-at column, stamped by Start) has run longer than
+// their type's limit, on the database's clock, ordered by id as text. It
+// reads only those rows: the status is compared as a literal and the start
+// column bare, so a partial index on the active statuses and the start time
+// (the bundled migration's) does the filtering. Rows with no start time are
+// never returned.
+func (g *Guard) Overdue(ctx context.Context, db DB, q OverdueQuery) ([]JobState, error) {
+	if g.batch.overdue == "" {
+		return nil, fmt.Errorf("jobguard: overdue: %w", ErrNoStartedAt)
+	}
+	if q.Max <= 0 {
+		return nil, fmt.Errorf("jobguard: overdue: Max %d is not positive", q.Max)
+	}
+	types := make([]string, 0, len(q.Limits))
+	limits := make([]int64, 0, len(q.Limits))
+	for typ, d := range q.Limits {
+		types = append(types, typ)
+		limits = append(limits, d.Microseconds())
+	}
+	var otherwise *int64
+	if q.Otherwise > 0 {
+		us := q.Otherwise.Microseconds()
+		otherwise = &us
+	}
+	args := []any{types, limits, otherwise, q.Max}
+	sql := g.batch.overdue
+	if q.After != "" {
+		sql = g.batch.overdueAfter
+		args = append(args, q.After)
+	}
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("jobguard: active jobs: %w", err)
+		return nil, fmt.Errorf("jobguard: overdue: %w", err)
 	}
 	states, err := scanJobStates(rows)
 	if err != nil {
-		return nil, fmt.Errorf("jobguard: active jobs: %w", err)
+		return nil, fmt.Errorf("jobguard: overdue: %w", err)
 	}
 	return states, nil
 }
 
+// FailResult is what FailIfUnchanged did with each job it was given.
+type FailResult struct {
+	// Failed are the jobs the call failed, with ID, Type, ParentID and
+	// Generation as written and Status the failed status.
+	Failed []JobState
+	// Moved are the ids of jobs whose row no longer matched what was read
+	// (progress, a completion, a new start): left alone.
+	Moved []string
+	// Locked are the ids of jobs whose row another transaction held (or that
+	// was deleted meanwhile): skipped without waiting.
+	Locked []string
+}
+
 // FailIfUnchanged writes FAILED with reason to every job of expected whose
 // row still has exactly the status, updated_at and (on a fenced table)
-// generation that expected records, in one conditional UPDATE. It returns
-// the rows that really changed, as they are after the write; a job whose
-// row moved in between (progress, completion, a new start) is left alone and
-// absent from the result.
+// generation that expected records, in one conditional statement. A job
+// whose row moved in between is left alone (Moved). A row that another
+// transaction holds is skipped, never waited for (Locked): a transaction
+// holding a job's row is writing it, which is progress, and one idle worker
+// transaction must not stall the reclaim of every other job.
 //
 // The comparison of updated_at is exact, also for a timestamp column without
 // time zone (read as UTC wall time). Pass states read by Snapshot or
-// ActiveJobs. Give it a pgx.Tx to make the follow-up writes (parents) part of
+// Overdue. Give it a pgx.Tx to make the follow-up writes (parents) part of
 // the same transaction.
-func (g *Guard) FailIfUnchanged(ctx context.Context, db DB, expected []JobState, reason string) ([]JobState, error) {
-	type want struct {
-		id, status, updated string
-		gen                 int64
-	}
-	byID := make(map[string]want, len(expected))
+func (g *Guard) FailIfUnchanged(ctx context.Context, db DB, expected []JobState, reason string) (FailResult, error) {
+	byID := make(map[string]JobState, len(expected))
 	for _, e := range expected {
-		n, ok := g.normalID(e.ID)
-		if !ok {
-			return nil, fmt.Errorf("jobguard: fail unchanged: %w: %q", ErrInvalidJobID, e.ID)
+		n, err := g.CanonicalID(e.ID)
+		if err != nil {
+			return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
 		}
-		byID[n] = want{n, e.Status, g.formatUpdated(e.UpdatedAt), e.Generation}
+		e.ID = n
+		byID[n] = e
 	}
 	if len(byID) == 0 {
-		return nil, nil
+		return FailResult{}, nil
 	}
-	// A fixed lock order keeps two concurrent sweeps over the same jobs from
-	// deadlocking on each other's rows.
 	ids := make([]string, 0, len(byID))
 	for id := range byID {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
 	statuses := make([]string, len(ids))
-	updated := make([]string, len(ids))
+	updated := make([]time.Time, len(ids))
 	gens := make([]int64, len(ids))
 	for i, id := range ids {
-		w := byID[id]
-		statuses[i], updated[i], gens[i] = w.status, w.updated, w.gen
+		e := byID[id]
+		statuses[i], updated[i], gens[i] = e.Status, e.UpdatedAt.UTC(), e.Generation
 	}
-	rows, err := db.Query(ctx, g.batch.fail, g.table.Statuses.Failed, reason, ids, statuses, updated, gens)
+	var idArgs any = ids
+	if g.idKind == idInt {
+		// Canonical integer ids parse; the array is sent as int8[].
+		n := make([]int64, len(ids))
+		for i, id := range ids {
+			v, _ := g.idArg(id)
+			n[i] = v.(int64)
+		}
+		idArgs = n
+	}
+	rows, err := db.Query(ctx, g.batch.fail, g.table.Statuses.Failed, reason, idArgs, statuses, updated, gens)
 	if err != nil {
-		return nil, fmt.Errorf("jobguard: fail unchanged: %w", err)
+		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
 	}
-	changed, err := scanJobStates(rows)
+	var res FailResult
+	locked := make(map[string]bool, len(ids))
+	var id, typ string
+	var changed bool
+	var gen int64
+	var parent *string
+	_, err = pgx.ForEachRow(rows, []any{&id, &changed, &gen, &parent, &typ}, func() error {
+		locked[id] = true
+		if !changed {
+			res.Moved = append(res.Moved, id)
+			return nil
+		}
+		s := JobState{ID: id, Type: typ, Status: g.table.Statuses.Failed, Generation: gen}
+		if parent != nil {
+			s.ParentID = *parent
+		}
+		res.Failed = append(res.Failed, s)
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("jobguard: fail unchanged: %w", err)
+		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
 	}
-	return changed, nil
-}
-
-// formatUpdated renders t as a literal of the updated_at column's type that
-// parses back to exactly the stored value, whatever the session's time zone.
-func (g *Guard) formatUpdated(t time.Time) string {
-	const layout = "2006-01-02 15:04:05.999999"
-	s := t.UTC().Format(layout)
-	if g.batch.updatedTyp == "timestamptz" {
-		s += "+00"
+	for _, id := range ids {
+		if !locked[id] {
+			res.Locked = append(res.Locked, id)
+		}
 	}
-	return s
+	return res, nil
 }

@@ -73,25 +73,6 @@ func TestSnapshot_AcceptsUUIDInAnyCase(t *testing.T) {
 	require.Equal(t, id, got[upper].ID)
 }
 
-func TestActiveJobs_ReturnsProcessingJobsWithStartTime(t *testing.T) {
-	t.Parallel()
-	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
-		ctx := context.Background()
-		st := jobs.Table.Statuses
-		running := jobs.Insert(t, fixture.Job{UpdatedAgo: 2 * time.Hour})
-		jobs.Insert(t, fixture.Job{Status: st.Queued})
-		jobs.Insert(t, fixture.Job{Status: st.Completed})
-
-		got, err := jobs.Guard.ActiveJobs(ctx, jobs.Env.Pool)
-		require.NoError(t, err)
-		require.Len(t, got, 1)
-		require.Equal(t, running, got[0].ID)
-		if jobs.Table.StartedAtColumn != "" {
-			require.WithinDuration(t, time.Now().Add(-2*time.Hour), got[0].StartedAt, time.Minute)
-		}
-	})
-}
-
 func TestFailIfUnchanged_FailsOnlyRowsStillAsRead(t *testing.T) {
 	t.Parallel()
 	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
@@ -113,19 +94,26 @@ func TestFailIfUnchanged_FailsOnlyRowsStillAsRead(t *testing.T) {
 		}
 
 		expected := []jobguard.JobState{snap[stalled], snap[progressed], snap[completed], snap[restarted]}
-		changed, err := jobs.Guard.FailIfUnchanged(ctx, db, expected, "stuck")
+		res, err := jobs.Guard.FailIfUnchanged(ctx, db, expected, "stuck")
 		require.NoError(t, err)
 
 		ids := []string{}
-		for _, c := range changed {
+		for _, c := range res.Failed {
 			ids = append(ids, c.ID)
 			require.Equal(t, st.Failed, c.Status)
+			if jobs.Guard.Fenced() {
+				require.EqualValues(t, 2, c.Generation, "the generation that lost the job")
+			}
 		}
 		want := []string{stalled}
+		moved := []string{progressed, completed, restarted}
 		if !jobs.Guard.Fenced() {
 			want = append(want, restarted) // status-only mode cannot see a restart
+			moved = moved[:2]
 		}
 		require.ElementsMatch(t, want, ids)
+		require.ElementsMatch(t, moved, res.Moved)
+		require.Empty(t, res.Locked)
 
 		require.Equal(t, st.Failed, jobs.Read(t, stalled).Status)
 		require.Equal(t, "stuck", jobs.Read(t, stalled).Reason)
@@ -147,11 +135,12 @@ func TestFailIfUnchanged_SecondWriteChangesNothing(t *testing.T) {
 
 		first, err := jobs.Guard.FailIfUnchanged(ctx, jobs.Env.Pool, []jobguard.JobState{snap[id]}, "stuck")
 		require.NoError(t, err)
-		require.Len(t, first, 1)
-		require.True(t, first[0].UpdatedAt.After(snap[id].UpdatedAt), "the write moves updated_at")
+		require.Len(t, first.Failed, 1)
+		require.True(t, jobs.Read(t, id).UpdatedAt.After(snap[id].UpdatedAt), "the write moves updated_at")
 		second, err := jobs.Guard.FailIfUnchanged(ctx, jobs.Env.Pool, []jobguard.JobState{snap[id]}, "stuck")
 		require.NoError(t, err)
-		require.Empty(t, second)
+		require.Empty(t, second.Failed)
+		require.Equal(t, []string{id}, second.Moved)
 	})
 }
 
@@ -188,13 +177,165 @@ func ExampleGuard_FailIfUnchanged() {
 	}
 	var stalled []jobguard.JobState
 	for _, r := range rows {
-		if time.Since(r.UpdatedAt) > time.Hour {
+		if r.ReadAt.Sub(r.UpdatedAt) > time.Hour { // on the database's clock
 			stalled = append(stalled, r)
 		}
 	}
-	changed, err := guard.FailIfUnchanged(ctx, pool, stalled, jobguard.ReclaimedReasonDefault)
+	res, err := guard.FailIfUnchanged(ctx, pool, stalled, jobguard.ReclaimedReasonDefault)
 	if err != nil {
 		log.Fatal(err)
 	}
-	log.Printf("failed %d of %d; the others moved meanwhile", len(changed), len(stalled))
+	log.Printf("failed %d of %d; %d moved meanwhile, %d held by a writer", len(res.Failed), len(stalled), len(res.Moved), len(res.Locked))
+}
+
+func TestFailIfUnchanged_SkipsARowAnotherTransactionHolds(t *testing.T) {
+	t.Parallel()
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		ctx := context.Background()
+		db := jobs.Env.Pool
+		held := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: time.Hour})
+		free := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: time.Hour})
+		snap, err := jobs.Guard.Snapshot(ctx, db, []string{held, free})
+		require.NoError(t, err)
+
+		// A worker's transaction holds the row and sits idle.
+		worker, err := db.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = worker.Rollback(ctx) }()
+		_, err = worker.Exec(ctx, fmt.Sprintf("SELECT 1 FROM %s WHERE %s::text = $1 FOR UPDATE",
+			jobs.Table.QualifiedName(), ident.Quote(jobs.Table.IDColumn)), held)
+		require.NoError(t, err)
+
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		res, err := jobs.Guard.FailIfUnchanged(wctx, db, []jobguard.JobState{snap[held], snap[free]}, "stuck")
+		require.NoError(t, err, "the write does not wait for the held row")
+		require.Equal(t, []string{held}, res.Locked)
+		require.Len(t, res.Failed, 1)
+		require.Equal(t, free, res.Failed[0].ID)
+		require.Empty(t, res.Moved)
+		require.NoError(t, worker.Rollback(ctx))
+		require.Equal(t, jobs.Table.Statuses.Processing, jobs.Read(t, held).Status)
+		require.Equal(t, jobs.Table.Statuses.Failed, jobs.Read(t, free).Status)
+	})
+}
+
+func TestCanonicalID_OneSpellingPerJob(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		variant fixture.Variant
+		in, out string
+	}{
+		{fixture.Default, "7C9E6679-7425-40DE-944B-E07FC1F90AE7", "7c9e6679-7425-40de-944b-e07fc1f90ae7"},
+		{fixture.Default, "7c9e6679742540de944be07fc1f90ae7", "7c9e6679-7425-40de-944b-e07fc1f90ae7"},
+		{fixture.IntID, "0042", "42"},
+		{fixture.IntID, "+42", "42"},
+		{fixture.TextID, "Export/A", "Export/A"},
+	} {
+		t.Run(tc.variant.Name+"/"+tc.in, func(t *testing.T) {
+			t.Parallel()
+			jobs := fixture.Create(t, testenv.New(t), tc.variant)
+			got, err := jobs.Guard.CanonicalID(tc.in)
+			require.NoError(t, err)
+			require.Equal(t, tc.out, got)
+		})
+	}
+	jobs := fixture.Create(t, testenv.New(t), fixture.Default)
+	_, err := jobs.Guard.CanonicalID("not-a-uuid")
+	require.ErrorIs(t, err, jobguard.ErrInvalidJobID)
+}
+
+func TestOverdue_ReadsOnlyJobsOverTheirTypesLimit(t *testing.T) {
+	t.Parallel()
+	for _, v := range []fixture.Variant{fixture.Default, fixture.Prisma} {
+		for _, simple := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/simple=%v", v.Name, simple), func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				env := testenv.New(t, testenv.Options{SimpleProtocol: simple})
+				jobs := fixture.Create(t, env, v)
+				st := jobs.Table.Statuses
+				over := jobs.Insert(t, fixture.Job{Generation: 3, ParentID: "p", UpdatedAgo: 2 * time.Hour})
+				jobs.Insert(t, fixture.Job{UpdatedAgo: 10 * time.Minute})                          // within its limit
+				jobs.Insert(t, fixture.Job{Type: "video", UpdatedAgo: 2 * time.Hour})              // video's limit is 3h
+				mystery := jobs.Insert(t, fixture.Job{Type: "mystery", UpdatedAgo: 2 * time.Hour}) // no limit: Otherwise
+				jobs.Insert(t, fixture.Job{Status: st.Queued, UpdatedAgo: 2 * time.Hour})
+				jobs.Insert(t, fixture.Job{Status: st.Completed, UpdatedAgo: 2 * time.Hour})
+				noStart := jobs.Insert(t, fixture.Job{UpdatedAgo: 2 * time.Hour})
+				env.Exec(fmt.Sprintf("UPDATE %s SET %s = NULL WHERE %s = $1", jobs.Table.QualifiedName(),
+					ident.Quote(jobs.Table.StartedAtColumn), ident.Quote(jobs.Table.IDColumn)), noStart)
+
+				got, err := jobs.Guard.Overdue(ctx, env.Pool, jobguard.OverdueQuery{
+					Limits:    map[string]time.Duration{"chapter": 30 * time.Minute, "video": 3 * time.Hour},
+					Otherwise: time.Hour,
+					Max:       100,
+				})
+				require.NoError(t, err)
+				var ids []string
+				for _, s := range got {
+					ids = append(ids, s.ID)
+				}
+				require.ElementsMatch(t, []string{over, mystery}, ids)
+				for _, s := range got {
+					require.Equal(t, st.Processing, s.Status)
+					require.WithinDuration(t, time.Now(), s.ReadAt, time.Minute, "ReadAt is the database's clock")
+					require.InDelta(t, (2 * time.Hour).Seconds(), s.ReadAt.Sub(s.StartedAt).Seconds(), 60)
+					require.InDelta(t, (2 * time.Hour).Seconds(), s.ReadAt.Sub(s.UpdatedAt).Seconds(), 60)
+					if s.ID == over {
+						require.Equal(t, "chapter", s.Type)
+						require.Equal(t, "p", s.ParentID)
+						require.EqualValues(t, 3, s.Generation)
+					}
+				}
+
+				none, err := jobs.Guard.Overdue(ctx, env.Pool, jobguard.OverdueQuery{
+					Limits: map[string]time.Duration{"chapter": 30 * time.Minute, "video": 3 * time.Hour},
+					Max:    100,
+				})
+				require.NoError(t, err)
+				require.Len(t, none, 1, "without Otherwise a type with no limit is left out")
+			})
+		}
+	}
+}
+
+func TestOverdue_PagesThroughEveryJobOnce(t *testing.T) {
+	t.Parallel()
+	for _, v := range []fixture.Variant{fixture.Default, fixture.Prisma} {
+		t.Run(v.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			env := testenv.New(t)
+			jobs := fixture.Create(t, env, v)
+			var want []string
+			for range 25 {
+				want = append(want, jobs.Insert(t, fixture.Job{UpdatedAgo: 2 * time.Hour}))
+			}
+			q := jobguard.OverdueQuery{Limits: map[string]time.Duration{"chapter": time.Hour}, Max: 10}
+			var got []string
+			pages := 0
+			for {
+				page, err := jobs.Guard.Overdue(ctx, env.Pool, q)
+				require.NoError(t, err)
+				if len(page) == 0 {
+					break
+				}
+				pages++
+				require.LessOrEqual(t, len(page), 10)
+				for _, s := range page {
+					got = append(got, s.ID)
+				}
+				q.After = page[len(page)-1].ID
+			}
+			require.Equal(t, 3, pages)
+			require.ElementsMatch(t, want, got)
+		})
+	}
+}
+
+func TestOverdue_NeedsAStartedAtColumn(t *testing.T) {
+	t.Parallel()
+	jobs := fixture.Create(t, testenv.New(t), fixture.IntID)
+	_, err := jobs.Guard.Overdue(context.Background(), jobs.Env.Pool, jobguard.OverdueQuery{Max: 1})
+	require.ErrorIs(t, err, jobguard.ErrNoStartedAt)
 }

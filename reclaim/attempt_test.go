@@ -56,6 +56,7 @@ func TestSweep_RetriedJobWaitingInBacklogIsNotReclaimedOnTheOldAttempt(t *testin
 		rep, err := r.Sweep(ctx)
 		require.NoError(t, err)
 		require.Zero(t, rep.Reclaimed)
+		require.Equal(t, 1, rep.Stale, "the listing is of the attempt before the retry")
 		require.Equal(t, jobs.Table.Statuses.Queued, jobs.Read(t, id).Status)
 		require.False(t, hasMarker(t, jobs, id))
 		_, err = startGuard(t, jobs).Start(ctx, db, id)
@@ -87,6 +88,7 @@ func TestSweep_RestartedAttemptIsJudgedOnItsOwnClock(t *testing.T) {
 			rep, err := r.Sweep(ctx)
 			require.NoError(t, err)
 			require.Zero(t, rep.Reclaimed)
+			require.Equal(t, 1, rep.Stale, "the listing is older than the row's attempt")
 			require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
 		})
 	}
@@ -107,7 +109,33 @@ func TestSweep_RowListedTwiceIsJudgedByItsLatestListing(t *testing.T) {
 		rep, err := r.Sweep(context.Background())
 		require.NoError(t, err)
 		require.Zero(t, rep.Reclaimed)
+		require.Equal(t, reclaim.Report{Scanned: 1, WithinLimit: 1}, rep)
 		require.Equal(t, jobs.Table.Statuses.Processing, jobs.Read(t, id).Status)
+	})
+}
+
+// A worker stores the generation Start gave it in its queue job, so a
+// listing names its execution. A listing of an older generation than the
+// row's is stale, even on a table with no start column to compare.
+func TestSweep_ListingOfAnOlderGenerationIsStale(t *testing.T) {
+	t.Parallel()
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		if !jobs.Guard.Fenced() {
+			t.Skip("a table without generations cannot tell executions apart")
+		}
+		old := jobs.Insert(t, fixture.Job{Generation: 5, UpdatedAgo: 2 * time.Hour})
+		current := jobs.Insert(t, fixture.Job{Generation: 5, UpdatedAgo: 2 * time.Hour})
+		started := time.Now().Add(-2 * time.Hour)
+		r, _ := newReclaimer(t, jobs, reclaim.Config{Source: listSource{
+			{ID: old, Type: "chapter", StartedAt: started, Generation: 4},
+			{ID: current, Type: "chapter", StartedAt: started, Generation: 5},
+		}})
+
+		rep, err := r.Sweep(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, 1, rep.Stale)
+		require.Equal(t, []string{current}, rep.ReclaimedIDs)
+		require.Equal(t, jobs.Table.Statuses.Processing, jobs.Read(t, old).Status)
 	})
 }
 
@@ -117,7 +145,8 @@ func TestSweep_RowListedTwiceIsJudgedByItsLatestListing(t *testing.T) {
 func TestSweep_ProgressIsJudgedOnTheDatabaseClock(t *testing.T) {
 	t.Parallel()
 	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
-		id := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 4 * time.Minute})
+		id := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
+		setUpdatedAgo(t, jobs, id, 4*time.Minute)
 		ahead := func() time.Time { return time.Now().Add(12 * time.Minute) }
 		r, _ := newReclaimer(t, jobs, reclaim.Config{
 			Now:    ahead,

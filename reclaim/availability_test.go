@@ -43,6 +43,7 @@ func TestSweep_LockedRowIsSkippedAndTheRestReclaimed(t *testing.T) {
 			require.NoError(t, err)
 			require.Less(t, time.Since(start), 5*time.Second, "the sweep did not wait for the lock")
 			require.Equal(t, []string{free}, rep.ReclaimedIDs)
+			require.Equal(t, 1, rep.Locked, "the held row is counted, not waited for")
 			require.Equal(t, "FAILED", jobs.Read(t, free).Status)
 			require.NoError(t, worker.Rollback(ctx))
 			require.Equal(t, "PROCESSING", jobs.Read(t, held).Status)

@@ -2,23 +2,22 @@ package reclaim_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/fixture"
 	"github.com/jobguard/jobguard/internal/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
-)
-
-const (
-	benchActive      = 10_000
-	benchReclaimable = 1_000
 )
 
 // roundTrips counts the statements a pool sends; each is one round trip.
@@ -30,126 +29,203 @@ func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 }
 func (c *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// benchJobs creates 10,000 PROCESSING jobs: the first 1,000 started two
-// hours ago and stalled for an hour (reclaimable), the rest started five
-// minutes ago (within their limit). It returns a pool that counts round
-// trips, and the ids of the reclaimable jobs.
-func benchJobs(b *testing.B) (*fixture.Jobs, *pgxpool.Pool, *roundTrips, []string) {
+// benchTable is a jobs table of a production shape: finished rows, running
+// jobs within their limit, and stuck ones (started two hours ago, no
+// progress for an hour) under a 30-minute limit.
+type benchTable struct {
+	jobs    *fixture.Jobs
+	pool    *pgxpool.Pool // counts round trips
+	trips   *roundTrips
+	stuck   []string
+	active  int
+	limits  *reclaim.TableLimits
+	markers *jobguard.MarkerStore
+}
+
+func newBenchTable(b *testing.B, finished, active, stuck int) *benchTable {
 	b.Helper()
-	env := testenv.New(b)
+	ctx := context.Background()
+	env := testenv.New(b, testenv.Options{MaxConns: 4})
 	jobs := fixture.Create(b, env, fixture.Default)
 	env.Exec(reclaim.Migration)
 	env.Exec(`INSERT INTO job_type_limits VALUES ('chapter', '30 minutes')`)
 	env.Exec(`
 INSERT INTO jobs (type, status, generation, parent_id, started_at, updated_at)
+SELECT 'chapter', 'COMPLETED', 1, 'course-' || i, now() - interval '1 day', now() - interval '23 hours'
+FROM generate_series(1, $1::int) AS i`, finished)
+	env.Exec(`
+INSERT INTO jobs (type, status, generation, parent_id, started_at, updated_at)
 SELECT 'chapter', 'PROCESSING', 1, 'course-' || i,
        now() - CASE WHEN i <= $2 THEN interval '2 hours' ELSE interval '5 minutes' END,
        now() - CASE WHEN i <= $2 THEN interval '1 hour' ELSE interval '1 minute' END
-FROM generate_series(1, $1::int) AS i`, benchActive, benchReclaimable)
-	env.Exec(`CREATE TABLE courses (id text PRIMARY KEY, status text NOT NULL)`)
-	env.Exec(`INSERT INTO courses SELECT parent_id, 'READY' FROM jobs`)
-	rows, err := env.Pool.Query(context.Background(),
-		`SELECT id::text FROM jobs WHERE started_at < now() - interval '1 hour'`)
+FROM generate_series(1, $1::int) AS i`, active, stuck)
+	env.Exec(`VACUUM ANALYZE jobs`)
+	rows, err := env.Pool.Query(ctx, `SELECT id::text FROM jobs WHERE status = 'PROCESSING' AND started_at < now() - interval '1 hour'`)
 	require.NoError(b, err)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(b, err)
-	require.Len(b, ids, benchReclaimable)
+	require.Len(b, ids, stuck)
 
 	cfg, err := pgxpool.ParseConfig(env.DatabaseURL)
 	require.NoError(b, err)
-	counter := &roundTrips{}
-	cfg.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	trips := &roundTrips{}
+	cfg.ConnConfig.Tracer = trips
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
-	return jobs, pool, counter, ids
+	limits, err := reclaim.NewTableLimits(reclaim.TableLimitsConfig{DB: pool})
+	require.NoError(b, err)
+	markers, err := jobguard.NewMarkerStore(env.Redis, jobguard.MarkerConfig{Prefix: env.Prefix})
+	require.NoError(b, err)
+	return &benchTable{jobs: jobs, pool: pool, trips: trips, stuck: ids, active: active, limits: limits, markers: markers}
 }
 
-// resetBench puts the reclaimed jobs back as they were, outside the timer.
-func resetBench(b *testing.B, jobs *fixture.Jobs) {
+// reset puts the stuck jobs back as they were and drops their markers,
+// outside the timer.
+func (t *benchTable) reset(b *testing.B) {
 	b.Helper()
-	jobs.Env.Exec(`UPDATE jobs SET status = 'PROCESSING', failure_reason = NULL,
-       updated_at = now() - interval '1 hour' WHERE status = 'FAILED'`)
-	jobs.Env.Exec(`UPDATE courses SET status = 'READY' WHERE status = 'FAILED'`)
+	t.jobs.Env.Exec(`UPDATE jobs SET status = 'PROCESSING', failure_reason = NULL,
+       updated_at = now() - interval '1 hour' WHERE id = ANY($1::uuid[])`, t.stuck)
+	keys := make([]string, len(t.stuck))
+	for i, id := range t.stuck {
+		keys[i] = t.markers.Key(id)
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), 1000)
+		require.NoError(b, t.jobs.Env.Redis.Del(context.Background(), keys[:n]...).Err())
+		keys = keys[n:]
+	}
 }
 
-// BenchmarkSweep is one sweep over 10,000 active jobs of which 1,000 are
-// reclaimed, with the limits read from their table and the markers written:
-// over the table itself, over a queue's list (ids and start times), and over
-// the list with a parent rule failing each job's course in the same
-// transaction.
+// measure runs op once per iteration between resets and reports the round
+// trips it took.
+func (t *benchTable) measure(b *testing.B, op func() error) {
+	var trips int64
+	for b.Loop() {
+		b.StopTimer()
+		t.reset(b)
+		before := t.trips.n.Load()
+		b.StartTimer()
+		err := op()
+		b.StopTimer()
+		trips += t.trips.n.Load() - before
+		require.NoError(b, err)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(trips)/float64(b.N), "statements/op")
+}
+
+// BenchmarkSweep is one sweep over a table of 1M finished rows beside its
+// running jobs, a tenth of them stuck, next to its floor: the SQL a careful
+// engineer would write by hand for the same effect (a per-type
+// started_at < cutoff SELECT on the partial index, the no-progress check,
+// and one typed unnest UPDATE matched on status, updated_at and
+// generation), plus the same markers as plain pipelined SETs. Sizes vary the
+// running jobs at a fixed stuck count, and the stuck count at a fixed
+// number of running jobs, so the cost reads as a function of each.
+//
+//	go test ./reclaim -run '^$' -bench Sweep -benchtime 10x -timeout 30m
 func BenchmarkSweep(b *testing.B) {
-	for _, src := range []string{"table-source", "list-source", "list-source/parent-rule"} {
-		b.Run(src, func(b *testing.B) {
-			jobs, pool, counter, ids := benchJobs(b)
-			cfg := reclaim.Config{DB: pool, Limits: reclaim.TableLimits{DB: pool}, Logger: slog.New(slog.DiscardHandler)}
-			if src == "list-source/parent-rule" {
-				rule, err := reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "status", Value: "FAILED"})
-				require.NoError(b, err)
-				cfg.OnReclaim = map[string]reclaim.ParentRule{"chapter": rule}
-			}
-			if src != "table-source" {
-				// The shape of a queue's answer (BullMQ): ids and start times
-				// only, so Sweep reads the candidates' rows itself.
-				active, err := jobs.Guard.ActiveJobs(context.Background(), jobs.Env.Pool)
-				require.NoError(b, err)
-				list := make(listSource, len(active))
-				for i, a := range active {
-					list[i] = reclaim.ActiveJob{ID: a.ID, Type: a.Type, StartedAt: a.StartedAt}
-				}
-				cfg.Source = list
-			}
-			r, _ := newReclaimer(b, jobs, cfg)
+	const finished = 1_000_000
+	for _, size := range []struct{ active, stuck int }{
+		{10_000, 1_000}, {100_000, 1_000}, {100_000, 10_000},
+	} {
+		b.Run(fmt.Sprintf("active=%d/stuck=%d", size.active, size.stuck), func(b *testing.B) {
+			t := newBenchTable(b, finished, size.active, size.stuck)
 			ctx := context.Background()
-			var trips int64
-			b.ResetTimer()
-			for b.Loop() {
-				b.StopTimer()
-				resetBench(b, jobs)
-				before := counter.n.Load()
-				b.StartTimer()
-				rep, err := r.Sweep(ctx)
-				b.StopTimer()
-				trips += counter.n.Load() - before
-				if err != nil || rep.Reclaimed != len(ids) || rep.Scanned != benchActive {
-					b.Fatalf("sweep: %+v, %v", rep, err)
-				}
-				b.StartTimer()
-			}
-			b.ReportMetric(float64(trips)/float64(b.N), "roundtrips/op")
+			b.Run("table-source", func(b *testing.B) {
+				r, _ := newReclaimer(b, t.jobs, reclaim.Config{DB: t.pool, Limits: t.limits, Logger: slog.New(slog.DiscardHandler)})
+				t.measure(b, func() error {
+					rep, err := r.Sweep(ctx)
+					if err == nil && rep.Reclaimed != size.stuck {
+						err = fmt.Errorf("reclaimed %d of %d: %+v", rep.Reclaimed, size.stuck, rep)
+					}
+					return err
+				})
+			})
+			b.Run("floor", func(b *testing.B) {
+				t.measure(b, func() error { return floorSweep(ctx, t, size.stuck) })
+			})
 		})
 	}
 }
 
-// BenchmarkBaseline_OneUpdatePerJob reclaims the same 1,000 jobs with one
-// conditional UPDATE each (matched on status, updated_at and generation),
-// given their rows: the write alone, no source, limits or markers.
-func BenchmarkBaseline_OneUpdatePerJob(b *testing.B) {
-	jobs, pool, counter, ids := benchJobs(b)
-	ctx := context.Background()
-	snap, err := jobs.Guard.Snapshot(ctx, pool, ids)
-	require.NoError(b, err)
-	var trips int64
-	b.ResetTimer()
-	for b.Loop() {
-		b.StopTimer()
-		resetBench(b, jobs)
-		snap, err = jobs.Guard.Snapshot(ctx, pool, ids)
-		require.NoError(b, err)
-		before := counter.n.Load()
-		b.StartTimer()
-		for _, id := range ids {
-			s := snap[id]
-			tag, err := pool.Exec(ctx, `UPDATE jobs SET status = 'FAILED', failure_reason = $5, updated_at = now()
-WHERE id = $1 AND status = $2 AND updated_at = $3 AND generation = $4`,
-				s.ID, s.Status, s.UpdatedAt, s.Generation, jobguard.ReclaimedReasonDefault)
-			if err != nil || tag.RowsAffected() != 1 {
-				b.Fatalf("update %s: %v (%d rows)", id, err, tag.RowsAffected())
-			}
-		}
-		b.StopTimer()
-		trips += counter.n.Load() - before
-		b.StartTimer()
+// floorSweep is the hand-written reclaim that BenchmarkSweep compares with.
+func floorSweep(ctx context.Context, t *benchTable, want int) error {
+	rows, err := t.pool.Query(ctx, `
+SELECT id, status, updated_at, generation, now() FROM jobs
+WHERE status = 'PROCESSING' AND type = 'chapter' AND started_at < now() - interval '30 minutes'`)
+	if err != nil {
+		return err
 	}
-	b.ReportMetric(float64(trips)/float64(b.N), "roundtrips/op")
+	var ids []uuid.UUID
+	var updated []time.Time
+	var gens []int64
+	var id uuid.UUID
+	var status string
+	var at, now time.Time
+	var gen int64
+	_, err = pgx.ForEachRow(rows, []any{&id, &status, &at, &gen, &now}, func() error {
+		if now.Sub(at) >= reclaim.NoProgressDefault {
+			ids, updated, gens = append(ids, id), append(updated, at), append(gens, gen)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	rows, err = t.pool.Query(ctx, `
+UPDATE jobs AS t SET status = 'FAILED', failure_reason = $4, updated_at = now()
+FROM unnest($1::uuid[], $2::timestamptz[], $3::int8[]) AS e(id, updated_at, generation)
+WHERE t.id = e.id AND t.status = 'PROCESSING' AND t.updated_at = e.updated_at AND t.generation = e.generation
+RETURNING t.id::text, t.generation`, ids, updated, gens, jobguard.ReclaimedReasonDefault)
+	if err != nil {
+		return err
+	}
+	var done []string
+	var doneGens []int64
+	var s string
+	_, err = pgx.ForEachRow(rows, []any{&s, &gen}, func() error {
+		done, doneGens = append(done, s), append(doneGens, gen)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(done) != want {
+		return fmt.Errorf("floor reclaimed %d of %d", len(done), want)
+	}
+	_, err = t.jobs.Env.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range done {
+			p.Set(ctx, t.markers.Key(id), fmt.Sprintf(`{"generation":%d}`, doneGens[i]), 7*24*time.Hour)
+		}
+		return nil
+	})
+	return err
+}
+
+// BenchmarkSweep_QueueSource is one sweep over a queue's listing of every
+// running job (ids and start times only, as BullMQ gives them), so the sweep
+// reads the rows of the jobs over their limit itself.
+//
+//	go test ./reclaim -run '^$' -bench Sweep_QueueSource -benchtime 10x -timeout 30m
+func BenchmarkSweep_QueueSource(b *testing.B) {
+	t := newBenchTable(b, 1_000_000, 100_000, 10_000)
+	ctx := context.Background()
+	rows, err := t.pool.Query(ctx, `SELECT id::text, type, started_at FROM jobs WHERE status = 'PROCESSING'`)
+	require.NoError(b, err)
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (reclaim.ActiveJob, error) {
+		var j reclaim.ActiveJob
+		return j, r.Scan(&j.ID, &j.Type, &j.StartedAt)
+	})
+	require.NoError(b, err)
+	r, _ := newReclaimer(b, t.jobs, reclaim.Config{DB: t.pool, Limits: t.limits, Source: listSource(list),
+		Logger: slog.New(slog.DiscardHandler)})
+	t.measure(b, func() error {
+		rep, err := r.Sweep(ctx)
+		if err == nil && rep.Reclaimed != len(t.stuck) {
+			err = fmt.Errorf("reclaimed %d of %d: %+v", rep.Reclaimed, len(t.stuck), rep)
+		}
+		return err
+	})
 }

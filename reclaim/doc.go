@@ -4,25 +4,53 @@
 // # What it guarantees
 //
 // A job is reclaimed only when both signals agree: the runtime of its
-// current attempt (now minus the start time its queue reports) exceeds the
-// limit of its job type, and its updated_at has not moved for at least the
-// no-progress threshold. A job with no start time, an unreadable job, and a
-// job whose type has no limit are skipped (the last two with a warning),
-// never guessed.
+// current attempt exceeds the limit of its job type, and its updated_at has
+// not moved for at least the no-progress threshold. The rule is one pure
+// function (decide), applied the same way to every source:
 //
-// The write is one conditional UPDATE for all the chosen jobs: each row is
-// matched on its id and on the status, updated_at and generation it was read
-// with, and only the rows it really changed come back. A job that made
-// progress, finished or was restarted between the read and the write is
-// left alone and counted as a lost race: its parent is not touched and no
-// marker is written for it. Parent rules (OnReclaim, per job type) run in the
-// same transaction, for the changed rows only. After the commit, the Redis
-// markers that the start guard reads are written in one pipelined round
-// trip. Several reclaimers sweeping the same jobs at once reclaim each job
-// once.
+//   - The current attempt is the latest one known. Its start is the later
+//     of the queue's start for the listing (the latest, when a queue lists
+//     one row twice) and the row's own start column, when the table has one.
+//   - A listing of an attempt the row no longer runs is stale and never
+//     acted on: the row is QUEUED (an operator's Retry waiting to run), its
+//     generation is past the listing's (when the source knows it), or its
+//     own start is later than the listing's. So a queue that still lists a
+//     hung first attempt after a Retry can neither fail the retried job nor
+//     measure the new attempt on the old attempt's clock.
+//   - Progress is compared on the database's clock: updated_at and the time
+//     the row was read both come from the database, so a reclaimer whose
+//     own clock runs ahead never takes a beating job for stalled.
+//   - A job with no start anywhere, an unreadable listing, and a job whose
+//     type has no limit are skipped and counted, never guessed.
+//
+// The write is one conditional statement for all the chosen jobs of a page:
+// each row is matched on its id and on the status, updated_at and generation
+// it was read with, and only the rows it really changed come back. A job
+// that made progress, finished or was restarted between the read and the
+// write is left alone and counted as a lost race: its parent is not touched
+// and no marker is written for it. A row that another transaction holds is
+// skipped, not waited for (SKIP LOCKED): a transaction holding a job's row is
+// writing it, which is progress, and one idle worker transaction must not
+// stall every other reclaim. Parent rules (OnReclaim, per job type) run in
+// the same transaction, for the changed rows only, and move a parent only
+// from the states they expect; a rule that fails holds back only its own
+// jobs, which are counted and tried again at the next sweep. After the
+// commit, the Redis markers that the start guard reads are written in one
+// pipelined round trip (a marker never lowers the generation it records),
+// and the notices follow. Several reclaimers sweeping the same jobs at once
+// reclaim each job once.
+//
+// What a sweep costs grows with the stuck jobs, not the running ones: the
+// default source, TableSource, reads only the rows over their type's limit
+// (the status is a literal in the SQL, so a partial index on the active
+// statuses applies, and the start column is compared bare), and every
+// source is read a page at a time (Config.PageSize), so memory is bounded
+// whatever the number of running jobs. A page costs two statements: the
+// read and the write. Every sweep has a deadline (Config.SweepTimeout), and
+// logs one summary line with every counter.
 //
 // Run sweeps on an interval with one leader across instances, elected by a
-// Postgres advisory lock held on a dedicated connection; when the leader
+// Postgres advisory lock held on a connection of its own; when the leader
 // stops or its connection dies, another instance takes over within one
 // interval.
 //
@@ -30,12 +58,16 @@
 //
 // It does not stop the stuck worker: a late worker finds out at its next
 // guarded write (heartbeat, completion), which the conditional writes of
-// package jobguard refuse. Runtime is measured with the queue's clock
-// against the reclaimer's clock, and updated_at is stamped by the database's
-// clock, so skew between those clocks shifts the limit and the threshold.
-// A marker write that fails is counted and logged; the database reason
-// still refuses the job at start. A parent rule that fails rolls back the
-// whole sweep's write, and the sweep returns its error.
+// package jobguard refuse, or sooner through package watch's notices. A
+// queue's start time is measured against the reclaimer's clock (River's, on
+// the database's own), so skew between the queue's clock and the
+// reclaimer's shifts the limit by as much; progress, and a start read from
+// the jobs table, are not exposed to it. A queue that moves while it is
+// paged through may show a job on no page (it is seen at the next sweep) or
+// on two; without a start column in the table and a generation from the
+// source, two listings of one row on different pages are judged each on its
+// own page. A marker write that fails is counted and logged; the database
+// reason still refuses the job at start.
 //
 // # Usage
 //

@@ -28,11 +28,11 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	failCourse, err := reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "status", Value: "FAILED"})
+	failCourse, err := reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "status", Value: "FAILED", From: []string{"GENERATING"}})
 	if err != nil {
 		log.Fatal(err)
 	}
-	failExport, err := reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "export_status", Value: "FAILED"})
+	failExport, err := reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "export_status", Value: "FAILED", From: []string{"QUEUED", "EXPORTING"}})
 	if err != nil {
 		log.Fatal(err)
 	}

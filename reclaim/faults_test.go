@@ -57,7 +57,7 @@ func (s faultSetup) course(t *testing.T) string {
 // without progress for a minute are stuck; their course fails with them.
 func faultConfig(t testing.TB, db *pgxpool.Pool, guard *jobguard.Guard, rdb jobguard.Redis, prefix string, logger *slog.Logger) reclaim.Config {
 	t.Helper()
-	rule, err := reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "status", Value: "FAILED"})
+	rule, err := reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "status", Value: "FAILED", From: []string{"GENERATING"}})
 	require.NoError(t, err)
 	return reclaim.Config{
 		Guard: guard, DB: db, Redis: rdb,
@@ -97,7 +97,8 @@ func TestFaults_RedisDown_ReclaimsInDatabaseAndReportsMarkerErrors(t *testing.T)
 	require.Equal(t, 1, rep.Reclaimed)
 	require.Equal(t, 1, rep.MarkerErrors, "the marker that could not be written is counted")
 	require.Equal(t, []string{later}, rep.ReclaimedIDs)
-	require.Contains(t, logs.String(), "cannot write reclaim markers")
+	require.Contains(t, logs.String(), "marker_errors=1")
+	require.Contains(t, logs.String(), "marker_error=")
 	row := s.jobs.Read(t, later)
 	require.Equal(t, "FAILED", row.Status)
 	require.Equal(t, jobguard.ReclaimedReasonDefault, row.Reason)
@@ -323,7 +324,9 @@ func TestFaults_GarbageBullMQHashes_AreSkippedWithAWarningNeverGuessed(t *testin
 	rdb := s.env.Redis
 	base := s.env.Prefix + ":chapters:"
 	hourAgo := strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)
-	// Every row below is as stuck as s.stuck; only its queue entry is bad.
+	// Every row below is as stuck as s.stuck, but for its own start column
+	// (emptied, so that only the queue could say when its attempt began);
+	// only its queue entry is bad.
 	garbled := map[string]map[string]any{
 		"processedOn not a number": {"name": "chapter", "processedOn": "yesterday"},
 		"processedOn negative":     {"name": "chapter", "processedOn": "-5"},
@@ -334,6 +337,7 @@ func TestFaults_GarbageBullMQHashes_AreSkippedWithAWarningNeverGuessed(t *testin
 	ids := map[string]string{}
 	for what, fields := range garbled {
 		id := s.jobs.Insert(t, fixture.Job{Generation: 1, ParentID: "course-1", UpdatedAgo: time.Hour})
+		s.env.Exec(`UPDATE jobs SET started_at = NULL WHERE id = $1`, id)
 		ids[what] = id
 		require.NoError(t, rdb.HSet(ctx, base+id, fields).Err())
 		require.NoError(t, rdb.RPush(ctx, base+"active", id).Err())
@@ -347,7 +351,8 @@ func TestFaults_GarbageBullMQHashes_AreSkippedWithAWarningNeverGuessed(t *testin
 	src, err := bullmq.New(bullmq.Config{Redis: rdb, Prefix: s.env.Prefix, Queue: "chapters"})
 	require.NoError(t, err)
 	var logs testenv.Logs
-	cfg := faultConfig(t, s.env.Pool, s.jobs.Guard, rdb, s.env.Prefix, slog.New(slog.NewTextHandler(&logs, nil)))
+	debug := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg := faultConfig(t, s.env.Pool, s.jobs.Guard, rdb, s.env.Prefix, debug)
 	cfg.Source = src
 	r, err := reclaim.New(cfg)
 	require.NoError(t, err)
@@ -355,12 +360,13 @@ func TestFaults_GarbageBullMQHashes_AreSkippedWithAWarningNeverGuessed(t *testin
 	require.NoError(t, err)
 
 	require.Equal(t, []string{s.stuck}, rep.ReclaimedIDs, "only the readable stuck job is reclaimed")
-	require.Equal(t, 5, rep.SourceErrors, "bad processedOn (3), the missing hash and the empty id")
+	require.Equal(t, 6, rep.SourceErrors, "bad processedOn (3), the missing hash, the empty id and the id that is no uuid")
 	require.Equal(t, 1, rep.NoStartTime)
 	require.Equal(t, 1, rep.UnknownType)
-	require.Equal(t, 1, rep.NotActive, "an id that is no row of the table is left alone")
+	require.Contains(t, logs.String(), "level=WARN msg=\"reclaim: sweep\"", "the summary asks for an operator")
+	require.Contains(t, logs.String(), "source_errors=6")
 	require.Contains(t, logs.String(), "cannot read active job")
-	require.Contains(t, logs.String(), "yesterday", "the warning shows what was read")
+	require.Contains(t, logs.String(), "yesterday", "the job's line shows what was read")
 	for what, id := range ids {
 		require.Equal(t, "PROCESSING", s.jobs.Read(t, id).Status, what)
 	}
@@ -378,7 +384,7 @@ func TestFaults_BullMQJobKeyOfAnotherType_IsSkippedNotFatal(t *testing.T) {
 
 	src, err := bullmq.New(bullmq.Config{Redis: rdb, Prefix: s.env.Prefix, Queue: "chapters"})
 	require.NoError(t, err)
-	jobs, err := src.Active(ctx)
+	jobs, err := listAll(ctx, src)
 	require.NoError(t, err, "one garbled key must not hide the rest of the queue")
 	require.Len(t, jobs, 1)
 	require.ErrorIs(t, jobs[0].Err, bullmq.ErrNoJobHash)
@@ -394,4 +400,14 @@ func TestFaults_BullMQJobKeyOfAnotherType_IsSkippedNotFatal(t *testing.T) {
 	require.Zero(t, rep.Reclaimed)
 	require.Equal(t, "PROCESSING", s.jobs.Read(t, s.stuck).Status)
 	require.Equal(t, "GENERATING", s.course(t))
+}
+
+// listAll collects every page of src.
+func listAll(ctx context.Context, src reclaim.Source) ([]reclaim.ActiveJob, error) {
+	var all []reclaim.ActiveJob
+	err := src.Active(ctx, reclaim.Query{PageSize: 100}, func(page []reclaim.ActiveJob) error {
+		all = append(all, page...)
+		return nil
+	})
+	return all, err
 }

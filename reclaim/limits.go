@@ -42,9 +42,16 @@ type StaticLimits map[string]time.Duration
 func (l StaticLimits) Limits(context.Context) (map[string]time.Duration, error) { return l, nil }
 
 // TableLimits reads the limits from a table with the columns of Migration:
-// job_type (text) and max_runtime (interval), one query per sweep.
+// job_type (text) and max_runtime (interval), one query per sweep. Create it
+// with NewTableLimits.
 type TableLimits struct {
-	// DB is where the table lives.
+	db  jobguard.DB
+	sql string
+}
+
+// TableLimitsConfig says where TableLimits reads.
+type TableLimitsConfig struct {
+	// DB is where the table lives. Required.
 	DB jobguard.DB
 	// Schema holds the table. Defaults to "", which resolves it through the
 	// connection's search_path.
@@ -53,21 +60,25 @@ type TableLimits struct {
 	Table string
 }
 
-// Limits reads the whole table.
-func (l TableLimits) Limits(ctx context.Context) (map[string]time.Duration, error) {
-	if l.DB == nil {
-		return nil, errors.New("reclaim: limits: TableLimits.DB is nil")
+// NewTableLimits checks cfg and builds the query once.
+func NewTableLimits(cfg TableLimitsConfig) (*TableLimits, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("reclaim: table limits: DB is nil")
 	}
-	name := l.Table
-	if name == "" {
-		name = LimitsTableDefault
+	if cfg.Table == "" {
+		cfg.Table = LimitsTableDefault
 	}
-	if err := ident.Check("TableLimits.Table", name); err != nil {
-		return nil, fmt.Errorf("reclaim: limits: %w", err)
+	name, err := ident.QuoteTable(cfg.Schema, cfg.Table)
+	if err != nil {
+		return nil, fmt.Errorf("reclaim: table limits: %w", err)
 	}
 	// Microseconds, the interval's own precision, so no float is involved.
-	rows, err := l.DB.Query(ctx, `SELECT job_type::text, (extract(epoch FROM max_runtime) * 1000000)::int8 FROM `+
-		ident.Quote(l.Schema, name))
+	return &TableLimits{db: cfg.DB, sql: `SELECT job_type::text, (extract(epoch FROM max_runtime) * 1000000)::int8 FROM ` + name}, nil
+}
+
+// Limits reads the whole table.
+func (l *TableLimits) Limits(ctx context.Context) (map[string]time.Duration, error) {
+	rows, err := l.db.Query(ctx, l.sql)
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: limits: %w", err)
 	}

@@ -17,9 +17,10 @@ type sweepMetrics struct {
 	noticeErrors metric.Int64Counter
 	duration     metric.Float64Histogram
 
-	noStartTime, sourceError, unknownType, withinLimit []metric.AddOption
-	notActive, progressing, reclaimed, lostRace        []metric.AddOption
-	ok, failed                                         []metric.RecordOption
+	noStartTime, sourceError, unknownType, withinLimit, stale []metric.AddOption
+	notActive, progressing, reclaimed, lostRace, locked       []metric.AddOption
+	ruleError                                                 []metric.AddOption
+	ok, failed                                                []metric.RecordOption
 }
 
 func newSweepMetrics(mp metric.MeterProvider) *sweepMetrics {
@@ -34,14 +35,17 @@ func newSweepMetrics(mp metric.MeterProvider) *sweepMetrics {
 			"Reclaimed jobs whose notice could not be published; watchers find them at their next check."),
 		duration: metrics.Histogram(m, metrics.ReclaimSweepDuration,
 			"Duration of each sweep, by result (ok, error)."),
-		noStartTime: decision("no_start_time"),
-		sourceError: decision("source_error"),
-		unknownType: decision("unknown_type"),
-		withinLimit: decision("within_limit"),
-		notActive:   decision("not_active"),
-		progressing: decision("progressing"),
+		noStartTime: decision(noStartTime.String()),
+		sourceError: decision(sourceError.String()),
+		unknownType: decision(unknownType.String()),
+		withinLimit: decision(withinLimit.String()),
+		stale:       decision(stale.String()),
+		notActive:   decision(notActive.String()),
+		progressing: decision(progressing.String()),
 		reclaimed:   decision("reclaimed"),
 		lostRace:    decision("lost_race"),
+		locked:      decision("locked"),
+		ruleError:   decision("rule_error"),
 		ok:          metrics.Record(metrics.KeyResult.String("ok")),
 		failed:      metrics.Record(metrics.KeyResult.String("error")),
 	}
@@ -56,8 +60,9 @@ func (m *sweepMetrics) swept(ctx context.Context, rep Report, err error, took ti
 	}{
 		{rep.NoStartTime, m.noStartTime}, {rep.SourceErrors, m.sourceError},
 		{rep.UnknownType, m.unknownType}, {rep.WithinLimit, m.withinLimit},
-		{rep.NotActive, m.notActive}, {rep.Progressing, m.progressing},
+		{rep.Stale, m.stale}, {rep.NotActive, m.notActive}, {rep.Progressing, m.progressing},
 		{rep.Reclaimed, m.reclaimed}, {rep.LostRace, m.lostRace},
+		{rep.Locked, m.locked}, {rep.RuleErrors, m.ruleError},
 	} {
 		if c.n > 0 {
 			m.decisions.Add(ctx, int64(c.n), c.opts...)

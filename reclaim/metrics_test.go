@@ -3,6 +3,7 @@ package reclaim_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -13,7 +14,6 @@ import (
 	"github.com/jobguard/jobguard/internal/metrics"
 	"github.com/jobguard/jobguard/internal/metrics/metricstest"
 	"github.com/jobguard/jobguard/internal/testenv"
-	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
@@ -25,16 +25,22 @@ func TestMetrics_EveryReportCountIsADecision(t *testing.T) {
 	st := jobs.Table.Statuses
 	now := time.Now()
 	old := now.Add(-2 * time.Hour)
+	// Every row's attempt started two hours ago; updatedAgo is its progress.
 	insert := func(updatedAgo time.Duration, status string) string {
-		return jobs.Insert(t, fixture.Job{Status: status, Generation: 1, UpdatedAgo: updatedAgo})
+		id := jobs.Insert(t, fixture.Job{Status: status, Generation: 1, UpdatedAgo: 2 * time.Hour})
+		setUpdatedAgo(t, jobs, id, updatedAgo)
+		return id
 	}
 	stalled := insert(time.Hour, "")
 	alive := insert(time.Minute, "")
 	young := insert(time.Hour, "")
 	noStart := insert(time.Hour, "")
+	env.Exec(`UPDATE jobs SET started_at = NULL WHERE id = $1`, noStart)
 	unknown := insert(time.Hour, "")
 	unread := insert(time.Hour, "")
 	finished := insert(time.Hour, st.Completed)
+	restarted := insert(time.Hour, "")
+	env.Exec(`UPDATE jobs SET started_at = now() - interval '5 minutes' WHERE id = $1`, restarted)
 	// raced is read while stalled, then moves before the write: the source
 	// hands the sweep a row that is no longer the row.
 	raced := insert(time.Hour, "")
@@ -51,21 +57,25 @@ func TestMetrics_EveryReportCountIsADecision(t *testing.T) {
 		{ID: unknown, Type: "mystery", StartedAt: old},
 		{ID: unread, Type: "chapter", Err: errors.New("hash unreadable")},
 		{ID: finished, Type: "chapter", StartedAt: old},
+		{ID: restarted, Type: "chapter", StartedAt: old},
 		{ID: raced, Type: "chapter", StartedAt: old, Row: &row},
 	}
 	r := metricstest.New(t)
-	rec, logs := newReclaimer(t, jobs, reclaim.Config{Source: src, MeterProvider: r.Provider})
+	logs := &testenv.Logs{}
+	debug := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	rec, _ := newReclaimer(t, jobs, reclaim.Config{Source: src, MeterProvider: r.Provider, Logger: debug})
 
 	rep, err := rec.Sweep(ctx)
 	require.NoError(t, err)
 	require.Equal(t, reclaim.Report{
-		Scanned: 8, NoStartTime: 1, SourceErrors: 1, UnknownType: 1, WithinLimit: 1,
+		Scanned: 9, NoStartTime: 1, SourceErrors: 1, UnknownType: 1, WithinLimit: 1, Stale: 1,
 		NotActive: 1, Progressing: 1, Reclaimed: 1, LostRace: 1, ReclaimedIDs: []string{stalled},
 	}, rep)
 	// The log lines an operator follows carry the stable keys.
-	require.Contains(t, logs.String(), `msg="reclaim: job reclaimed" job_id=`+stalled+` job_type=chapter`)
-	require.Contains(t, logs.String(), `generation=1 parent_id="" reason="`+jobguard.ReclaimedReasonDefault+`"`)
-	require.Contains(t, logs.String(), `msg="reclaim: job changed before the write; left alone" job_id=`+raced+` job_type=chapter generation=1`)
+	require.Contains(t, logs.String(), `msg="reclaim: job reclaimed" job_id=`+stalled+` job_type=chapter generation=1 parent_id=""`)
+	require.Contains(t, logs.String(), `msg="reclaim: job over its limit left alone" job_id=`+restarted+` job_type=chapter decision=stale`)
+	require.Contains(t, logs.String(), `level=WARN msg="reclaim: sweep" scanned=9 reclaimed=1 within_limit=1 progressing=1 stale=1 not_active=1 `+
+		`no_start_time=1 unknown_type=1 source_errors=1 lost_race=1 locked=0 rule_errors=0 marker_errors=0 notice_errors=0 took=`)
 
 	// A second sweep finds the reclaimed job no longer active, and the
 	// stale row stale again.
@@ -73,7 +83,7 @@ func TestMetrics_EveryReportCountIsADecision(t *testing.T) {
 	require.NoError(t, err)
 
 	require.Equal(t, map[string]int64{
-		"no_start_time": 2, "source_error": 2, "unknown_type": 2, "within_limit": 2,
+		"no_start_time": 2, "source_error": 2, "unknown_type": 2, "within_limit": 2, "stale": 2,
 		"not_active": 3, "progressing": 2, "reclaimed": 1, "lost_race": 2,
 	}, r.Counts(t, metrics.ReclaimDecisions, metrics.KeyDecision))
 	require.Empty(t, r.Counts(t, metrics.ReclaimMarkerErrors, metrics.KeyResult))

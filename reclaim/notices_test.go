@@ -67,7 +67,7 @@ func TestSweep_NoticeCancelsTheReclaimedExecution(t *testing.T) {
 
 type failingPublisher struct{}
 
-func (failingPublisher) Publish(context.Context, ...watch.Notice) error {
+func (failingPublisher) Publish(context.Context, ...jobguard.Execution) error {
 	return errors.New("channel unreachable")
 }
 
@@ -84,19 +84,26 @@ func TestSweep_NoticeFailureIsCountedNotFatal(t *testing.T) {
 	require.Equal(t, 1, rep.NoticeErrors)
 	require.Equal(t, "FAILED", jobs.Read(t, id).Status, "the database write stands")
 	require.True(t, hasMarker(t, jobs, id), "the marker is written before the notice")
-	require.Contains(t, logs.String(), "cannot publish reclaim notices")
+	require.Contains(t, logs.String(), `level=WARN msg="reclaim: sweep"`)
+	require.Contains(t, logs.String(), `notice_error="channel unreachable"`)
 }
 
 // cancelAfterReclaim cancels the sweep's context as soon as the reclaim's
-// UPDATE has returned, the moment between the commit and the markers.
+// conditional write has returned, the moment between the commit and the
+// markers.
 type cancelAfterReclaim struct{ cancel context.CancelFunc }
 
-func (c cancelAfterReclaim) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+type reclaimWrite struct{}
+
+func (c cancelAfterReclaim) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(data.SQL, "FOR UPDATE SKIP LOCKED") {
+		return context.WithValue(ctx, reclaimWrite{}, true)
+	}
 	return ctx
 }
 
-func (c cancelAfterReclaim) TraceQueryEnd(_ context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
-	if strings.HasPrefix(data.CommandTag.String(), "UPDATE") {
+func (c cancelAfterReclaim) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
+	if ctx.Value(reclaimWrite{}) != nil && data.Err == nil {
 		c.cancel()
 	}
 }
@@ -124,12 +131,12 @@ func TestSweep_CancelledAfterCommitStillWritesMarkersAndNotices(t *testing.T) {
 	require.Equal(t, []string{id}, rep.ReclaimedIDs)
 	require.Zero(t, rep.MarkerErrors)
 	require.True(t, hasMarker(t, jobs, id), "a committed reclaim must get its marker")
-	require.Equal(t, []watch.Notice{{JobID: id, Generation: 1}}, pub.got)
+	require.Equal(t, []jobguard.Execution{{JobID: id, Generation: 1}}, pub.got)
 }
 
-type recordingPublisher struct{ got []watch.Notice }
+type recordingPublisher struct{ got []jobguard.Execution }
 
-func (p *recordingPublisher) Publish(ctx context.Context, notices ...watch.Notice) error {
+func (p *recordingPublisher) Publish(ctx context.Context, notices ...jobguard.Execution) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

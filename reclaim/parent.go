@@ -3,6 +3,7 @@ package reclaim
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -12,9 +13,13 @@ import (
 
 // ParentRule follows a reclaim into the jobs' parents (the course, the
 // video, the export's source). Sweep calls it once per job type, inside the
-// reclaim's transaction, with only the jobs whose row really changed; a job
-// that lost the race never reaches it. An error rolls the whole reclaim
-// back, and the sweep returns it.
+// reclaim's transaction (a savepoint of it), with only the jobs whose row
+// really changed; a job that lost the race never reaches it. When it
+// returns an error, the reclaim of its jobs is rolled back with it and each
+// of them is tried again on its own, so that one parent that refuses a
+// write holds back only its own job: the others are reclaimed, the refused
+// one is counted in Report.RuleErrors and tried again at the next sweep.
+// A rule must therefore be safe to run again for a job it saw before.
 type ParentRule func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error
 
 // ParentUpdate is the write of SetParent: set Column to Value on the rows of
@@ -31,12 +36,18 @@ type ParentUpdate struct {
 	Column string
 	// Value is written to Column. Required.
 	Value string
+	// From are the values Column may hold for the write to change it: a
+	// reclaim moves a parent only from the state it expects, so a parent
+	// that another job moved on meanwhile (a course its last chapter made
+	// READY) is left as it is. Required.
+	From []string
 }
 
 // SetParent returns a rule that, in one statement, sets p.Column to p.Value
-// on the parents of the reclaimed jobs. It writes nothing else: an export
-// job's rule names the export status column, so the source row keeps its
-// own status (READY) and only its export is marked failed.
+// on the parents of the reclaimed jobs whose Column is one of p.From. It
+// writes nothing else: an export job's rule names the export status column,
+// so the source row keeps its own status (READY) and only its export is
+// marked failed.
 func SetParent(p ParentUpdate) (ParentRule, error) {
 	if p.IDColumn == "" {
 		p.IDColumn = "id"
@@ -51,8 +62,14 @@ func SetParent(p ParentUpdate) (ParentRule, error) {
 	if p.Value == "" {
 		return nil, fmt.Errorf("reclaim: parent rule: Value is empty")
 	}
-	sql := fmt.Sprintf(`UPDATE %s SET %s = $1 WHERE %s = ANY($2)`,
-		ident.Quote(p.Schema, p.Table), ident.Quote(p.Column), ident.Quote(p.IDColumn))
+	if len(p.From) == 0 {
+		return nil, fmt.Errorf("reclaim: parent rule: From is empty; name the values of %s a reclaim may move from, "+
+			"so that a parent another job moved on is left alone", p.Column)
+	}
+	from := slices.Clone(p.From)
+	col := ident.Quote(p.Column)
+	sql := fmt.Sprintf(`UPDATE %s SET %s = $1 WHERE %s = ANY($2) AND %s::text = ANY($3::text[])`,
+		ident.Quote(p.Schema, p.Table), col, ident.Quote(p.IDColumn), col)
 	return func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
 		var parents []string
 		for _, j := range jobs {
@@ -63,7 +80,7 @@ func SetParent(p ParentUpdate) (ParentRule, error) {
 		if len(parents) == 0 {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, sql, p.Value, parents); err != nil {
+		if _, err := tx.Exec(ctx, sql, p.Value, parents, from); err != nil {
 			return fmt.Errorf("set %s.%s: %w", p.Table, p.Column, err)
 		}
 		return nil

@@ -20,7 +20,6 @@ func TestSweep_PoisonedParentStopsOnlyItsJob(t *testing.T) {
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	courses(t, env, "poison", "course-a", "course-b")
-	env.Exec(`UPDATE courses SET status = 'PROCESSING'`)
 	env.Exec(`CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION 'course % is archived', OLD.id;
@@ -38,6 +37,7 @@ END $$`)
 	rep, err := r.Sweep(ctx)
 	require.NoError(t, err, "one poisoned parent does not fail the sweep")
 	require.ElementsMatch(t, []string{a, b, video}, rep.ReclaimedIDs)
+	require.Equal(t, 1, rep.RuleErrors)
 	for _, id := range []string{a, b, video} {
 		require.Equal(t, "FAILED", jobs.Read(t, id).Status)
 	}
@@ -65,7 +65,8 @@ func TestSetParent_LeavesAParentThatMovedOn(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
-	courses(t, env, "course-1") // READY
+	courses(t, env, "course-1")
+	env.Exec(`UPDATE courses SET status = 'READY'`) // another chapter finished it
 	id := jobs.Insert(t, fixture.Job{Generation: 1, ParentID: "course-1", UpdatedAgo: 2 * time.Hour})
 	r, _ := newReclaimer(t, jobs, reclaim.Config{OnReclaim: map[string]reclaim.ParentRule{"chapter": failCourse(t)}})
 

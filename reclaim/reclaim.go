@@ -5,15 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/jobguard"
-	"github.com/jobguard/jobguard/watch"
 )
 
 // Defaults of Config.
@@ -27,11 +24,10 @@ const (
 	// LeaderKeyDefault is the Postgres advisory lock key that elects Run's
 	// leader.
 	LeaderKeyDefault int64 = 0x6a6f62_7265636c // "job" "recl"
+	// PageSizeDefault is how many listings a sweep takes from its source at
+	// a time: one read of rows and one write per page.
+	PageSizeDefault = 5000
 )
-
-// afterCommitTimeout bounds the marker write and the notices that follow a
-// committed reclaim, which run even when the sweep's context has ended.
-const afterCommitTimeout = 10 * time.Second
 
 // Config configures a Reclaimer.
 type Config struct {
@@ -47,8 +43,12 @@ type Config struct {
 	// DB, which needs the mapping's StartedAtColumn.
 	Source Source
 	// Limits gives the maximum runtime per job type, read at every sweep.
-	// Defaults to TableLimits over DB and the table LimitsTableDefault.
+	// Defaults to a TableLimits over DB and the table LimitsTableDefault.
 	Limits Limits
+	// PageSize is how many listings a sweep takes from its source at a time,
+	// which bounds its memory whatever the number of active jobs. Defaults
+	// to PageSizeDefault.
+	PageSize int
 	// NoProgress is how long a job's updated_at must have stood still before
 	// it may be reclaimed. Defaults to NoProgressDefault (15 minutes).
 	NoProgress time.Duration
@@ -60,12 +60,12 @@ type Config struct {
 	// guard's ReclaimedReason so that the guard recognises it. Defaults to
 	// jobguard.ReclaimedReasonDefault.
 	Reason string
-	// Notices, when set, announces every reclaimed job (id and generation)
-	// after the reclaim has committed and its markers are written, so that a
+	// Notices, when set, announces every reclaimed execution after the
+	// reclaim has committed and its markers are written, so that a
 	// watch.Watcher in the worker cancels the execution's context and its
-	// external call stops costing money. Use watch.NewPublisher for Redis
-	// pub/sub or Postgres LISTEN/NOTIFY. Defaults to nil: no notices.
-	Notices watch.Publisher
+	// external call stops costing money. watch.NewPublisher returns one, for
+	// Redis pub/sub or Postgres LISTEN/NOTIFY. Defaults to nil: no notices.
+	Notices Publisher
 	// OnReclaim holds the parent rule of each job type, run in the reclaim's
 	// transaction for the rows that changed. Defaults to no rules.
 	OnReclaim map[string]ParentRule
@@ -82,11 +82,14 @@ type Config struct {
 	// database need different keys, or only one of them sweeps. Defaults to
 	// LeaderKeyDefault.
 	LeaderKey int64
-	// Logger receives warnings (unreadable jobs, unknown types, marker
-	// failures) and the sweep summaries. Defaults to slog.Default().
+	// Logger receives one summary line per sweep (info, or warn when
+	// something needs an operator: unreadable jobs, types without a limit,
+	// failed parent rules, markers or notices), the leader's changes, and a
+	// line per job at debug. Defaults to slog.Default().
 	Logger *slog.Logger
-	// Now is the clock runtime and progress are measured with. Defaults to
-	// time.Now.
+	// Now is the clock a queue's start times are measured with. Progress,
+	// and a start read from the jobs table, are measured on the database's
+	// clock. Defaults to time.Now.
 	Now func() time.Time
 	// MeterProvider receives the sweeps' metrics: jobguard.reclaim.decisions
 	// by decision (one per Report counter), jobguard.reclaim.marker_errors
@@ -120,6 +123,8 @@ func New(cfg Config) (*Reclaimer, error) {
 		return nil, fmt.Errorf("reclaim: new: Interval %v is negative", cfg.Interval)
 	case cfg.SweepTimeout < 0:
 		return nil, fmt.Errorf("reclaim: new: SweepTimeout %v is negative", cfg.SweepTimeout)
+	case cfg.PageSize < 0:
+		return nil, fmt.Errorf("reclaim: new: PageSize %d is negative", cfg.PageSize)
 	}
 	if cfg.Source == nil {
 		src, err := NewTableSource(cfg.Guard, cfg.DB)
@@ -129,7 +134,14 @@ func New(cfg Config) (*Reclaimer, error) {
 		cfg.Source = src
 	}
 	if cfg.Limits == nil {
-		cfg.Limits = TableLimits{DB: cfg.DB}
+		limits, err := NewTableLimits(TableLimitsConfig{DB: cfg.DB})
+		if err != nil {
+			return nil, fmt.Errorf("reclaim: new: Limits: %w", err)
+		}
+		cfg.Limits = limits
+	}
+	if cfg.PageSize == 0 {
+		cfg.PageSize = PageSizeDefault
 	}
 	if cfg.NoProgress == 0 {
 		cfg.NoProgress = NoProgressDefault
@@ -137,8 +149,8 @@ func New(cfg Config) (*Reclaimer, error) {
 	if cfg.Reason == "" {
 		cfg.Reason = jobguard.ReclaimedReasonDefault
 	}
-	for typ, rule := range cfg.OnReclaim {
-		if rule == nil {
+	for typ, pr := range cfg.OnReclaim {
+		if pr == nil {
 			return nil, fmt.Errorf("reclaim: new: OnReclaim[%q] is nil", typ)
 		}
 	}
@@ -164,267 +176,10 @@ func New(cfg Config) (*Reclaimer, error) {
 	return &Reclaimer{cfg: cfg, markers: markers, log: cfg.Logger, met: newSweepMetrics(cfg.MeterProvider)}, nil
 }
 
-// Report counts the decisions of one sweep. Every scanned job lands in
-// exactly one of NoStartTime, SourceErrors, UnknownType, WithinLimit,
-// NotActive, Progressing, Reclaimed and LostRace.
-type Report struct {
-	// Scanned is the number of active jobs the source listed.
-	Scanned int
-	// NoStartTime counts jobs the source has no start time for: skipped.
-	NoStartTime int
-	// SourceErrors counts jobs the source could not read: skipped.
-	SourceErrors int
-	// UnknownType counts jobs whose type has no limit: skipped.
-	UnknownType int
-	// WithinLimit counts jobs whose attempt has not yet run past its limit.
-	WithinLimit int
-	// NotActive counts jobs over their limit whose row is missing or no
-	// longer QUEUED or PROCESSING (finished meanwhile, or never created).
-	NotActive int
-	// Progressing counts jobs over their limit whose updated_at moved within
-	// the no-progress threshold: slow but alive, kept.
-	Progressing int
-	// Reclaimed counts jobs marked FAILED by this sweep.
-	Reclaimed int
-	// LostRace counts jobs chosen for reclaim whose row changed before the
-	// write (progress, completion, another reclaimer): nothing was written
-	// for them, no parent, no marker.
-	LostRace int
-	// MarkerErrors counts reclaimed jobs whose Redis marker could not be
-	// written. The database reason still refuses them at start.
-	MarkerErrors int
-	// NoticeErrors counts reclaimed jobs whose notice could not be published.
-	// Their workers' watchers still find the reclaim at their next check.
-	NoticeErrors int
-	// ReclaimedIDs lists the reclaimed jobs' ids.
-	ReclaimedIDs []string
-}
-
-// candidate is a job over its limit, with the type its rule is keyed by.
-type candidate struct {
-	job     ActiveJob
-	runtime time.Duration
-}
-
-// Sweep runs one pass: it reads the limits and the source, picks the jobs
-// over their limit, reads their rows in one query, keeps those whose
-// updated_at has not moved for NoProgress, and fails them all in one
-// conditional UPDATE that matches each row on the status, updated_at and
-// generation it was read with. In the same transaction it runs the parent
-// rules for the rows that changed; after the commit it writes their markers
-// in one pipelined round trip.
-//
-// Without parent rules the UPDATE runs on its own, so a sweep takes three
-// database round trips whatever the number of jobs: the limits, the rows
-// (read by TableSource with the start times, else by one query for the jobs
-// over their limit), and the write. Parent rules add the transaction's BEGIN
-// and COMMIT and what each rule sends (SetParent: one statement per type).
-//
-// The error is non-nil when the limits or the source cannot be read, or
-// when the read or the write of the rows fails; nothing was reclaimed then.
-// Per-job problems are logged and counted, not returned.
-func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
-	// The duration is real elapsed time, whatever clock Config.Now is.
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.SweepTimeout)
-	defer cancel()
-	rep, err := r.sweep(ctx)
-	r.met.swept(ctx, rep, err, time.Since(start))
-	return rep, err
-}
-
-// sweep is Sweep without its metrics.
-func (r *Reclaimer) sweep(ctx context.Context) (Report, error) {
-	var rep Report
-	limits, err := r.cfg.Limits.Limits(ctx)
-	if err != nil {
-		return rep, fmt.Errorf("reclaim: sweep: %w", err)
-	}
-	jobs, err := r.cfg.Source.Active(ctx)
-	if err != nil {
-		return rep, fmt.Errorf("reclaim: sweep: source: %w", err)
-	}
-	now := r.cfg.Now()
-
-	cands := map[string]candidate{}
-	var ids []string
-	unknown := map[string]int{}
-	listed := make(map[string]bool, len(jobs))
-	for _, j := range jobs {
-		if listed[j.ID] {
-			continue // listed twice: decide once
-		}
-		listed[j.ID] = true
-		rep.Scanned++
-		limit, known := limits[j.Type]
-		switch {
-		case j.Err != nil:
-			rep.SourceErrors++
-			r.log.WarnContext(ctx, "reclaim: cannot read active job; skipped",
-				slog.String("job_id", j.ID), slog.String("job_type", j.Type), slog.Any("error", j.Err))
-		case j.StartedAt.IsZero():
-			rep.NoStartTime++
-		case !known:
-			rep.UnknownType++
-			unknown[j.Type]++
-		case now.Sub(j.StartedAt) <= limit:
-			rep.WithinLimit++
-		default:
-			cands[j.ID] = candidate{job: j, runtime: now.Sub(j.StartedAt)}
-			ids = append(ids, j.ID)
-		}
-	}
-	for typ, n := range unknown {
-		r.log.WarnContext(ctx, "reclaim: job type has no runtime limit; its jobs are skipped",
-			slog.String("job_type", typ), slog.Int("jobs", n))
-	}
-	if len(ids) == 0 {
-		return rep, nil
-	}
-
-	var unread []string
-	for _, id := range ids {
-		if cands[id].job.Row == nil {
-			unread = append(unread, id)
-		}
-	}
-	rows := map[string]jobguard.JobState{}
-	if len(unread) > 0 {
-		if rows, err = r.cfg.Guard.Snapshot(ctx, r.cfg.DB, unread); err != nil {
-			return rep, fmt.Errorf("reclaim: sweep: %w", err)
-		}
-	}
-	for _, id := range ids {
-		if row := cands[id].job.Row; row != nil {
-			rows[id] = *row
-		}
-	}
-	st := r.cfg.Guard.Table().Statuses
-	var expected []jobguard.JobState
-	var inactive []string
-	typeOf := map[string]string{}         // row id → the type its limit and rule are keyed by
-	runtime := map[string]time.Duration{} // row id → runtime of the current attempt
-	for _, id := range ids {
-		row, found := rows[id]
-		switch {
-		case !found || (row.Status != st.Queued && row.Status != st.Processing):
-			rep.NotActive++
-			inactive = append(inactive, id)
-		case now.Sub(row.UpdatedAt) < r.cfg.NoProgress:
-			rep.Progressing++
-		default:
-			expected = append(expected, row)
-			typeOf[row.ID] = cands[id].job.Type
-			runtime[row.ID] = cands[id].runtime
-		}
-	}
-	if len(inactive) > 0 {
-		// The queue still runs jobs whose rows are gone or finished: a worker
-		// hung after its last write, or a job that maps to no row.
-		r.log.WarnContext(ctx, "reclaim: jobs over their limit have no active row; left alone",
-			slog.Int("jobs", len(inactive)), slog.Any("job_ids", inactive[:min(len(inactive), 20)]))
-	}
-	if len(expected) == 0 {
-		return rep, nil
-	}
-
-	changed, err := r.reclaim(ctx, expected, typeOf)
-	if err != nil {
-		return rep, fmt.Errorf("reclaim: sweep: %w", err)
-	}
-	rep.Reclaimed = len(changed)
-	rep.LostRace = len(expected) - len(changed)
-	markers := make([]jobguard.Marker, len(changed))
-	won := map[string]bool{}
-	for i, c := range changed {
-		rep.ReclaimedIDs = append(rep.ReclaimedIDs, c.ID)
-		won[c.ID] = true
-		markers[i] = jobguard.Marker{JobID: c.ID, Generation: c.Generation, Reason: r.cfg.Reason, At: now}
-		r.log.InfoContext(ctx, "reclaim: job reclaimed",
-			slog.String("job_id", c.ID), slog.String("job_type", typeOf[c.ID]),
-			slog.Duration("runtime", runtime[c.ID]), slog.Int64("generation", c.Generation),
-			slog.String("parent_id", c.ParentID), slog.String("reason", r.cfg.Reason))
-	}
-	for _, e := range expected {
-		if !won[e.ID] {
-			r.log.InfoContext(ctx, "reclaim: job changed before the write; left alone",
-				slog.String("job_id", e.ID), slog.String("job_type", typeOf[e.ID]), slog.Int64("generation", e.Generation))
-		}
-	}
-	// The reclaim has committed: its markers and notices must go out even if
-	// the caller is shutting down (Run's context ended mid-sweep), or a
-	// redelivered job would be refused by the database reason alone.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCommitTimeout)
-	defer cancel()
-	if err := r.markers.Write(ctx, markers...); err != nil {
-		rep.MarkerErrors = countJoined(err, len(markers))
-		r.log.WarnContext(ctx, "reclaim: cannot write reclaim markers; the database reason still refuses the jobs",
-			slog.Int("failed", rep.MarkerErrors), slog.Any("error", err))
-	}
-	if r.cfg.Notices != nil && len(changed) > 0 {
-		if err := r.cfg.Notices.Publish(ctx, watch.NoticesFrom(changed)...); err != nil {
-			rep.NoticeErrors = len(changed)
-			r.log.WarnContext(ctx, "reclaim: cannot publish reclaim notices; watchers find the reclaims at their next check",
-				slog.Int("failed", rep.NoticeErrors), slog.Any("error", err))
-		}
-	}
-	return rep, nil
-}
-
-// reclaim fails the expected rows that are unchanged and runs the parent
-// rules for them in the same transaction.
-func (r *Reclaimer) reclaim(ctx context.Context, expected []jobguard.JobState, typeOf map[string]string) ([]jobguard.JobState, error) {
-	g := r.cfg.Guard
-	if len(r.cfg.OnReclaim) == 0 {
-		return g.FailIfUnchanged(ctx, r.cfg.DB, expected, r.cfg.Reason)
-	}
-	var changed []jobguard.JobState
-	err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
-		var err error
-		changed, err = g.FailIfUnchanged(ctx, tx, expected, r.cfg.Reason)
-		if err != nil {
-			return err
-		}
-		byType := map[string][]jobguard.JobState{}
-		for i := range changed {
-			typ := typeOf[changed[i].ID]
-			if changed[i].Type == "" {
-				changed[i].Type = typ
-			}
-			byType[typ] = append(byType[typ], changed[i])
-		}
-		types := make([]string, 0, len(byType))
-		for typ := range byType {
-			types = append(types, typ)
-		}
-		slices.Sort(types) // the same order in every sweep
-		for _, typ := range types {
-			rule := r.cfg.OnReclaim[typ]
-			if rule == nil {
-				continue
-			}
-			if err := rule(ctx, tx, byType[typ]); err != nil {
-				return fmt.Errorf("OnReclaim[%q]: %w", typ, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return changed, nil
-}
-
-// countJoined counts the errors joined in err (MarkerStore.Write joins one
-// per failed marker), or returns all when it cannot tell.
-func countJoined(err error, all int) int {
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			if n := len(j.Unwrap()); n > 0 && n <= all {
-				return n
-			}
-			break
-		}
-	}
-	return all
+// Publisher announces reclaimed executions, once their reclaim has
+// committed: a notice cancels work at once, so it must never announce a
+// reclaim that rolled back. watch's *RedisPublisher and *PostgresPublisher
+// satisfy it.
+type Publisher interface {
+	Publish(ctx context.Context, reclaimed ...jobguard.Execution) error
 }

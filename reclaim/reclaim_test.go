@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,16 +21,26 @@ import (
 	"github.com/jobguard/jobguard/reclaim"
 )
 
-// listSource is a queue whose active jobs are known in advance.
+// listSource is a queue whose active jobs are known in advance, listed a
+// page at a time as the sweep asks.
 type listSource []reclaim.ActiveJob
 
-func (s listSource) Active(context.Context) ([]reclaim.ActiveJob, error) { return s, nil }
+func (s listSource) Active(_ context.Context, q reclaim.Query, page func([]reclaim.ActiveJob) error) error {
+	for len(s) > 0 {
+		n := min(q.PageSize, len(s))
+		if err := page(s[:n]); err != nil {
+			return err
+		}
+		s = s[n:]
+	}
+	return nil
+}
 
 // failingSource is a queue that cannot be read at all.
 type failingSource struct{}
 
-func (failingSource) Active(context.Context) ([]reclaim.ActiveJob, error) {
-	return nil, errors.New("queue unreachable")
+func (failingSource) Active(context.Context, reclaim.Query, func([]reclaim.ActiveJob) error) error {
+	return errors.New("queue unreachable")
 }
 
 // newReclaimer fills in what every test shares: the guard, the pool, Redis
@@ -89,18 +100,25 @@ func TestSweep_DecisionTable(t *testing.T) {
 		ctx := context.Background()
 		st := jobs.Table.Statuses
 		now := time.Now()
+		// Every row's attempt started two hours ago; updatedAgo is its
+		// progress.
 		insert := func(updatedAgo time.Duration, status string) string {
-			id := jobs.Insert(t, fixture.Job{Status: status, Generation: 1})
+			id := jobs.Insert(t, fixture.Job{Status: status, Generation: 1, UpdatedAgo: 2 * time.Hour})
 			setUpdatedAgo(t, jobs, id, updatedAgo)
 			return id
 		}
 		stalled := insert(time.Hour, "")            // over limit, stalled → reclaimed
 		alive := insert(time.Minute, "")            // over limit, recent progress → kept
 		young := insert(time.Hour, "")              // within limit, stalled → kept
-		noStart := insert(time.Hour, "")            // no start time → skipped
+		noStart := insert(time.Hour, "")            // no start time anywhere → skipped
 		unknown := insert(time.Hour, "")            // type without a limit → skipped
 		unread := insert(time.Hour, "")             // source error → skipped
 		finished := insert(time.Hour, st.Completed) // row already terminal → left alone
+		if jobs.Table.StartedAtColumn != "" {
+			// The row's own start column counts too: take it away.
+			jobs.Env.Exec(fmt.Sprintf("UPDATE %s SET %s = NULL WHERE %s::text = $1", jobs.Table.QualifiedName(),
+				ident.Quote(jobs.Table.StartedAtColumn), ident.Quote(jobs.Table.IDColumn)), noStart)
+		}
 		old := now.Add(-2 * time.Hour)
 		src := listSource{
 			{ID: stalled, Type: "chapter", StartedAt: old},
@@ -130,9 +148,12 @@ func TestSweep_DecisionTable(t *testing.T) {
 			require.False(t, hasMarker(t, jobs, id))
 		}
 		require.Equal(t, st.Completed, jobs.Read(t, finished).Status)
-		require.Contains(t, logs.String(), "level=WARN msg=\"reclaim: cannot read active job; skipped\"")
-		require.Contains(t, logs.String(), "job_type=mystery")
-		require.Contains(t, logs.String(), "no active row")
+		// One line says it all, at warn: a job that cannot be read and a type
+		// without a limit need an operator.
+		require.Equal(t, 1, strings.Count(logs.String(), "msg=\"reclaim: sweep\""), logs.String())
+		require.Contains(t, logs.String(), "level=WARN msg=\"reclaim: sweep\" scanned=7 reclaimed=1")
+		require.Contains(t, logs.String(), "types_without_limit=[mystery]")
+		require.Contains(t, logs.String(), "hash unreadable")
 	})
 }
 
@@ -166,9 +187,11 @@ func TestSweep_TableSourceReadsStartedAt(t *testing.T) {
 
 			rep, err := r.Sweep(context.Background())
 			require.NoError(t, err)
-			require.Equal(t, reclaim.Report{Scanned: 3, NoStartTime: 1, WithinLimit: 1, Reclaimed: 1,
-				ReclaimedIDs: []string{stalled}}, rep)
+			// The table source reads only the jobs over their limit: the young
+			// one and the one without a start are never read.
+			require.Equal(t, reclaim.Report{Scanned: 1, Reclaimed: 1, ReclaimedIDs: []string{stalled}}, rep)
 			require.Equal(t, "PROCESSING", jobs.Read(t, young).Status)
+			require.Equal(t, "PROCESSING", jobs.Read(t, noStart).Status)
 		})
 	}
 }
@@ -205,12 +228,13 @@ func TestNew_ErrorsNameTheField(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// courses creates a parent table with one READY course per given id.
+// courses creates a parent table with one course per given id, GENERATING
+// as a running chapter job leaves it.
 func courses(t *testing.T, env *testenv.Env, ids ...string) {
 	t.Helper()
 	env.Exec(`CREATE TABLE courses (id text PRIMARY KEY, status text NOT NULL, export_status text, failures int NOT NULL DEFAULT 0)`)
 	for _, id := range ids {
-		env.Exec(`INSERT INTO courses (id, status) VALUES ($1, 'READY')`, id)
+		env.Exec(`INSERT INTO courses (id, status) VALUES ($1, 'GENERATING')`, id)
 	}
 }
 
@@ -223,7 +247,7 @@ func courseStatus(t *testing.T, env *testenv.Env, id string) (status string, exp
 }
 
 func failCourse(t *testing.T) reclaim.ParentRule {
-	rule, err := reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "status", Value: "FAILED"})
+	rule, err := reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "status", Value: "FAILED", From: []string{"GENERATING"}})
 	require.NoError(t, err)
 	return rule
 }
@@ -240,6 +264,20 @@ func waitBlockedBy(t *testing.T, env *testenv.Env, pid uint32) {
 	}, 10*time.Second, 5*time.Millisecond)
 }
 
+// afterRead is a source that runs between after every page is read and
+// before the sweep decides on it: a worker's write in that window.
+type afterRead struct {
+	reclaim.Source
+	between func()
+}
+
+func (s afterRead) Active(ctx context.Context, q reclaim.Query, page func([]reclaim.ActiveJob) error) error {
+	return s.Source.Active(ctx, q, func(jobs []reclaim.ActiveJob) error {
+		s.between()
+		return page(jobs)
+	})
+}
+
 func TestSweep_ProgressBetweenReadAndWriteLosesTheRace(t *testing.T) {
 	t.Parallel()
 	for _, simple := range []bool{false, true} {
@@ -251,44 +289,28 @@ func TestSweep_ProgressBetweenReadAndWriteLosesTheRace(t *testing.T) {
 			courses(t, env, "course-a", "course-b")
 			racer := jobs.Insert(t, fixture.Job{ParentID: "course-a", UpdatedAgo: 2 * time.Hour})
 			loser := jobs.Insert(t, fixture.Job{ParentID: "course-b", UpdatedAgo: 2 * time.Hour})
-			r, logs := newReclaimer(t, jobs, reclaim.Config{OnReclaim: map[string]reclaim.ParentRule{"chapter": failCourse(t)}})
-
-			// A worker saves progress for the racer in a transaction that is still
-			// open when the sweep reads the rows, and commits while the sweep's
-			// conditional UPDATE waits for the row.
-			worker, err := env.Pool.Begin(ctx)
+			// A worker saves progress for the racer after the sweep read the
+			// rows, before it writes them.
+			src, err := reclaim.NewTableSource(jobs.Guard, env.Pool)
 			require.NoError(t, err)
-			defer func() { _ = worker.Rollback(ctx) }()
-			_, err = worker.Exec(ctx, `UPDATE jobs SET updated_at = now() WHERE id = $1`, racer)
+			progress := func() { env.Exec(`UPDATE jobs SET updated_at = now() WHERE id = $1`, racer) }
+			r, _ := newReclaimer(t, jobs, reclaim.Config{
+				Source:    afterRead{src, progress},
+				OnReclaim: map[string]reclaim.ParentRule{"chapter": failCourse(t)},
+			})
+
+			rep, err := r.Sweep(ctx)
 			require.NoError(t, err)
-			var pid uint32
-			require.NoError(t, worker.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
-
-			type result struct {
-				rep reclaim.Report
-				err error
-			}
-			done := make(chan result, 1)
-			go func() {
-				rep, err := r.Sweep(ctx)
-				done <- result{rep, err}
-			}()
-			waitBlockedBy(t, env, pid)
-			require.NoError(t, worker.Commit(ctx))
-			res := <-done
-
-			require.NoError(t, res.err)
-			require.Equal(t, 1, res.rep.LostRace)
-			require.Equal(t, 1, res.rep.Reclaimed)
-			require.Equal(t, []string{loser}, res.rep.ReclaimedIDs)
+			require.Equal(t, 1, rep.LostRace)
+			require.Equal(t, 1, rep.Reclaimed)
+			require.Equal(t, []string{loser}, rep.ReclaimedIDs)
 			require.Equal(t, "PROCESSING", jobs.Read(t, racer).Status)
 			status, _, _ := courseStatus(t, env, "course-a")
-			require.Equal(t, "READY", status, "a lost race must not touch the parent")
+			require.Equal(t, "GENERATING", status, "a lost race must not touch the parent")
 			require.False(t, hasMarker(t, jobs, racer), "a lost race must not write a marker")
 			status, _, _ = courseStatus(t, env, "course-b")
 			require.Equal(t, "FAILED", status)
 			require.True(t, hasMarker(t, jobs, loser))
-			require.Contains(t, logs.String(), "changed before the write")
 		})
 	}
 }
@@ -299,10 +321,10 @@ func TestSweep_ExportKeepsSourceReady(t *testing.T) {
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	courses(t, env, "course-1")
-	env.Exec(`UPDATE courses SET export_status = 'PROCESSING'`)
+	env.Exec(`UPDATE courses SET status = 'READY', export_status = 'PROCESSING'`)
 	export := jobs.Insert(t, fixture.Job{Type: "export", ParentID: "course-1", UpdatedAgo: 2 * time.Hour})
 
-	exportFailed, err := reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "export_status", Value: "FAILED"})
+	exportFailed, err := reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "export_status", Value: "FAILED", From: []string{"PROCESSING"}})
 	require.NoError(t, err)
 	r, _ := newReclaimer(t, jobs, reclaim.Config{
 		Limits:    reclaim.StaticLimits{"export": time.Hour},
@@ -323,8 +345,7 @@ func TestSweep_ReclaimedJobIsRefusedAtStartUntilRetried(t *testing.T) {
 	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		db := jobs.Env.Pool
-		id := jobs.Insert(t, fixture.Job{Generation: 3})
-		setUpdatedAgo(t, jobs, id, time.Hour)
+		id := jobs.Insert(t, fixture.Job{Generation: 3, UpdatedAgo: time.Hour})
 		r, _ := newReclaimer(t, jobs, reclaim.Config{
 			Source: listSource{{ID: id, Type: "chapter", StartedAt: time.Now().Add(-time.Hour)}},
 		})
@@ -371,7 +392,7 @@ func TestSweep_ConcurrentReclaimersReclaimEachJobOnce(t *testing.T) {
 	env.Exec(`CREATE TABLE courses (id text PRIMARY KEY, status text NOT NULL, export_status text, failures int NOT NULL DEFAULT 0)`)
 	for i := range n {
 		course := fmt.Sprintf("course-%d", i)
-		env.Exec(`INSERT INTO courses (id, status) VALUES ($1, 'READY')`, course)
+		env.Exec(`INSERT INTO courses (id, status) VALUES ($1, 'GENERATING')`, course)
 		ids = append(ids, jobs.Insert(t, fixture.Job{ParentID: course, UpdatedAgo: 2 * time.Hour}))
 	}
 	countFailure := func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
@@ -413,9 +434,10 @@ func TestSweep_ConcurrentReclaimersReclaimEachJobOnce(t *testing.T) {
 	for i, rep := range reps {
 		require.NoError(t, errs[i])
 		reclaimed = append(reclaimed, rep.ReclaimedIDs...)
-		t.Logf("sweeper %d: scanned %d, reclaimed %d, lost the race %d, found done %d", i, rep.Scanned, rep.Reclaimed, rep.LostRace, rep.NotActive)
-		require.Equal(t, rep.Scanned, rep.Reclaimed+rep.LostRace+rep.NotActive,
-			"every job a sweeper saw is reclaimed by it, lost to another, or found done")
+		t.Logf("sweeper %d: scanned %d, reclaimed %d, lost the race %d, held by another %d, found done %d",
+			i, rep.Scanned, rep.Reclaimed, rep.LostRace, rep.Locked, rep.NotActive)
+		require.Equal(t, rep.Scanned, rep.Reclaimed+rep.LostRace+rep.Locked+rep.NotActive,
+			"every job a sweeper saw is reclaimed by it, lost to another, skipped while another held it, or found done")
 	}
 	slices.Sort(reclaimed)
 	want := slices.Clone(ids)
@@ -442,7 +464,9 @@ func TestSweep_MarkerFailureIsCountedNotFatal(t *testing.T) {
 	require.Equal(t, 1, rep.Reclaimed)
 	require.Equal(t, 1, rep.MarkerErrors)
 	require.Equal(t, "FAILED", jobs.Read(t, id).Status, "the database write stands")
-	require.Contains(t, logs.String(), "cannot write reclaim markers")
+	require.Contains(t, logs.String(), "level=WARN msg=\"reclaim: sweep\"")
+	require.Contains(t, logs.String(), "marker_errors=1")
+	require.Contains(t, logs.String(), "marker_error=")
 }
 
 func TestTableLimits_ReadAtEverySweep(t *testing.T) {
@@ -454,11 +478,12 @@ func TestTableLimits_ReadAtEverySweep(t *testing.T) {
 	env.Exec(reclaim.Migration) // safe to run twice
 	env.Exec(`INSERT INTO job_type_limits (job_type, max_runtime) VALUES ('chapter', '3 hours')`)
 	id := jobs.Insert(t, fixture.Job{UpdatedAgo: 2 * time.Hour})
-	r, _ := newReclaimer(t, jobs, reclaim.Config{Limits: reclaim.TableLimits{DB: env.Pool}})
+	r, _ := newReclaimer(t, jobs, reclaim.Config{Limits: tableLimits(t, env)})
 
 	rep, err := r.Sweep(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 1, rep.WithinLimit)
+	require.Zero(t, rep.Reclaimed)
+	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
 
 	env.Exec(`UPDATE job_type_limits SET max_runtime = '90 minutes' WHERE job_type = 'chapter'`)
 	rep, err = r.Sweep(ctx)
@@ -471,7 +496,7 @@ func TestTableLimits_DefaultTableIsRead(t *testing.T) {
 	env := testenv.New(t)
 	env.Exec(reclaim.Migration)
 	env.Exec(`INSERT INTO job_type_limits VALUES ('video', '1 hour 30 minutes 0.5 seconds')`)
-	got, err := reclaim.TableLimits{DB: env.Pool}.Limits(context.Background())
+	got, err := tableLimits(t, env).Limits(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, map[string]time.Duration{"video": 90*time.Minute + 500*time.Millisecond}, got)
 }
@@ -484,19 +509,45 @@ func TestSetParent_RefusesBadIdentifiers(t *testing.T) {
 	require.ErrorContains(t, err, "Column")
 	_, err = reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "status"})
 	require.ErrorContains(t, err, "Value")
+	_, err = reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "status", Value: "FAILED"})
+	require.ErrorContains(t, err, "From")
 }
 
-func TestSweep_FailingParentRuleRollsTheReclaimBack(t *testing.T) {
+func tableLimits(t *testing.T, env *testenv.Env) *reclaim.TableLimits {
+	t.Helper()
+	l, err := reclaim.NewTableLimits(reclaim.TableLimitsConfig{DB: env.Pool})
+	require.NoError(t, err)
+	return l
+}
+
+func TestNewTableLimits_ErrorsNameTheField(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	_, err := reclaim.NewTableLimits(reclaim.TableLimitsConfig{})
+	require.ErrorContains(t, err, "DB")
+	_, err = reclaim.NewTableLimits(reclaim.TableLimitsConfig{DB: env.Pool, Table: "a\x00b"})
+	require.ErrorContains(t, err, "Table")
+	_, err = reclaim.NewTableLimits(reclaim.TableLimitsConfig{DB: env.Pool, Schema: strings.Repeat("s", 64)})
+	require.ErrorContains(t, err, "Schema")
+}
+
+func TestSweep_FailingParentRuleHoldsBackOnlyItsJobs(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
-	id := jobs.Insert(t, fixture.Job{ParentID: "course-1", UpdatedAgo: 2 * time.Hour})
+	chapter := jobs.Insert(t, fixture.Job{ParentID: "course-1", UpdatedAgo: 2 * time.Hour})
+	video := jobs.Insert(t, fixture.Job{Type: "video", UpdatedAgo: 2 * time.Hour})
 	broken := func(context.Context, pgx.Tx, []jobguard.JobState) error { return errors.New("parent table locked") }
-	r, _ := newReclaimer(t, jobs, reclaim.Config{OnReclaim: map[string]reclaim.ParentRule{"chapter": broken}})
+	r, logs := newReclaimer(t, jobs, reclaim.Config{
+		Limits:    reclaim.StaticLimits{"chapter": 30 * time.Minute, "video": 30 * time.Minute},
+		OnReclaim: map[string]reclaim.ParentRule{"chapter": broken},
+	})
 
 	rep, err := r.Sweep(context.Background())
-	require.ErrorContains(t, err, `OnReclaim["chapter"]: parent table locked`)
-	require.Zero(t, rep.Reclaimed)
-	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status, "the job is not failed without its parent")
-	require.False(t, hasMarker(t, jobs, id))
+	require.NoError(t, err, "a rule's failure is counted, not returned")
+	require.Equal(t, 1, rep.RuleErrors)
+	require.Equal(t, []string{video}, rep.ReclaimedIDs)
+	require.Equal(t, "PROCESSING", jobs.Read(t, chapter).Status, "the job is not failed without its parent")
+	require.False(t, hasMarker(t, jobs, chapter))
+	require.Contains(t, logs.String(), `rule_error="job `+chapter+`: OnReclaim[\"chapter\"]: parent table locked"`)
 }

@@ -37,15 +37,10 @@ func (r *Reclaimer) Run(ctx context.Context) error {
 	for {
 		lock = r.lead(ctx, pool, lock)
 		if lock != nil && ctx.Err() == nil {
-			rep, err := r.Sweep(ctx)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				r.log.WarnContext(ctx, "reclaim: sweep failed", slog.Any("error", err))
-			case err == nil:
-				// One line per interval, from the leader only: an operator
-				// sees that sweeps happen even when they change nothing.
-				r.log.InfoContext(ctx, "reclaim: sweep", reportAttrs(rep)...)
-			}
+			// Sweep logs its own summary: one line per interval, from the
+			// leader only, so an operator sees that sweeps happen even when
+			// they change nothing.
+			_, _ = r.Sweep(ctx)
 		}
 		select {
 		case <-ctx.Done():
@@ -117,14 +112,4 @@ func (r *Reclaimer) dropDead(ctx context.Context, c *pgxpool.Conn) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	_ = c.Hijack().Close(ctx)
-}
-
-func reportAttrs(rep Report) []any {
-	return []any{
-		slog.Int("scanned", rep.Scanned), slog.Int("no_start_time", rep.NoStartTime),
-		slog.Int("source_errors", rep.SourceErrors), slog.Int("unknown_type", rep.UnknownType),
-		slog.Int("within_limit", rep.WithinLimit), slog.Int("not_active", rep.NotActive),
-		slog.Int("progressing", rep.Progressing), slog.Int("reclaimed", rep.Reclaimed),
-		slog.Int("lost_race", rep.LostRace), slog.Int("marker_errors", rep.MarkerErrors),
-	}
 }

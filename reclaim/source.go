@@ -9,42 +9,97 @@ import (
 	"github.com/jobguard/jobguard/jobguard"
 )
 
-// Source lists the jobs a queue considers active. It is read once per
-// sweep. A failure to read the whole source fails the sweep; a failure to
-// read one job is reported in that job's Err and the job is skipped.
+// Source lists the jobs a queue considers active, a page at a time, so that
+// a sweep's memory is bounded by the page size and not by the number of
+// running jobs. Active calls page with each page in turn and stops at the
+// first error page returns, returning it. A failure to read the source
+// fails the sweep (pages already handled stand); a failure to read one job
+// is reported in that job's Err and the job is skipped.
+//
+// A queue that moves while it is paged through (jobs finishing, others
+// starting) may list a job on two pages or on none: a job missed is seen at
+// the next sweep, a job listed twice is decided twice on the same row, which
+// the conditional write makes harmless.
 type Source interface {
-	Active(ctx context.Context) ([]ActiveJob, error)
+	Active(ctx context.Context, q Query, page func([]ActiveJob) error) error
 }
 
-// ActiveJob is one active job as the queue sees it.
+// Query is what a sweep asks of its source.
+type Query struct {
+	// Limits are the sweep's limits by job type. A source that reads the
+	// jobs table itself (TableSource) lists only the jobs over their limit;
+	// a queue lists every active job, since a listing within its limit may
+	// be the current attempt of a row listed again with an older start.
+	Limits map[string]time.Duration
+	// PageSize is the most jobs a page should hold.
+	PageSize int
+}
+
+// Shortest returns the shortest of q.Limits, or 0 when there are none: no
+// job that has run for less can be over its limit.
+func (q Query) Shortest() time.Duration {
+	var least time.Duration
+	for _, d := range q.Limits {
+		if least == 0 || d < least {
+			least = d
+		}
+	}
+	return least
+}
+
+// ActiveJob is one active job as the queue sees it: a listing.
 type ActiveJob struct {
-	// ID is the id of the job's row in the jobs table.
+	// ID is the id of the job's row in the jobs table, in any spelling the
+	// id column accepts (a uuid in either letter case): the sweep folds the
+	// listings of one row together.
 	ID string
 	// Type selects the job's runtime limit and parent rule.
 	Type string
-	// StartedAt is when the current attempt started, by the queue's clock.
-	// The zero time means the queue does not know: the job is skipped and
+	// StartedAt is when this listing's attempt started, by the queue's
+	// clock. The zero time means the queue does not know. The row's own
+	// start column, when the table has one, is read too: the later of the
+	// two is the current attempt's start. A job with neither is skipped and
 	// counted in Report.NoStartTime, never guessed.
 	StartedAt time.Time
-	// Err is set when the job could not be read. The job is skipped, logged
-	// as a warning and counted in Report.SourceErrors.
+	// ReadAt, when set, is the clock that stamped StartedAt, read when the
+	// job was listed (River's source reads the database's now() with
+	// attempted_at), so that the runtime is measured on one clock. Defaults
+	// to the zero time: StartedAt is measured with the reclaimer's clock
+	// (Config.Now), and skew between the queue's clock and the reclaimer's
+	// shifts the limit by as much.
+	ReadAt time.Time
+	// Generation is the generation of the execution this listing runs, when
+	// the source knows it (a worker that stores what Start returned in the
+	// queue job's data): a row whose generation has moved past it was
+	// restarted or retried since, and the listing is stale. Defaults to 0:
+	// unknown.
+	Generation int64
+	// Err is set when the job could not be read. The job is skipped and
+	// counted in Report.SourceErrors; the sweep's summary names the first
+	// error.
 	Err error
 	// Row, when set, is the job's row, read by the source in the same query
-	// as the start time (TableSource does). Sweep then decides on it and
-	// matches its write against it instead of reading the row again.
-	// Defaults to nil: Sweep reads the rows of the jobs over their limit in
-	// one query.
+	// as the listing (TableSource does), with its ReadAt. Sweep then decides
+	// on it and matches its write against it instead of reading the row
+	// again. Defaults to nil: Sweep reads the rows it needs in one query per
+	// page.
 	Row *jobguard.JobState
 }
 
-// TableSource reads the active jobs from the jobs table itself: every
-// PROCESSING row, its type column as the type and its started-at column
-// (stamped by StartGuard.Start) as the start of the current attempt.
-// Create it with NewTableSource.
+// TableSource reads the active jobs from the jobs table itself: the
+// PROCESSING rows whose started-at column (stamped by StartGuard.Start) is
+// older than their type's limit, on the database's clock, a page at a time
+// in id order. The query reads only those rows (see jobguard's Overdue), so
+// a sweep costs what the stuck jobs cost, not what the running ones do. Jobs
+// of a type with no limit are listed once they have run longer than the
+// shortest limit, so that the sweep can report them; rows with no start
+// time are not listed. Create it with NewTableSource.
 type TableSource struct {
 	guard *jobguard.Guard
 	db    jobguard.DB
 }
+
+var _ Source = (*TableSource)(nil)
 
 // NewTableSource returns the source over guard's table. The mapping must
 // have a StartedAtColumn.
@@ -62,15 +117,40 @@ func NewTableSource(guard *jobguard.Guard, db jobguard.DB) (*TableSource, error)
 	return &TableSource{guard: guard, db: db}, nil
 }
 
-// Active returns every PROCESSING job, with its row, in one query.
-func (s *TableSource) Active(ctx context.Context) ([]ActiveJob, error) {
-	states, err := s.guard.ActiveJobs(ctx, s.db)
-	if err != nil {
-		return nil, err
+// Active lists the jobs over their limit, one query per page, each with its
+// row.
+func (s *TableSource) Active(ctx context.Context, q Query, page func([]ActiveJob) error) error {
+	if q.PageSize <= 0 {
+		return fmt.Errorf("reclaim: table source: PageSize %d is not positive", q.PageSize)
 	}
-	out := make([]ActiveJob, len(states))
-	for i, st := range states {
-		out[i] = ActiveJob{ID: st.ID, Type: st.Type, StartedAt: st.StartedAt, Row: &states[i]}
+	oq := jobguard.OverdueQuery{Limits: q.Limits, Otherwise: q.Shortest(), Max: q.PageSize}
+	for {
+		rows, err := s.guard.Overdue(ctx, s.db, oq)
+		if err != nil {
+			return fmt.Errorf("reclaim: table source: %w", err)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		jobs := make([]ActiveJob, len(rows))
+		for i := range rows {
+			jobs[i] = ActiveJob{ID: rows[i].ID, Type: rows[i].Type, Row: &rows[i]}
+		}
+		if err := page(jobs); err != nil {
+			return err
+		}
+		if len(rows) < q.PageSize {
+			return nil
+		}
+		oq.After = rows[len(rows)-1].ID
 	}
-	return out, nil
+}
+
+// runtime is how long the listing's attempt has run, on the queue's clock
+// when the listing read it, else on now.
+func (l ActiveJob) runtime(now time.Time) time.Duration {
+	if !l.ReadAt.IsZero() {
+		now = l.ReadAt
+	}
+	return now.Sub(l.StartedAt)
 }

@@ -60,7 +60,7 @@ func ExampleWatcher_Watch() {
 	pub, _ := watch.NewPublisher(transport)
 	rows, _ := ex.guard.Snapshot(ctx, ex.env.Pool, []string{ex.exec.JobID})
 	reclaimed, _ := ex.guard.FailIfUnchanged(ctx, ex.env.Pool, []jobguard.JobState{rows[ex.exec.JobID]}, "reclaimed: runtime limit exceeded")
-	_ = pub.Publish(ctx, watch.NoticesFrom(reclaimed)...)
+	_ = pub.Publish(ctx, watch.NoticesFrom(reclaimed.Failed)...)
 
 	<-runCtx.Done() // the model call sees this and stops
 	var lost *watch.ReclaimedError

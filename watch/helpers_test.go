@@ -115,9 +115,9 @@ func (b *bundle) reclaim(t *testing.T, publish bool, ids ...string) time.Time {
 	changed, err := b.jobs.Guard.FailIfUnchanged(ctx, b.env.Pool, expected, jobguard.ReclaimedReasonDefault)
 	require.NoError(t, err)
 	committed := time.Now()
-	require.Len(t, changed, len(ids))
+	require.Len(t, changed.Failed, len(ids))
 	if publish {
-		require.NoError(t, b.pub.Publish(ctx, watch.NoticesFrom(changed)...))
+		require.NoError(t, b.pub.Publish(ctx, watch.NoticesFrom(changed.Failed)...))
 	}
 	return committed
 }

@@ -8,14 +8,17 @@ import (
 	"github.com/jobguard/jobguard/jobguard"
 )
 
-// Notice says that a job's execution of one generation was reclaimed.
-type Notice struct {
-	// JobID is the job's id, as the id column prints it.
-	JobID string `json:"job_id"`
-	// Generation is the reclaimed generation: the generation of the
-	// execution that lost the job, as the reclaim's conditional write
-	// returned it. It is 0 for a table without a generation column.
-	Generation int64 `json:"generation"`
+// Notice says that a job's execution was reclaimed: the job's id, as the id
+// column prints it, and the generation of the execution that lost the job,
+// as the reclaim's conditional write returned it (0 for a table without a
+// generation column). It is the execution itself, so that a reclaimer
+// publishes what its write returned without knowing this package.
+type Notice = jobguard.Execution
+
+// wireNotice is a notice as the transports carry it.
+type wireNotice struct {
+	JobID      string `json:"job_id"`
+	Generation int64  `json:"generation"`
 }
 
 // NoticesFrom returns a notice for every row of states, typically the rows
@@ -48,7 +51,7 @@ func payloads(notices []Notice, limit int) ([]string, error) {
 		}
 	}
 	for _, n := range notices {
-		b, err := json.Marshal(n)
+		b, err := json.Marshal(wireNotice(n))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("job %s: %w", n.JobID, err))
 			continue
@@ -74,9 +77,13 @@ func payloads(notices []Notice, limit int) ([]string, error) {
 
 // decode reads a payload written by payloads.
 func decode(payload string) ([]Notice, error) {
-	var ns []Notice
-	if err := json.Unmarshal([]byte(payload), &ns); err != nil {
+	var ws []wireNotice
+	if err := json.Unmarshal([]byte(payload), &ws); err != nil {
 		return nil, fmt.Errorf("watch: undecodable notice payload %.64q: %w", payload, err)
+	}
+	ns := make([]Notice, len(ws))
+	for i, w := range ws {
+		ns[i] = Notice(w)
 	}
 	return ns, nil
 }

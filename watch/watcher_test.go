@@ -200,8 +200,8 @@ func TestPostgresPublisher_NoticeInTransactionArrivesOnCommit(t *testing.T) {
 	defer func() { _ = tx.Rollback(ctx) }()
 	changed, err := b.jobs.Guard.FailIfUnchanged(ctx, tx, []jobguard.JobState{rows[exec.JobID]}, "reclaimed")
 	require.NoError(t, err)
-	require.Len(t, changed, 1)
-	require.NoError(t, b.pub.(*watch.PostgresPublisher).PublishOn(ctx, tx, watch.NoticesFrom(changed)...))
+	require.Len(t, changed.Failed, 1)
+	require.NoError(t, b.pub.(*watch.PostgresPublisher).PublishOn(ctx, tx, watch.NoticesFrom(changed.Failed)...))
 
 	time.Sleep(200 * time.Millisecond)
 	requireAlive(t, execCtx, "the execution before the reclaim committed")

@@ -412,7 +412,7 @@ func (r *run) newReclaimer(n int) *reclaim.Reclaimer {
 		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	rule := func(parent string) reclaim.ParentRule {
-		set, err := reclaim.SetParent(reclaim.ParentUpdate{Table: parent, Column: "status", Value: "FAILED"})
+		set, err := reclaim.SetParent(reclaim.ParentUpdate{Table: parent, Column: "status", Value: "FAILED", From: []string{"GENERATING", "ENCODING"}})
 		require.NoError(t, err)
 		return func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
 			if _, err := tx.Exec(ctx, `SELECT set_config('chaos.actor', 'reclaim', true)`); err != nil {

@@ -56,3 +56,15 @@ func QuoteTable(schema, table string) (string, error) {
 	}
 	return Quote(schema, table), nil
 }
+
+// Literal returns s as an escape string constant (E'...'), for the few
+// values that must be written into SQL rather than sent as parameters: a
+// status a partial index's predicate names, which a parameter would hide
+// from the planner. The E form escapes the same way whatever the server's
+// standard_conforming_strings. s must not contain a NUL byte (PostgreSQL
+// text cannot hold one; Table.validate refuses it first).
+func Literal(s string) string {
+	s = strings.ReplaceAll(s, `\`, `\\`)
+	s = strings.ReplaceAll(s, `'`, `''`)
+	return "E'" + s + "'"
+}

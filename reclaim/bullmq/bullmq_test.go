@@ -145,7 +145,7 @@ func TestActive_ReadsJobsARealWorkerHolds(t *testing.T) {
 	h := runBullMQ(t, env, prefix, "chapters", 3, "")
 	require.Len(t, h.Held, 3)
 
-	got, err := newSource(t, env, prefix, "chapters", "").Active(context.Background())
+	got, err := listAll(context.Background(), newSource(t, env, prefix, "chapters", ""))
 	require.NoError(t, err)
 	want := make([]reclaim.ActiveJob, len(h.Held))
 	for i, j := range h.Held {
@@ -156,7 +156,7 @@ func TestActive_ReadsJobsARealWorkerHolds(t *testing.T) {
 		require.NotContains(t, h.Finished, j.ID)
 	}
 
-	byRow, err := newSource(t, env, prefix, "chapters", "rowId").Active(context.Background())
+	byRow, err := listAll(context.Background(), newSource(t, env, prefix, "chapters", "rowId"))
 	require.NoError(t, err)
 	var rows []string
 	for _, j := range byRow {
@@ -177,7 +177,7 @@ func TestActive_ListedJobWithoutHashOrStartIsNotGuessed(t *testing.T) {
 	require.NoError(t, env.Redis.LPush(ctx, base+"active", "gone", "unstarted").Err())
 	require.NoError(t, env.Redis.HSet(ctx, base+"unstarted", "name", "chapter", "data", `{}`).Err())
 
-	got, err := newSource(t, env, prefix, "chapters", "").Active(ctx)
+	got, err := listAll(ctx, newSource(t, env, prefix, "chapters", ""))
 	require.NoError(t, err)
 	require.Len(t, got, 4)
 	byID := map[string]reclaim.ActiveJob{}
@@ -201,7 +201,8 @@ func TestActive_ListedJobWithoutHashOrStartIsNotGuessed(t *testing.T) {
 	require.NoError(t, err)
 	rep, err := r.Sweep(ctx)
 	require.NoError(t, err)
-	require.Equal(t, reclaim.Report{Scanned: 4, SourceErrors: 1, NoStartTime: 1, WithinLimit: 2}, rep)
+	// The job without processedOn has no row to take a start from either.
+	require.Equal(t, reclaim.Report{Scanned: 4, SourceErrors: 1, NotActive: 1, WithinLimit: 2}, rep)
 }
 
 func TestActive_SnapshotIsConsistentWhileJobsLeave(t *testing.T) {
@@ -214,7 +215,7 @@ func TestActive_SnapshotIsConsistentWhileJobsLeave(t *testing.T) {
 
 	seen := 0
 	for range 300 {
-		got, err := src.Active(ctx)
+		got, err := listAll(ctx, src)
 		require.NoError(t, err)
 		for _, j := range got {
 			// Read in two steps (the list, then the hashes), a job finishing in
@@ -282,14 +283,18 @@ func TestActive_RowIDFromData(t *testing.T) {
 		require.NoError(t, env.Redis.HSet(ctx, base+id, "name", "chapter", "processedOn", ms, "data", data).Err())
 		require.NoError(t, env.Redis.RPush(ctx, base+"active", id).Err())
 	}
-	got, err := newSource(t, env, env.Prefix+":{bull}", "q", "rowId").Active(ctx)
+	got, err := listAll(ctx, newSource(t, env, env.Prefix+":{bull}", "q", "rowId"))
 	require.NoError(t, err)
 	require.Len(t, got, 5)
-	require.Equal(t, reclaim.ActiveJob{ID: "row-1", Type: "chapter", StartedAt: started}, got[0])
-	require.Equal(t, reclaim.ActiveJob{ID: "42", Type: "chapter", StartedAt: started}, got[1])
-	for i, j := range got[2:] {
-		require.Error(t, j.Err, "a job whose row cannot be named is skipped, not guessed")
-		require.Equal(t, strconv.Itoa(i+3), j.ID, "the BullMQ id names it in the warning")
+	byID := map[string]reclaim.ActiveJob{}
+	for _, j := range got {
+		byID[j.ID] = j
+	}
+	require.Equal(t, reclaim.ActiveJob{ID: "row-1", Type: "chapter", StartedAt: started}, byID["row-1"])
+	require.Equal(t, reclaim.ActiveJob{ID: "42", Type: "chapter", StartedAt: started}, byID["42"])
+	for _, id := range []string{"3", "4", "5"} {
+		require.Error(t, byID[id].Err, "a job whose row cannot be named is skipped, not guessed")
+		require.Contains(t, byID[id].Err.Error(), "job "+id, "the BullMQ id names it")
 	}
 }
 
@@ -299,6 +304,17 @@ func TestActive_UnreachableRedisFailsTheRead(t *testing.T) {
 	t.Cleanup(func() { _ = down.Close() })
 	src, err := bullmq.New(bullmq.Config{Redis: down, Queue: "q"})
 	require.NoError(t, err)
-	_, err = src.Active(context.Background())
+	_, err = listAll(context.Background(), src)
 	require.ErrorContains(t, err, "bullmq: read bull:q:active")
+}
+
+// listAll collects every page of src, a few jobs a page so that paging is
+// exercised too.
+func listAll(ctx context.Context, src reclaim.Source) ([]reclaim.ActiveJob, error) {
+	var all []reclaim.ActiveJob
+	err := src.Active(ctx, reclaim.Query{PageSize: 2}, func(page []reclaim.ActiveJob) error {
+		all = append(all, page...)
+		return nil
+	})
+	return all, err
 }

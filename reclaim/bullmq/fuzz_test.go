@@ -63,7 +63,7 @@ func FuzzSource_Active(f *testing.F) {
 			t.Fatal(err)
 		}
 
-		jobs, err := src.Active(ctx)
+		jobs, err := listAll(ctx, src)
 		if err != nil {
 			t.Fatalf("Active: %v", err)
 		}

@@ -53,7 +53,7 @@ func BenchmarkActive(b *testing.B) {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			jobs, err := src.Active(ctx)
+			jobs, err := listAll(ctx, src)
 			if err != nil || len(jobs) != 1000 {
 				b.Fatal(err, len(jobs))
 			}

@@ -88,51 +88,85 @@ func New(cfg Config) (*Source, error) {
 		kinds = append(kinds, kind)
 	}
 
-	// $1 is the key; the filters follow it. The state is River's constant,
-	// not a caller's value.
+	// $1 is the last id of the previous page, $2 the page size, $3 the key;
+	// the filters follow. The state is River's constant, not a caller's
+	// value, so River's state indexes apply. MATERIALIZED keeps the planner
+	// from walking the primary key, past every finished job River keeps, to
+	// satisfy LIMIT in id order. now() is the clock attempted_at is stamped
+	// with.
 	var b strings.Builder
-	b.WriteString(`SELECT id, kind, attempted_at, jsonb_typeof(args -> $1::text), args ->> $1::text FROM `)
+	b.WriteString(`WITH c AS MATERIALIZED (SELECT id, kind, attempted_at, jsonb_typeof(args -> $3::text) AS typ, args ->> $3::text AS val FROM `)
 	b.WriteString(ident.Quote(cfg.Schema, TableName))
-	b.WriteString(` WHERE state = 'running'`)
+	b.WriteString(` WHERE state = 'running' AND id > $1`)
 	args := []any{cfg.RowIDKey}
 	if len(cfg.Queues) > 0 {
 		args = append(args, cfg.Queues)
-		fmt.Fprintf(&b, ` AND queue = ANY($%d::text[])`, len(args))
+		fmt.Fprintf(&b, ` AND queue = ANY($%d::text[])`, len(args)+2)
 	}
 	if len(kinds) > 0 {
 		args = append(args, kinds)
-		fmt.Fprintf(&b, ` AND kind = ANY($%d::text[])`, len(args))
+		fmt.Fprintf(&b, ` AND kind = ANY($%d::text[])`, len(args)+2)
 	}
-	b.WriteString(` ORDER BY id`)
+	b.WriteString(`) SELECT c.*, now() FROM c ORDER BY id LIMIT $2`)
 	return &Source{db: cfg.DB, key: cfg.RowIDKey, query: b.String(), args: args, types: cfg.Types}, nil
 }
 
-// Active returns River's running jobs, in one query. StartedAt is the job's
-// attempted_at: River sets it, by the database's clock, every time it
-// fetches the job for an attempt, so it measures the current attempt (a
-// retried, rescued or snoozed job starts over). The type is the job's kind,
+// Active lists River's running jobs, q.PageSize at a time in River's id
+// order, one query per page. StartedAt is the job's attempted_at: River sets
+// it, by the database's clock, every time it fetches the job for an
+// attempt, so it measures the current attempt (a retried, rescued or
+// snoozed job starts over), and ReadAt is the database's clock read with
+// it, so the runtime is measured on one clock. The type is the job's kind,
 // or its mapping in Config.Types. ID is the row id from the job's args; a
-// job whose args do not name a row is returned with ErrNoRowID and its
-// River job id as ID, and is skipped by the sweep and counted. A job with
-// no attempted_at has a zero StartedAt, skipped and counted too.
-func (s *Source) Active(ctx context.Context) ([]reclaim.ActiveJob, error) {
-	rows, err := s.db.Query(ctx, s.query, s.args...)
+// job whose args do not name a row is listed with ErrNoRowID and its River
+// job id as ID, and is skipped by the sweep and counted. A job with no
+// attempted_at has a zero StartedAt.
+func (s *Source) Active(ctx context.Context, q reclaim.Query, page func([]reclaim.ActiveJob) error) error {
+	if q.PageSize <= 0 {
+		return fmt.Errorf("riversource: read %s: PageSize %d is not positive", TableName, q.PageSize)
+	}
+	var after int64
+	for {
+		jobs, last, err := s.page(ctx, after, q.PageSize)
+		if err != nil {
+			return fmt.Errorf("riversource: read %s: %w", TableName, err)
+		}
+		if len(jobs) == 0 {
+			return nil
+		}
+		if err := page(jobs); err != nil {
+			return err
+		}
+		if len(jobs) < q.PageSize {
+			return nil
+		}
+		after = last
+	}
+}
+
+// page reads the running jobs after River id after, and returns the last
+// River id read.
+func (s *Source) page(ctx context.Context, after int64, size int) ([]reclaim.ActiveJob, int64, error) {
+	rows, err := s.db.Query(ctx, s.query, append([]any{after, size}, s.args...)...)
 	if err != nil {
-		return nil, fmt.Errorf("riversource: read %s: %w", TableName, err)
+		return nil, 0, err
 	}
 	defer rows.Close()
 	var out []reclaim.ActiveJob
+	var last int64
 	for rows.Next() {
 		var (
 			riverID   int64
 			kind      string
 			attempted *time.Time
 			typ, val  *string
+			now       time.Time
 		)
-		if err := rows.Scan(&riverID, &kind, &attempted, &typ, &val); err != nil {
-			return nil, fmt.Errorf("riversource: read %s: %w", TableName, err)
+		if err := rows.Scan(&riverID, &kind, &attempted, &typ, &val, &now); err != nil {
+			return nil, 0, err
 		}
-		job := reclaim.ActiveJob{Type: kind}
+		last = riverID
+		job := reclaim.ActiveJob{Type: kind, ReadAt: now}
 		if t, ok := s.types[kind]; ok {
 			job.Type = t
 		}
@@ -147,10 +181,7 @@ func (s *Source) Active(ctx context.Context) ([]reclaim.ActiveJob, error) {
 		}
 		out = append(out, job)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("riversource: read %s: %w", TableName, err)
-	}
-	return out, nil
+	return out, last, rows.Err()
 }
 
 // rowID reads the row id from the JSON type and text of args -> key.

@@ -148,7 +148,7 @@ func TestActive_ReportsTheJobARealWorkerHoldsWithItsAttemptStart(t *testing.T) {
 	env.Exec(`INSERT INTO river_job (kind, args, state, attempt, max_attempts, attempted_at, finalized_at)
 		VALUES ('chapter', '{"job_id":"row-done"}', 'completed', 1, 25, now(), now())`)
 
-	got, err := newSource(t, env, riversource.Config{}).Active(ctx)
+	got, err := listAll(ctx, newSource(t, env, riversource.Config{}))
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, "row-1", got[0].ID)
@@ -166,7 +166,7 @@ func TestActive_RunningJobWithoutRowIDIsAnErrorNotAGuess(t *testing.T) {
 	r := startRiver(t, env)
 	held := r.hold(t, chapterArgs{}) // no job_id in the args
 
-	got, err := newSource(t, env, riversource.Config{}).Active(ctx)
+	got, err := listAll(ctx, newSource(t, env, riversource.Config{}))
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.ErrorIs(t, got[0].Err, riversource.ErrNoRowID)
@@ -210,7 +210,7 @@ func TestActive_RowIDFromArgs(t *testing.T) {
 	for i, c := range cases {
 		ids[i] = insertRunning(t, env, "chapter", "elsewhere", c.args)
 	}
-	got, err := newSource(t, env, riversource.Config{}).Active(ctx)
+	got, err := listAll(ctx, newSource(t, env, riversource.Config{}))
 	require.NoError(t, err)
 	require.Len(t, got, len(cases))
 	for i, c := range cases {
@@ -227,7 +227,7 @@ func TestActive_RowIDFromArgs(t *testing.T) {
 	}
 
 	// Another key, named by the configuration.
-	got, err = newSource(t, env, riversource.Config{RowIDKey: "row"}).Active(ctx)
+	got, err = listAll(ctx, newSource(t, env, riversource.Config{RowIDKey: "row"}))
 	require.NoError(t, err)
 	require.NoError(t, got[2].Err)
 	require.Equal(t, "x", got[2].ID)
@@ -244,7 +244,7 @@ func TestActive_FiltersQueuesAndMapsKinds(t *testing.T) {
 	insertRunning(t, env, "email", "courses", `{"to":"someone"}`)
 
 	ids := func(src *riversource.Source) map[string]string {
-		got, err := src.Active(ctx)
+		got, err := listAll(ctx, src)
 		require.NoError(t, err)
 		m := map[string]string{}
 		for _, j := range got {
@@ -269,7 +269,7 @@ func TestActive_SchemaFromSearchPath(t *testing.T) {
 	insertRunning(t, env, "chapter", "q", `{"job_id":"c1"}`)
 	src, err := riversource.New(riversource.Config{DB: env.Pool}) // the pool's search_path is the test's schema
 	require.NoError(t, err)
-	got, err := src.Active(context.Background())
+	got, err := listAll(context.Background(), src)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, "c1", got[0].ID)
@@ -278,7 +278,7 @@ func TestActive_SchemaFromSearchPath(t *testing.T) {
 func TestActive_MissingRiverTableFailsTheRead(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t) // River's migrations not applied
-	_, err := newSource(t, env, riversource.Config{}).Active(context.Background())
+	_, err := listAll(context.Background(), newSource(t, env, riversource.Config{}))
 	require.ErrorContains(t, err, "riversource: read river_job")
 }
 
@@ -292,6 +292,10 @@ func TestSweep_ReclaimsAStalledJobARealWorkerHolds(t *testing.T) {
 	r := startRiver(t, env)
 	r.hold(t, chapterArgs{JobID: stalled})
 	r.hold(t, chapterArgs{JobID: alive})
+	// An hour into both attempts, by River's clock (the database's) and the
+	// rows' own start; only one of them has made progress.
+	env.Exec(`UPDATE river_job SET attempted_at = attempted_at - interval '1 hour' WHERE state = 'running'`)
+	env.Exec(`UPDATE jobs SET started_at = started_at - interval '1 hour' WHERE id = $1`, alive)
 
 	rec, err := reclaim.New(reclaim.Config{
 		Guard: jobs.Guard, DB: env.Pool, Redis: env.Redis,
@@ -299,10 +303,9 @@ func TestSweep_ReclaimsAStalledJobARealWorkerHolds(t *testing.T) {
 		Limits:  reclaim.StaticLimits{"chapter": 30 * time.Minute},
 		Markers: jobguard.MarkerConfig{Prefix: env.Prefix},
 		Logger:  slog.New(slog.DiscardHandler),
-		// An hour later by the reclaimer's clock, both attempts are over their
-		// limit; only one of them has made no progress for that long.
-		NoProgress: 90 * time.Minute,
-		Now:        func() time.Time { return time.Now().Add(time.Hour) },
+		// A reclaimer whose clock runs half a day ahead: River's start is
+		// measured on the clock that stamped it, and changes nothing.
+		Now: func() time.Time { return time.Now().Add(12 * time.Hour) },
 	})
 	require.NoError(t, err)
 	rep, err := rec.Sweep(ctx)
@@ -327,4 +330,15 @@ func TestNew_ErrorsNameTheField(t *testing.T) {
 	require.ErrorContains(t, err, "Queues")
 	_, err = riversource.New(riversource.Config{DB: env.Pool, Types: map[string]string{"chapter": ""}})
 	require.ErrorContains(t, err, "Types")
+}
+
+// listAll collects every page of src, a few jobs a page so that paging is
+// exercised too.
+func listAll(ctx context.Context, src reclaim.Source) ([]reclaim.ActiveJob, error) {
+	var all []reclaim.ActiveJob
+	err := src.Active(ctx, reclaim.Query{PageSize: 2}, func(page []reclaim.ActiveJob) error {
+		all = append(all, page...)
+		return nil
+	})
+	return all, err
 }

@@ -12,13 +12,15 @@ import (
 
 // ParentRules are the examples' parent rules: a reclaimed chapter job fails
 // its course, a reclaimed video job fails its video, and a reclaimed export
-// fails only the export status of its document, which stays READY.
+// fails only the export status of its document, which stays READY. Each
+// moves its parent only from the states a running job leaves it in, so a
+// parent that another job finished meanwhile keeps its state.
 func ParentRules() (map[string]reclaim.ParentRule, error) {
 	rules := map[string]reclaim.ParentRule{}
 	for typ, p := range map[string]reclaim.ParentUpdate{
-		TypeChapter: {Table: "courses", Column: "status", Value: "FAILED"},
-		TypeVideo:   {Table: "videos", Column: "status", Value: "FAILED"},
-		TypeExport:  {Table: "documents", Column: "export_status", Value: "FAILED"},
+		TypeChapter: {Table: "courses", Column: "status", Value: "FAILED", From: []string{"DRAFT", "GENERATING"}},
+		TypeVideo:   {Table: "videos", Column: "status", Value: "FAILED", From: []string{"DRAFT", "ENCODING"}},
+		TypeExport:  {Table: "documents", Column: "export_status", Value: "FAILED", From: []string{"QUEUED"}},
 	} {
 		rule, err := reclaim.SetParent(p)
 		if err != nil {

@@ -1,0 +1,61 @@
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// afterCommitTimeout bounds the marker write and the notices that follow a
+// committed reclaim, which run even when the sweep's context has ended.
+const afterCommitTimeout = 10 * time.Second
+
+// announce writes the markers of the reclaimed jobs in one pipelined round
+// trip, then publishes their notices. The reclaim has committed: both must
+// go out even if the sweep's context has ended (Run shutting down, the
+// sweep's deadline), or a redelivered job would be refused by the database
+// reason alone and its worker would run on until its next check.
+func (r *Reclaimer) announce(ctx context.Context, reclaimed []jobguard.JobState, rep *Report, n *notes) {
+	if len(reclaimed) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCommitTimeout)
+	defer cancel()
+	now := r.cfg.Now()
+	markers := make([]jobguard.Marker, len(reclaimed))
+	execs := make([]jobguard.Execution, len(reclaimed))
+	for i, c := range reclaimed {
+		markers[i] = jobguard.Marker{JobID: c.ID, Generation: c.Generation, Reason: r.cfg.Reason, At: now}
+		execs[i] = jobguard.Execution{JobID: c.ID, Generation: c.Generation}
+	}
+	if err := r.markers.Write(ctx, markers...); err != nil {
+		rep.MarkerErrors += countJoined(err, len(markers))
+		if n.markerErr == nil {
+			n.markerErr = err
+		}
+	}
+	if r.cfg.Notices != nil {
+		if err := r.cfg.Notices.Publish(ctx, execs...); err != nil {
+			rep.NoticeErrors += len(execs)
+			if n.noticeErr == nil {
+				n.noticeErr = err
+			}
+		}
+	}
+}
+
+// countJoined counts the errors joined in err (MarkerStore.Write joins one
+// per failed marker), or returns all when it cannot tell.
+func countJoined(err error, all int) int {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			if n := len(j.Unwrap()); n > 0 && n <= all {
+				return n
+			}
+			break
+		}
+	}
+	return all
+}

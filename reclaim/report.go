@@ -1,0 +1,119 @@
+package reclaim
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Report counts the decisions of one sweep. The listings of one row are
+// folded into one job, and every job lands in exactly one of NoStartTime,
+// SourceErrors, UnknownType, WithinLimit, Stale, NotActive, Progressing,
+// Reclaimed, LostRace, Locked and RuleErrors.
+type Report struct {
+	// Scanned is the number of jobs the source listed (a TableSource lists
+	// only the jobs over their limit).
+	Scanned int
+	// NoStartTime counts jobs whose current attempt has no known start,
+	// neither in the queue nor in the row: skipped.
+	NoStartTime int
+	// SourceErrors counts jobs the source could not read, or whose id is
+	// not an id of the table: skipped.
+	SourceErrors int
+	// UnknownType counts jobs whose type has no limit: skipped.
+	UnknownType int
+	// WithinLimit counts jobs whose current attempt has not yet run past its
+	// limit.
+	WithinLimit int
+	// Stale counts listings of an attempt the row no longer runs: the row
+	// was retried and waits QUEUED, or was restarted since (a newer
+	// generation, or a later start in its own start column). Never acted
+	// on.
+	Stale int
+	// NotActive counts jobs over their limit whose row is missing or no
+	// longer QUEUED or PROCESSING (finished meanwhile, or never created).
+	NotActive int
+	// Progressing counts jobs over their limit whose updated_at moved within
+	// the no-progress threshold: slow but alive, kept.
+	Progressing int
+	// Reclaimed counts jobs marked FAILED by this sweep.
+	Reclaimed int
+	// LostRace counts jobs chosen for reclaim whose row changed before the
+	// write (progress, completion, another reclaimer): nothing was written
+	// for them, no parent, no marker.
+	LostRace int
+	// Locked counts jobs chosen for reclaim whose row another transaction
+	// held at the write: a held row is being written, which is progress, so
+	// the sweep skipped it rather than wait. The next sweep looks again.
+	Locked int
+	// RuleErrors counts jobs chosen for reclaim whose parent rule failed:
+	// the job and its parent were left as they were, for the next sweep; the
+	// other jobs were reclaimed.
+	RuleErrors int
+	// MarkerErrors counts reclaimed jobs whose Redis marker could not be
+	// written. The database reason still refuses them at start.
+	MarkerErrors int
+	// NoticeErrors counts reclaimed jobs whose notice could not be published.
+	// Their workers' watchers still find the reclaim at their next check.
+	NoticeErrors int
+	// ReclaimedIDs lists the reclaimed jobs' ids, as the id column prints
+	// them.
+	ReclaimedIDs []string
+}
+
+// notes are what a sweep tells an operator beyond its counts: the first
+// error of each kind, and the types without a limit.
+type notes struct {
+	noLimits     bool
+	unknownTypes map[string]int
+	sourceErr    error
+	ruleErr      error
+	markerErr    error
+	noticeErr    error
+}
+
+// needsAttention reports whether an operator should look: a source or rule
+// that fails, types that are never reclaimed, markers or notices lost.
+func (n *notes) needsAttention() bool {
+	return n.noLimits || len(n.unknownTypes) > 0 || n.sourceErr != nil || n.ruleErr != nil ||
+		n.markerErr != nil || n.noticeErr != nil
+}
+
+// summarize logs the one line of a sweep: every counter, how long it took,
+// and, at warn level, whatever needs an operator.
+func (r *Reclaimer) summarize(ctx context.Context, rep Report, n *notes, err error, took time.Duration) {
+	attrs := []slog.Attr{
+		slog.Int("scanned", rep.Scanned), slog.Int("reclaimed", rep.Reclaimed),
+		slog.Int("within_limit", rep.WithinLimit), slog.Int("progressing", rep.Progressing),
+		slog.Int("stale", rep.Stale), slog.Int("not_active", rep.NotActive),
+		slog.Int("no_start_time", rep.NoStartTime), slog.Int("unknown_type", rep.UnknownType),
+		slog.Int("source_errors", rep.SourceErrors), slog.Int("lost_race", rep.LostRace),
+		slog.Int("locked", rep.Locked), slog.Int("rule_errors", rep.RuleErrors),
+		slog.Int("marker_errors", rep.MarkerErrors), slog.Int("notice_errors", rep.NoticeErrors),
+		slog.Duration("took", took),
+	}
+	level := slog.LevelInfo
+	if n.needsAttention() || err != nil {
+		level = slog.LevelWarn
+	}
+	if n.noLimits {
+		attrs = append(attrs, slog.String("limits", "none: no job can be reclaimed"))
+	}
+	if len(n.unknownTypes) > 0 {
+		attrs = append(attrs, slog.Any("types_without_limit", slices.Sorted(maps.Keys(n.unknownTypes))))
+	}
+	for _, e := range []struct {
+		key string
+		err error
+	}{
+		{"source_error", n.sourceErr}, {"rule_error", n.ruleErr},
+		{"marker_error", n.markerErr}, {"notice_error", n.noticeErr}, {"error", err},
+	} {
+		if e.err != nil {
+			attrs = append(attrs, slog.String(e.key, e.err.Error()))
+		}
+	}
+	r.log.LogAttrs(ctx, level, "reclaim: sweep", attrs...)
+}

@@ -1,0 +1,180 @@
+package reclaim
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// Sweep runs one pass. It reads the limits once, then takes the source's
+// listings a page at a time; for each page it reads the rows it needs in one
+// query (none for a TableSource, whose listings carry their rows), decides
+// every job (see the package doc for the rule), fails the chosen ones in one
+// conditional write that skips rows another transaction holds, runs their
+// parent rules in the same transaction, and after the commit writes their
+// markers and publishes their notices.
+//
+// Without parent rules a page costs two statements, the read and the write;
+// parent rules add the transaction's BEGIN and COMMIT, a savepoint, and what
+// each rule sends (SetParent: one statement per type).
+//
+// The sweep stops at Config.SweepTimeout. The error is non-nil when the
+// limits or the source cannot be read, or a page's read or write fails, or
+// the deadline passed: pages handled before stand, and the report counts
+// them. Per-job problems are counted and summed up in the sweep's one log
+// line, not returned.
+func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
+	// The duration is real elapsed time, whatever clock Config.Now is.
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.SweepTimeout)
+	defer cancel()
+	var n notes
+	rep, err := r.sweep(ctx, &n)
+	took := time.Since(start)
+	r.met.swept(ctx, rep, err, took)
+	r.summarize(ctx, rep, &n, err, took)
+	return rep, err
+}
+
+// sweep is Sweep without its deadline, metrics and summary.
+func (r *Reclaimer) sweep(ctx context.Context, n *notes) (Report, error) {
+	var rep Report
+	limits, err := r.cfg.Limits.Limits(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("reclaim: sweep: %w", err)
+	}
+	n.noLimits = len(limits) == 0
+	q := Query{Limits: limits, PageSize: r.cfg.PageSize}
+	err = r.cfg.Source.Active(ctx, q, func(page []ActiveJob) error {
+		return r.page(ctx, page, limits, &rep, n)
+	})
+	if err != nil {
+		return rep, fmt.Errorf("reclaim: sweep: %w", err)
+	}
+	return rep, nil
+}
+
+// page reads, decides, writes and announces one page of listings.
+func (r *Reclaimer) page(ctx context.Context, listed []ActiveJob, limits map[string]time.Duration, rep *Report, n *notes) error {
+	g := r.cfg.Guard
+	now := r.cfg.Now()
+	ruleOf := func(jobType string) rule {
+		limit, known := limits[jobType]
+		return rule{limit: limit, known: known, now: now, noProgress: r.cfg.NoProgress}
+	}
+
+	// One job per row, whatever the spelling of its id.
+	jobs := make(map[string]ActiveJob, len(listed))
+	order := make([]string, 0, len(listed))
+	for _, l := range listed {
+		if id, err := g.CanonicalID(l.ID); err == nil {
+			l.ID = id
+		} else if l.Err == nil {
+			l.Err = err
+		}
+		if prev, seen := jobs[l.ID]; seen {
+			jobs[l.ID] = mergeListings(prev, l)
+			continue
+		}
+		jobs[l.ID] = l
+		order = append(order, l.ID)
+	}
+	rep.Scanned += len(order)
+
+	// Read: the rows of the listings that need one and came without it.
+	var unread []string
+	for _, id := range order {
+		l := jobs[id]
+		if _, settled := screen(l, ruleOf(l.Type)); !settled && l.Row == nil {
+			unread = append(unread, id)
+		}
+	}
+	if len(unread) > 0 {
+		rows, err := g.Snapshot(ctx, r.cfg.DB, unread)
+		if err != nil {
+			return fmt.Errorf("read rows: %w", err)
+		}
+		for id, row := range rows {
+			l := jobs[id]
+			l.Row = &row
+			jobs[id] = l
+		}
+	}
+
+	// Decide.
+	var chosen []jobguard.JobState
+	typeOf := map[string]string{} // id → the type its limit and parent rule are keyed by
+	st := g.Table().Statuses
+	for _, id := range order {
+		l := jobs[id]
+		d := decide(l, l.Row, ruleOf(l.Type), st)
+		if d == reclaim {
+			chosen = append(chosen, *l.Row)
+			typeOf[id] = l.Type
+			continue
+		}
+		r.count(ctx, rep, n, l, d)
+	}
+	if len(chosen) == 0 {
+		return nil
+	}
+
+	// Write, then announce what committed.
+	out, err := r.write(ctx, chosen, typeOf)
+	if err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	rep.Reclaimed += len(out.failed)
+	rep.LostRace += out.moved
+	rep.Locked += out.locked
+	rep.RuleErrors += out.ruleErrors
+	if out.ruleErr != nil && n.ruleErr == nil {
+		n.ruleErr = out.ruleErr
+	}
+	for _, f := range out.failed {
+		rep.ReclaimedIDs = append(rep.ReclaimedIDs, f.ID)
+		r.log.DebugContext(ctx, "reclaim: job reclaimed", slog.String("job_id", f.ID),
+			slog.String("job_type", typeOf[f.ID]), slog.Int64("generation", f.Generation),
+			slog.String("parent_id", f.ParentID))
+	}
+	r.announce(ctx, out.failed, rep, n)
+	return nil
+}
+
+// count adds a decision other than reclaim to the report.
+func (r *Reclaimer) count(ctx context.Context, rep *Report, n *notes, l ActiveJob, d decision) {
+	switch d {
+	case sourceError:
+		rep.SourceErrors++
+		if n.sourceErr == nil {
+			n.sourceErr = fmt.Errorf("job %s: %w", l.ID, l.Err)
+		}
+		r.log.DebugContext(ctx, "reclaim: cannot read active job; skipped",
+			slog.String("job_id", l.ID), slog.String("job_type", l.Type), slog.Any("error", l.Err))
+		return
+	case unknownType:
+		rep.UnknownType++
+		if n.unknownTypes == nil {
+			n.unknownTypes = map[string]int{}
+		}
+		n.unknownTypes[l.Type]++
+		return
+	case withinLimit:
+		rep.WithinLimit++
+		return
+	case noStartTime:
+		rep.NoStartTime++
+		return
+	case notActive:
+		rep.NotActive++
+	case stale:
+		rep.Stale++
+	case progressing:
+		rep.Progressing++
+	}
+	r.log.DebugContext(ctx, "reclaim: job over its limit left alone", slog.String("job_id", l.ID),
+		slog.String("job_type", l.Type), slog.String("decision", d.String()))
+}

@@ -129,12 +129,22 @@ func (h *Heartbeat) beat(ctx context.Context, db jobguard.DB, exec jobguard.Exec
 		return Failed, fmt.Errorf("heartbeat: beat: %w", err)
 	}
 	now := int64(h.now().Sub(h.base))
-	if h.lim.throttled(exec.JobID, now) || !h.lim.claim(exec.JobID, now) {
+	// Slots are keyed by the canonical id, so that one job spelled two ways
+	// (a uuid in upper case) has one slot. The id as given is tried first:
+	// it is the canonical one in the common case, which keeps the throttled
+	// path free of parsing.
+	if h.lim.throttled(exec.JobID, now) {
 		return Throttled, nil
 	}
-	defer h.lim.release(exec.JobID)
+	id, err := h.guard.CanonicalID(exec.JobID)
+	if err != nil {
+		return Failed, fmt.Errorf("heartbeat: beat: %w", err)
+	}
+	if h.lim.throttled(id, now) || !h.lim.claim(id, now) {
+		return Throttled, nil
+	}
+	defer h.lim.release(id)
 
-	var err error
 	if ev.kind == KindProgress {
 		err = h.guard.TouchProgress(ctx, db, exec, int(ev.n))
 	} else {
@@ -157,7 +167,11 @@ func (h *Heartbeat) beat(ctx context.Context, db jobguard.DB, exec jobguard.Exec
 // this process, so that memory is returned at once and a later execution of
 // the same job writes its first beat without waiting out the interval. A
 // write in flight is not affected.
-func (h *Heartbeat) Forget(jobID string) { h.lim.forget(jobID) }
+func (h *Heartbeat) Forget(jobID string) {
+	if id, err := h.guard.CanonicalID(jobID); err == nil {
+		h.lim.forget(id)
+	}
+}
 
 // Len returns how many jobs the limiter holds, for monitoring. Nothing runs
 // in the background: stale entries are dropped by later beats that are not

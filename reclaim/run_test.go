@@ -3,14 +3,18 @@ package reclaim_test
 import (
 	"context"
 	"math/rand/v2"
+	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/fixture"
+	"github.com/jobguard/jobguard/internal/netproxy"
 	"github.com/jobguard/jobguard/internal/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
@@ -18,6 +22,7 @@ import (
 
 // runner is one instance's Run loop.
 type runner struct {
+	logs   *testenv.Logs
 	cancel context.CancelFunc
 	done   chan error
 	once   sync.Once
@@ -26,14 +31,20 @@ type runner struct {
 
 func startRun(t *testing.T, jobs *fixture.Jobs, key int64, name string) *runner {
 	t.Helper()
-	r, _ := newReclaimer(t, jobs, reclaim.Config{
-		DB:        jobs.Env.Connect(testenv.Options{MaxConns: 3}), // an instance of its own
-		Reason:    jobguard.ReclaimedReasonDefault + " by " + name,
-		Interval:  40 * time.Millisecond,
-		LeaderKey: key,
-	})
+	return startRunWith(t, jobs, name, reclaim.Config{Interval: 40 * time.Millisecond, LeaderKey: key})
+}
+
+// startRunWith starts the instance name, which writes its name into the
+// reasons of the jobs it reclaims. cfg.DB defaults to a pool of its own.
+func startRunWith(t *testing.T, jobs *fixture.Jobs, name string, cfg reclaim.Config) *runner {
+	t.Helper()
+	if cfg.DB == nil {
+		cfg.DB = jobs.Env.Connect(testenv.Options{MaxConns: 3})
+	}
+	cfg.Reason = jobguard.ReclaimedReasonDefault + " by " + name
+	r, logs := newReclaimer(t, jobs, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
-	run := &runner{cancel: cancel, done: make(chan error, 1)}
+	run := &runner{logs: logs, cancel: cancel, done: make(chan error, 1)}
 	go func() { run.done <- r.Run(ctx) }()
 	t.Cleanup(func() { _ = run.stop() })
 	return run
@@ -119,4 +130,167 @@ func TestRun_NeedsRoomForTheLockConnection(t *testing.T) {
 	jobs := fixture.Create(t, env, fixture.Default)
 	r, _ := newReclaimer(t, jobs, reclaim.Config{DB: env.Connect(testenv.Options{MaxConns: 1})})
 	require.ErrorContains(t, r.Run(context.Background()), "at least 2")
+}
+
+// The timings of the instances behind a proxy: short, so that a takeover
+// takes about a second.
+const (
+	fastInterval = 200 * time.Millisecond
+	fastSweep    = 200 * time.Millisecond
+	fastLiveness = 200 * time.Millisecond
+	// takeoverBound is the bound Run documents: a standby leads within
+	// 2×Interval + SweepTimeout + 3×LivenessTimeout of the leader's last
+	// contact with the server.
+	takeoverBound = 2*fastInterval + fastSweep + 3*fastLiveness
+	// slack absorbs a loaded machine; only an instance that misses the bound
+	// by this much fails a test.
+	slack = 5 * time.Second
+)
+
+// fastConfig is the configuration of an instance on db (its own pool when
+// nil) with the short timings.
+func fastConfig(key int64, db *pgxpool.Pool) reclaim.Config {
+	return reclaim.Config{
+		DB:           db,
+		Interval:     fastInterval,
+		SweepTimeout: fastSweep,
+		LeaderKey:    key,
+	}
+}
+
+// proxied starts a proxy in front of env's PostgreSQL and opens a pool on
+// env's schema whose connections all pass through it.
+func proxied(t *testing.T, env *testenv.Env) (*netproxy.Proxy, *pgxpool.Pool) {
+	t.Helper()
+	u, err := url.Parse(env.DatabaseURL)
+	require.NoError(t, err)
+	target := u.Host
+	if u.Port() == "" {
+		target = net.JoinHostPort(u.Hostname(), "5432")
+	}
+	path := netproxy.New(t, target)
+	u.Host = path.Addr()
+	cfg, err := pgxpool.ParseConfig(u.String())
+	require.NoError(t, err)
+	cfg.MaxConns = 3
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	// Cut the path before the pool closes, so that closing does not wait
+	// on a frozen one.
+	t.Cleanup(path.Close)
+	return path, pool
+}
+
+// newLeader waits until some session holds the lock and returns its pid.
+func newLeader(t *testing.T, env *testenv.Env, key int64, old int32, within time.Duration) int32 {
+	t.Helper()
+	var pid int32
+	require.Eventually(t, func() bool {
+		pid = leaderPID(t, env, key)
+		return pid != 0 && pid != old
+	}, within, 10*time.Millisecond, "no new leader within %v", within)
+	return pid
+}
+
+func TestRun_StandbyTakesOverFromAFrozenLeader(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	key := rand.Int64N(1<<62) + 1
+	path, pool := proxied(t, env)
+
+	a := startRunWith(t, jobs, "a", fastConfig(key, pool))
+	require.Equal(t, "a", reclaimedBy(t, jobs))
+	startRunWith(t, jobs, "b", fastConfig(key, nil))
+	old := newLeader(t, env, key, 0, slack)
+
+	// The leader's path goes silent: no bytes, no FIN, no reset. The server
+	// still sees its session, idle.
+	path.Freeze()
+	frozen := time.Now()
+	newLeader(t, env, key, old, takeoverBound+slack)
+	t.Logf("a standby leads %v after the freeze (bound %v)", time.Since(frozen).Round(time.Millisecond), takeoverBound)
+	require.Equal(t, "b", reclaimedBy(t, jobs))
+	require.Eventually(t, func() bool { return strings.Contains(a.logs.String(), "leader connection lost") },
+		takeoverBound+slack, 10*time.Millisecond, "the frozen leader drops the lead")
+
+	// Its path works again: it finds the lock taken, and leaves the
+	// sweeping to b.
+	path.Thaw()
+	for range 5 {
+		require.Equal(t, "b", reclaimedBy(t, jobs))
+	}
+}
+
+func TestRun_StandbyTakesOverWhenTheLeadersConnectionsReset(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	key := rand.Int64N(1<<62) + 1
+	path, pool := proxied(t, env)
+
+	startRunWith(t, jobs, "a", fastConfig(key, pool))
+	require.Equal(t, "a", reclaimedBy(t, jobs))
+	startRunWith(t, jobs, "b", fastConfig(key, nil))
+	old := newLeader(t, env, key, 0, slack)
+
+	// Every connection of the leader is reset, and its path stays down.
+	path.Freeze()
+	path.Reset()
+	frozen := time.Now()
+	newLeader(t, env, key, old, takeoverBound+slack)
+	t.Logf("a standby leads %v after the reset (bound %v)", time.Since(frozen).Round(time.Millisecond), takeoverBound)
+	require.Equal(t, "b", reclaimedBy(t, jobs))
+}
+
+func TestRun_LeaderNoticesAFrozenPathAndStillStops(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	key := rand.Int64N(1<<62) + 1
+	path, pool := proxied(t, env)
+
+	a := startRunWith(t, jobs, "a", fastConfig(key, pool))
+	newLeader(t, env, key, 0, slack)
+
+	path.Freeze()
+	frozen := time.Now()
+	// The check after the sweep under way (at most SweepTimeout) times out
+	// after LivenessTimeout.
+	require.Eventually(t, func() bool { return strings.Contains(a.logs.String(), "leader connection lost") },
+		fastInterval+fastSweep+fastLiveness+slack, 10*time.Millisecond)
+	t.Logf("the leader noticed %v after the freeze", time.Since(frozen).Round(time.Millisecond))
+
+	requireStops(t, a, fastLiveness+slack)
+}
+
+func TestRun_ReturnsWhenCancelledInsideAFrozenCheck(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	key := rand.Int64N(1<<62) + 1
+	path, pool := proxied(t, env)
+
+	cfg := fastConfig(key, pool)
+	a := startRunWith(t, jobs, "a", cfg)
+	newLeader(t, env, key, 0, slack)
+
+	path.Freeze()
+	time.Sleep(2 * time.Second) // well inside the check that follows the next tick
+	requireStops(t, a, slack)
+}
+
+// requireStops cancels r's Run and requires it to return nil within d.
+func requireStops(t *testing.T, r *runner, d time.Duration) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		r.once.Do(func() { r.err = err })
+		require.NoError(t, err)
+	case <-time.After(d):
+		r.once.Do(func() {}) // the cleanup must not wait for it either
+		t.Fatalf("Run has not returned %v after its context ended", d)
+	}
 }

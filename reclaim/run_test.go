@@ -124,20 +124,36 @@ func TestRun_ReleasesTheLockOnShutdown(t *testing.T) {
 	require.Zero(t, leaderPID(t, env, key), "the lock is gone once Run has returned")
 }
 
-func TestRun_NeedsRoomForTheLockConnection(t *testing.T) {
+func TestRun_LeadsWithAPoolOfOneConnection(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
-	r, _ := newReclaimer(t, jobs, reclaim.Config{DB: env.Connect(testenv.Options{MaxConns: 1})})
-	require.ErrorContains(t, r.Run(context.Background()), "at least 2")
+	key := rand.Int64N(1<<62) + 1
+	pool := env.Connect(testenv.Options{MaxConns: 1})
+
+	startRunWith(t, jobs, "a", reclaim.Config{DB: pool, Interval: 40 * time.Millisecond, LeaderKey: key})
+	require.Equal(t, "a", reclaimedBy(t, jobs), "the lock takes no room in the pool")
+	var idle string
+	require.NoError(t, pool.QueryRow(context.Background(), "SHOW idle_session_timeout").Scan(&idle))
+	require.Equal(t, "0", idle, "the lock's session settings stay off the pool")
+}
+
+func TestNew_RejectsANegativeLivenessTimeout(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	_, err := reclaim.New(reclaim.Config{Guard: jobs.Guard, DB: env.Pool, Redis: env.Redis, LivenessTimeout: -time.Second})
+	require.ErrorContains(t, err, "LivenessTimeout")
 }
 
 // The timings of the instances behind a proxy: short, so that a takeover
-// takes about a second.
+// takes about a second, with room for a loaded machine between a working
+// leader's longest silence (an Interval) and the server's idle timeout
+// (Interval + SweepTimeout + LivenessTimeout).
 const (
 	fastInterval = 200 * time.Millisecond
 	fastSweep    = 200 * time.Millisecond
-	fastLiveness = 200 * time.Millisecond
+	fastLiveness = 500 * time.Millisecond
 	// takeoverBound is the bound Run documents: a standby leads within
 	// 2×Interval + SweepTimeout + 3×LivenessTimeout of the leader's last
 	// contact with the server.
@@ -151,16 +167,16 @@ const (
 // nil) with the short timings.
 func fastConfig(key int64, db *pgxpool.Pool) reclaim.Config {
 	return reclaim.Config{
-		DB:           db,
-		Interval:     fastInterval,
-		SweepTimeout: fastSweep,
-		LeaderKey:    key,
+		DB:              db,
+		Interval:        fastInterval,
+		SweepTimeout:    fastSweep,
+		LivenessTimeout: fastLiveness,
+		LeaderKey:       key,
 	}
 }
 
-// proxied starts a proxy in front of env's PostgreSQL and opens a pool on
-// env's schema whose connections all pass through it.
-func proxied(t *testing.T, env *testenv.Env) (*netproxy.Proxy, *pgxpool.Pool) {
+// through starts a proxy in front of env's PostgreSQL.
+func through(t *testing.T, env *testenv.Env) *netproxy.Proxy {
 	t.Helper()
 	u, err := url.Parse(env.DatabaseURL)
 	require.NoError(t, err)
@@ -168,29 +184,51 @@ func proxied(t *testing.T, env *testenv.Env) (*netproxy.Proxy, *pgxpool.Pool) {
 	if u.Port() == "" {
 		target = net.JoinHostPort(u.Hostname(), "5432")
 	}
-	path := netproxy.New(t, target)
-	u.Host = path.Addr()
+	return netproxy.New(t, target)
+}
+
+// connect opens a pool on env's schema whose sessions carry name as their
+// application_name, through path when it is not nil.
+func connect(t *testing.T, env *testenv.Env, name string, path *netproxy.Proxy) *pgxpool.Pool {
+	t.Helper()
+	u, err := url.Parse(env.DatabaseURL)
+	require.NoError(t, err)
+	if path != nil {
+		u.Host = path.Addr()
+	}
 	cfg, err := pgxpool.ParseConfig(u.String())
 	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["application_name"] = name
 	cfg.MaxConns = 3
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	// Cut the path before the pool closes, so that closing does not wait
-	// on a frozen one.
-	t.Cleanup(path.Close)
-	return path, pool
+	if path != nil {
+		// Cut the path before the pool closes, so that closing does not
+		// wait on a frozen one.
+		t.Cleanup(path.Close)
+	}
+	return pool
 }
 
-// newLeader waits until some session holds the lock and returns its pid.
-func newLeader(t *testing.T, env *testenv.Env, key int64, old int32, within time.Duration) int32 {
+// leaderName returns the application_name of the session that holds the
+// lock, or "" when none does.
+func leaderName(t *testing.T, env *testenv.Env, key int64) string {
 	t.Helper()
-	var pid int32
-	require.Eventually(t, func() bool {
-		pid = leaderPID(t, env, key)
-		return pid != 0 && pid != old
-	}, within, 10*time.Millisecond, "no new leader within %v", within)
-	return pid
+	var name string
+	err := env.Pool.QueryRow(context.Background(), `
+SELECT coalesce(max(a.application_name), '') FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+  AND l.classid::int8 = ($1::int8 >> 32) AND l.objid::int8 = ($1::int8 & 4294967295)`, key).Scan(&name)
+	require.NoError(t, err)
+	return name
+}
+
+// waitLeader waits until the instance name holds the lock.
+func waitLeader(t *testing.T, env *testenv.Env, key int64, name string, within time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool { return leaderName(t, env, key) == name },
+		within, 10*time.Millisecond, "%s does not lead within %v", name, within)
 }
 
 func TestRun_StandbyTakesOverFromAFrozenLeader(t *testing.T) {
@@ -198,19 +236,20 @@ func TestRun_StandbyTakesOverFromAFrozenLeader(t *testing.T) {
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	key := rand.Int64N(1<<62) + 1
-	path, pool := proxied(t, env)
+	path := through(t, env)
 
-	a := startRunWith(t, jobs, "a", fastConfig(key, pool))
+	a := startRunWith(t, jobs, "a", fastConfig(key, connect(t, env, "a", path)))
+	waitLeader(t, env, key, "a", slack)
+	startRunWith(t, jobs, "b", fastConfig(key, connect(t, env, "b", nil)))
 	require.Equal(t, "a", reclaimedBy(t, jobs))
-	startRunWith(t, jobs, "b", fastConfig(key, nil))
-	old := newLeader(t, env, key, 0, slack)
+	require.Equal(t, "a", leaderName(t, env, key))
 
 	// The leader's path goes silent: no bytes, no FIN, no reset. The server
 	// still sees its session, idle.
 	path.Freeze()
 	frozen := time.Now()
-	newLeader(t, env, key, old, takeoverBound+slack)
-	t.Logf("a standby leads %v after the freeze (bound %v)", time.Since(frozen).Round(time.Millisecond), takeoverBound)
+	waitLeader(t, env, key, "b", takeoverBound+slack)
+	t.Logf("b leads %v after the freeze (bound %v)", time.Since(frozen).Round(time.Millisecond), takeoverBound)
 	require.Equal(t, "b", reclaimedBy(t, jobs))
 	require.Eventually(t, func() bool { return strings.Contains(a.logs.String(), "leader connection lost") },
 		takeoverBound+slack, 10*time.Millisecond, "the frozen leader drops the lead")
@@ -228,19 +267,20 @@ func TestRun_StandbyTakesOverWhenTheLeadersConnectionsReset(t *testing.T) {
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	key := rand.Int64N(1<<62) + 1
-	path, pool := proxied(t, env)
+	path := through(t, env)
 
-	startRunWith(t, jobs, "a", fastConfig(key, pool))
+	startRunWith(t, jobs, "a", fastConfig(key, connect(t, env, "a", path)))
+	waitLeader(t, env, key, "a", slack)
+	startRunWith(t, jobs, "b", fastConfig(key, connect(t, env, "b", nil)))
 	require.Equal(t, "a", reclaimedBy(t, jobs))
-	startRunWith(t, jobs, "b", fastConfig(key, nil))
-	old := newLeader(t, env, key, 0, slack)
+	require.Equal(t, "a", leaderName(t, env, key))
 
 	// Every connection of the leader is reset, and its path stays down.
 	path.Freeze()
 	path.Reset()
-	frozen := time.Now()
-	newLeader(t, env, key, old, takeoverBound+slack)
-	t.Logf("a standby leads %v after the reset (bound %v)", time.Since(frozen).Round(time.Millisecond), takeoverBound)
+	reset := time.Now()
+	waitLeader(t, env, key, "b", takeoverBound+slack)
+	t.Logf("b leads %v after the reset (bound %v)", time.Since(reset).Round(time.Millisecond), takeoverBound)
 	require.Equal(t, "b", reclaimedBy(t, jobs))
 }
 
@@ -249,18 +289,18 @@ func TestRun_LeaderNoticesAFrozenPathAndStillStops(t *testing.T) {
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	key := rand.Int64N(1<<62) + 1
-	path, pool := proxied(t, env)
+	path := through(t, env)
 
-	a := startRunWith(t, jobs, "a", fastConfig(key, pool))
-	newLeader(t, env, key, 0, slack)
+	a := startRunWith(t, jobs, "a", fastConfig(key, connect(t, env, "a", path)))
+	waitLeader(t, env, key, "a", slack)
 
 	path.Freeze()
 	frozen := time.Now()
-	// The check after the sweep under way (at most SweepTimeout) times out
-	// after LivenessTimeout.
+	// The check that follows the sweep under way (cut at SweepTimeout)
+	// gives up after LivenessTimeout.
 	require.Eventually(t, func() bool { return strings.Contains(a.logs.String(), "leader connection lost") },
 		fastInterval+fastSweep+fastLiveness+slack, 10*time.Millisecond)
-	t.Logf("the leader noticed %v after the freeze", time.Since(frozen).Round(time.Millisecond))
+	t.Logf("a noticed %v after the freeze", time.Since(frozen).Round(time.Millisecond))
 
 	requireStops(t, a, fastLiveness+slack)
 }
@@ -270,11 +310,12 @@ func TestRun_ReturnsWhenCancelledInsideAFrozenCheck(t *testing.T) {
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	key := rand.Int64N(1<<62) + 1
-	path, pool := proxied(t, env)
+	path := through(t, env)
 
-	cfg := fastConfig(key, pool)
+	cfg := fastConfig(key, connect(t, env, "a", path))
+	cfg.LivenessTimeout = time.Minute // the check outlasts the test
 	a := startRunWith(t, jobs, "a", cfg)
-	newLeader(t, env, key, 0, slack)
+	waitLeader(t, env, key, "a", slack)
 
 	path.Freeze()
 	time.Sleep(2 * time.Second) // well inside the check that follows the next tick

@@ -50,9 +50,20 @@
 // logs one summary line with every counter.
 //
 // Run sweeps on an interval with one leader across instances, elected by a
-// Postgres advisory lock held on a connection of its own; when the leader
-// stops or its connection dies, another instance takes over within one
-// interval.
+// Postgres advisory lock that each instance tries on a connection of its
+// own, outside the pool. When the leader stops or its connection dies, the
+// server releases the lock at once and a standby takes over within an
+// Interval. When its path goes silent instead (a half-open connection, a
+// frozen proxy, a stopped process), the server ends the leader's session
+// after Interval + SweepTimeout + LivenessTimeout without a word from it
+// (idle_session_timeout, PostgreSQL 14 or later), and a standby that
+// reaches the server leads within 2×Interval + SweepTimeout +
+// 3×LivenessTimeout of the leader's last contact. The leader checks its
+// session before each sweep, bounded by LivenessTimeout, and stops sweeping
+// when the check fails. For a moment two instances may sweep at once (a
+// leader whose lock connection froze while its pool still works finishes
+// the sweep under way): that is safe, as reclaims are conditional writes and
+// concurrent sweeps reclaim each job once.
 //
 // # What it does not do
 //

@@ -76,6 +76,13 @@ type Config struct {
 	// it is (what it committed stands) and returns an error. Defaults to
 	// Interval.
 	SweepTimeout time.Duration
+	// LivenessTimeout bounds each round trip of Run's leader lock:
+	// connecting, trying the lock, the leader's check before every sweep,
+	// and the unlock on return. A leader whose check fails or times out
+	// stops sweeping until it holds the lock again. It is part of the bound
+	// on a takeover that Run documents. Defaults to LivenessTimeoutDefault
+	// (10 seconds).
+	LivenessTimeout time.Duration
 	// LeaderKey is the advisory lock key that elects Run's leader; instances
 	// sweeping the same table must share it. Advisory locks are per database,
 	// not per schema or table: reclaimers of different jobs tables in one
@@ -125,6 +132,8 @@ func New(cfg Config) (*Reclaimer, error) {
 		return nil, fmt.Errorf("reclaim: new: SweepTimeout %v is negative", cfg.SweepTimeout)
 	case cfg.PageSize < 0:
 		return nil, fmt.Errorf("reclaim: new: PageSize %d is negative", cfg.PageSize)
+	case cfg.LivenessTimeout < 0:
+		return nil, fmt.Errorf("reclaim: new: LivenessTimeout %v is negative", cfg.LivenessTimeout)
 	}
 	if cfg.Source == nil {
 		src, err := NewTableSource(cfg.Guard, cfg.DB)
@@ -159,6 +168,9 @@ func New(cfg Config) (*Reclaimer, error) {
 	}
 	if cfg.SweepTimeout == 0 {
 		cfg.SweepTimeout = cfg.Interval
+	}
+	if cfg.LivenessTimeout == 0 {
+		cfg.LivenessTimeout = LivenessTimeoutDefault
 	}
 	if cfg.LeaderKey == 0 {
 		cfg.LeaderKey = LeaderKeyDefault

@@ -2,41 +2,63 @@ package reclaim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 )
 
-// acquirer is the part of *pgxpool.Pool that Run needs to hold the leader
-// lock on a connection of its own.
-type acquirer interface {
-	Acquire(ctx context.Context) (*pgxpool.Conn, error)
-}
+// LivenessTimeoutDefault is the default of Config.LivenessTimeout: far
+// above a healthy round trip, connection set-up included, and short beside
+// the default Interval.
+const LivenessTimeoutDefault = 10 * time.Second
 
 // Run sweeps every Interval until ctx ends, then returns nil. Across any
 // number of instances with the same LeaderKey only one sweeps: the one that
-// holds a Postgres session-level advisory lock on a dedicated connection of
-// Config.DB (which must be a *pgxpool.Pool with room for one more
-// connection). The lock goes with the session, so when the leader stops, or
-// its connection dies, a standby takes the lock at its next tick, within one
-// Interval. Run starts no goroutines; on return the connection is closed and
-// the lock released.
+// holds a Postgres session-level advisory lock. Each instance keeps a
+// connection of its own for the lock, outside Config.DB but opened with its
+// connection settings (and its BeforeConnect hook), so the lock takes no
+// room in the pool.
+//
+// The lock goes with the session. When the leader stops or its connection
+// dies, the server releases the lock at once. When the leader's path goes
+// silent instead (a half-open connection: no bytes, no reset; or a stopped
+// process), the server ends the session once it has been idle for
+// Interval + SweepTimeout + LivenessTimeout (idle_session_timeout, set on
+// the lock's session only), which a leader that works never is: it checks
+// its session before every sweep. A standby tries the lock every Interval,
+// so one that can reach the server leads within
+//
+//	2×Interval + SweepTimeout + 3×LivenessTimeout
+//
+// of the leader's last contact with the server: the idle timeout, up to an
+// Interval until a standby's next try, and its connect and lock, each
+// within LivenessTimeout. That needs PostgreSQL 14
+// or later; on an older server Run logs a warning, and a silent leader is
+// replaced only when TCP keepalives, set on the lock's session too, find its
+// path dead — never while its process is stopped.
+//
+// LivenessTimeout bounds every round trip of the lock: connecting, trying
+// the lock, the check before a sweep, and the unlock at the end. A leader
+// whose check fails or times out closes its connection, stops sweeping and
+// tries the lock again like a standby. A leader whose lock connection froze
+// while its pool still works may go on with a sweep under way while a
+// standby starts: two sweeps at once are safe, because every reclaim write
+// is conditional and a job is reclaimed once.
+//
+// Run starts no goroutines. When it returns, the lock is released (within
+// LivenessTimeout) and its connection closed.
 func (r *Reclaimer) Run(ctx context.Context) error {
-	pool := r.cfg.DB
-	if n := pool.Config().MaxConns; n < 2 {
-		// The lock holds one connection for as long as it leads; a sweep
-		// would wait for a second one forever.
-		return fmt.Errorf("reclaim: run: Config.DB allows %d connection; Run needs at least 2", n)
-	}
-	var lock *pgxpool.Conn
-	defer func() { r.drop(ctx, lock) }()
+	l := &leaderLock{r: r}
+	defer l.close(ctx)
 	tick := time.NewTicker(r.cfg.Interval)
 	defer tick.Stop()
 	for {
-		lock = r.lead(ctx, pool, lock)
-		if lock != nil && ctx.Err() == nil {
+		if l.lead(ctx) && ctx.Err() == nil {
 			// Sweep logs its own summary: one line per interval, from the
 			// leader only, so an operator sees that sweeps happen even when
 			// they change nothing.
@@ -50,66 +72,161 @@ func (r *Reclaimer) Run(ctx context.Context) error {
 	}
 }
 
-// lead returns the connection holding the leader lock, or nil when another
-// instance leads. A held connection is checked first: a dead one loses the
-// lead (the server has released its lock) and the lock is tried again.
-func (r *Reclaimer) lead(ctx context.Context, pool acquirer, held *pgxpool.Conn) *pgxpool.Conn {
-	if held != nil {
-		if _, err := held.Exec(ctx, "SELECT 1"); err == nil {
-			return held
-		} else if ctx.Err() == nil {
-			r.log.WarnContext(ctx, "reclaim: leader connection lost; leadership dropped", slog.Any("error", err))
+// leaderLock is one instance's claim on the leader lock: a connection of
+// its own, kept between attempts, and whether its session holds the lock.
+type leaderLock struct {
+	r      *Reclaimer
+	conn   *pgx.Conn
+	held   bool
+	warned bool // the server has no idle_session_timeout; said once
+}
+
+// lead reports whether this instance leads now. A held lock is checked
+// first: a session that does not answer within LivenessTimeout loses the
+// lead at once (the server ends it, and releases its lock, soon after if not
+// already), and the lock is tried again.
+func (l *leaderLock) lead(ctx context.Context) bool {
+	if l.held {
+		err := l.roundTrip(ctx, func(ctx context.Context) error {
+			_, err := l.conn.Exec(ctx, "SELECT 1")
+			return err
+		})
+		if err == nil {
+			return true
 		}
-		r.dropDead(ctx, held)
+		if ctx.Err() == nil {
+			l.r.log.WarnContext(ctx, "reclaim: leader connection lost; leadership dropped", slog.Any("error", err))
+		}
+		l.closeConn(ctx)
 	}
 	if ctx.Err() != nil {
-		return nil
+		return false
 	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			r.log.WarnContext(ctx, "reclaim: cannot get a connection for the leader lock", slog.Any("error", err))
+	if l.conn == nil {
+		if err := l.connect(ctx); err != nil {
+			if ctx.Err() == nil {
+				l.r.log.WarnContext(ctx, "reclaim: cannot connect for the leader lock", slog.Any("error", err))
+			}
+			return false
 		}
-		return nil
 	}
 	var got bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", r.cfg.LeaderKey).Scan(&got); err != nil {
+	err := l.roundTrip(ctx, func(ctx context.Context) error {
+		return l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", l.r.cfg.LeaderKey).Scan(&got)
+	})
+	if err != nil {
 		if ctx.Err() == nil {
-			r.log.WarnContext(ctx, "reclaim: cannot try the leader lock", slog.Any("error", err))
+			l.r.log.WarnContext(ctx, "reclaim: cannot try the leader lock", slog.Any("error", err))
 		}
-		r.dropDead(ctx, conn)
-		return nil
+		l.closeConn(ctx)
+		return false
 	}
-	if !got {
-		conn.Release()
-		return nil
+	if got {
+		l.held = true
+		l.r.log.InfoContext(ctx, "reclaim: leading the sweeps", slog.Int64("leader_key", l.r.cfg.LeaderKey))
 	}
-	r.log.InfoContext(ctx, "reclaim: leading the sweeps", slog.Int64("leader_key", r.cfg.LeaderKey))
-	return conn
+	return got
 }
 
-// drop gives up the lead: it unlocks and returns the connection to the
-// pool, or, when that fails (the connection is dead), closes it, since
-// ending the session releases a session-level advisory lock too. It runs
-// also after ctx has ended.
-func (r *Reclaimer) drop(ctx context.Context, c *pgxpool.Conn) {
-	if c == nil {
-		return
+// connect opens the lock's connection and makes its session one that the
+// server ends when it stops talking.
+func (l *leaderLock) connect(ctx context.Context) error {
+	cfg := l.r.cfg
+	pool := cfg.DB.Config()
+	conf := pool.ConnConfig.Copy()
+	if conf.RuntimeParams == nil {
+		conf.RuntimeParams = map[string]string{}
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	var unlocked bool
-	if err := c.QueryRow(ctx, "SELECT pg_advisory_unlock($1)", r.cfg.LeaderKey).Scan(&unlocked); err == nil && unlocked {
-		c.Release()
-		return
-	}
-	_ = c.Hijack().Close(ctx) // the session ends either way
+	// Belt and braces for a path that dies: the server probes an idle
+	// session every LivenessTimeout and drops one whose unacknowledged data
+	// or probes have waited longer than the idle timeout. These are the only
+	// bound on a server without idle_session_timeout. They see a dead path,
+	// not a stopped client, whose kernel still answers the probes.
+	probe := strconv.FormatInt(int64(math.Ceil(cfg.LivenessTimeout.Seconds())), 10)
+	conf.RuntimeParams["tcp_keepalives_idle"] = probe
+	conf.RuntimeParams["tcp_keepalives_interval"] = probe
+	conf.RuntimeParams["tcp_keepalives_count"] = "3"
+	conf.RuntimeParams["tcp_user_timeout"] = millis(l.idleTimeout())
+	return l.roundTrip(ctx, func(ctx context.Context) error {
+		if pool.BeforeConnect != nil {
+			if err := pool.BeforeConnect(ctx, conf); err != nil {
+				return fmt.Errorf("before connect: %w", err)
+			}
+		}
+		conn, err := pgx.ConnectConfig(ctx, conf)
+		if err != nil {
+			return err
+		}
+		// A server older than 14 lacks the setting: no row, no error. It is
+		// set by a statement rather than in the startup packet, where an
+		// unknown setting refuses the connection.
+		var set string
+		err = conn.QueryRow(ctx, `SELECT set_config(name, $1, false) FROM pg_settings WHERE name = 'idle_session_timeout'`,
+			millis(l.idleTimeout())).Scan(&set)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			if !l.warned {
+				l.warned = true
+				l.r.log.WarnContext(ctx, "reclaim: the server has no idle_session_timeout (PostgreSQL 13 or older); "+
+					"a leader whose path goes silent is replaced only when TCP keepalives find it dead",
+					slog.Duration("idle_timeout", l.idleTimeout()))
+			}
+		case err != nil:
+			_ = conn.Close(ctx)
+			return fmt.Errorf("set idle_session_timeout: %w", err)
+		}
+		l.conn = conn
+		return nil
+	})
 }
 
-// dropDead closes a connection that failed: ending the session releases
-// any lock it held.
-func (r *Reclaimer) dropDead(ctx context.Context, c *pgxpool.Conn) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+// idleTimeout is how long the lock's session may stay silent before the
+// server ends it. A working leader's session is silent from one check to
+// the next: at most an Interval, or a check and a sweep when they outlast
+// one (the ticker then fires at once), so less than this. The one excess is
+// a sweep's markers and notices, which may run afterCommitTimeout past its
+// deadline: should they outlast an Interval, the leader loses its session
+// and the lead, is told at its next check, and someone leads again.
+func (l *leaderLock) idleTimeout() time.Duration {
+	c := l.r.cfg
+	return c.Interval + c.SweepTimeout + c.LivenessTimeout
+}
+
+// roundTrip runs fn with a deadline of LivenessTimeout.
+func (l *leaderLock) roundTrip(ctx context.Context, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, l.r.cfg.LivenessTimeout)
 	defer cancel()
-	_ = c.Hijack().Close(ctx)
+	return fn(ctx)
+}
+
+// close gives up the lead: it unlocks, so that a standby can lead at its
+// next tick, and closes the connection, which releases the lock anyway
+// when the unlock fails. It runs also after ctx has ended.
+func (l *leaderLock) close(ctx context.Context) {
+	if l.conn == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	if l.held {
+		_ = l.roundTrip(ctx, func(ctx context.Context) error {
+			_, err := l.conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", l.r.cfg.LeaderKey)
+			return err
+		})
+	}
+	l.closeConn(ctx)
+}
+
+// closeConn closes the connection: ending the session releases any lock it
+// held. Closing sends one message and waits for nothing.
+func (l *leaderLock) closeConn(ctx context.Context) {
+	_ = l.roundTrip(context.WithoutCancel(ctx), l.conn.Close)
+	l.conn, l.held = nil, false
+}
+
+// millis renders d for a setting measured in milliseconds, rounded up so
+// that a timeout is never shorter than asked, and capped at the largest
+// value such a setting takes (about 24 days).
+func millis(d time.Duration) string {
+	ms := int64(math.Ceil(float64(d) / float64(time.Millisecond)))
+	return strconv.FormatInt(min(ms, math.MaxInt32), 10)
 }

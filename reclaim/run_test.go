@@ -3,14 +3,18 @@ package reclaim_test
 import (
 	"context"
 	"math/rand/v2"
+	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/fixture"
+	"github.com/jobguard/jobguard/internal/netproxy"
 	"github.com/jobguard/jobguard/internal/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
@@ -18,6 +22,7 @@ import (
 
 // runner is one instance's Run loop.
 type runner struct {
+	logs   *testenv.Logs
 	cancel context.CancelFunc
 	done   chan error
 	once   sync.Once
@@ -26,14 +31,20 @@ type runner struct {
 
 func startRun(t *testing.T, jobs *fixture.Jobs, key int64, name string) *runner {
 	t.Helper()
-	r, _ := newReclaimer(t, jobs, reclaim.Config{
-		DB:        jobs.Env.Connect(testenv.Options{MaxConns: 3}), // an instance of its own
-		Reason:    jobguard.ReclaimedReasonDefault + " by " + name,
-		Interval:  40 * time.Millisecond,
-		LeaderKey: key,
-	})
+	return startRunWith(t, jobs, name, reclaim.Config{Interval: 40 * time.Millisecond, LeaderKey: key})
+}
+
+// startRunWith starts the instance name, which writes its name into the
+// reasons of the jobs it reclaims. cfg.DB defaults to a pool of its own.
+func startRunWith(t *testing.T, jobs *fixture.Jobs, name string, cfg reclaim.Config) *runner {
+	t.Helper()
+	if cfg.DB == nil {
+		cfg.DB = jobs.Env.Connect(testenv.Options{MaxConns: 3})
+	}
+	cfg.Reason = jobguard.ReclaimedReasonDefault + " by " + name
+	r, logs := newReclaimer(t, jobs, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
-	run := &runner{cancel: cancel, done: make(chan error, 1)}
+	run := &runner{logs: logs, cancel: cancel, done: make(chan error, 1)}
 	go func() { run.done <- r.Run(ctx) }()
 	t.Cleanup(func() { _ = run.stop() })
 	return run
@@ -113,10 +124,214 @@ func TestRun_ReleasesTheLockOnShutdown(t *testing.T) {
 	require.Zero(t, leaderPID(t, env, key), "the lock is gone once Run has returned")
 }
 
-func TestRun_NeedsRoomForTheLockConnection(t *testing.T) {
+func TestRun_LeadsWithAPoolOfOneConnection(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
-	r, _ := newReclaimer(t, jobs, reclaim.Config{DB: env.Connect(testenv.Options{MaxConns: 1})})
-	require.ErrorContains(t, r.Run(context.Background()), "at least 2")
+	key := rand.Int64N(1<<62) + 1
+	pool := env.Connect(testenv.Options{MaxConns: 1})
+
+	startRunWith(t, jobs, "a", reclaim.Config{DB: pool, Interval: 40 * time.Millisecond, LeaderKey: key})
+	require.Equal(t, "a", reclaimedBy(t, jobs), "the lock takes no room in the pool")
+	var idle string
+	require.NoError(t, pool.QueryRow(context.Background(), "SHOW idle_session_timeout").Scan(&idle))
+	require.Equal(t, "0", idle, "the lock's session settings stay off the pool")
+}
+
+func TestNew_RejectsANegativeLivenessTimeout(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	_, err := reclaim.New(reclaim.Config{Guard: jobs.Guard, DB: env.Pool, Redis: env.Redis, LivenessTimeout: -time.Second})
+	require.ErrorContains(t, err, "LivenessTimeout")
+}
+
+// The timings of the instances behind a proxy: short, so that a takeover
+// takes about a second, with room for a loaded machine between a working
+// leader's longest silence (an Interval) and the server's idle timeout
+// (Interval + SweepTimeout + LivenessTimeout).
+const (
+	fastInterval = 200 * time.Millisecond
+	fastSweep    = 200 * time.Millisecond
+	fastLiveness = 500 * time.Millisecond
+	// takeoverBound is the bound Run documents: a standby leads within
+	// 2×Interval + SweepTimeout + 3×LivenessTimeout of the leader's last
+	// contact with the server.
+	takeoverBound = 2*fastInterval + fastSweep + 3*fastLiveness
+	// slack absorbs a loaded machine; only an instance that misses the bound
+	// by this much fails a test.
+	slack = 5 * time.Second
+)
+
+// fastConfig is the configuration of an instance on db (its own pool when
+// nil) with the short timings.
+func fastConfig(key int64, db *pgxpool.Pool) reclaim.Config {
+	return reclaim.Config{
+		DB:              db,
+		Interval:        fastInterval,
+		SweepTimeout:    fastSweep,
+		LivenessTimeout: fastLiveness,
+		LeaderKey:       key,
+	}
+}
+
+// through starts a proxy in front of env's PostgreSQL.
+func through(t *testing.T, env *testenv.Env) *netproxy.Proxy {
+	t.Helper()
+	u, err := url.Parse(env.DatabaseURL)
+	require.NoError(t, err)
+	target := u.Host
+	if u.Port() == "" {
+		target = net.JoinHostPort(u.Hostname(), "5432")
+	}
+	return netproxy.New(t, target)
+}
+
+// connect opens a pool on env's schema whose sessions carry name as their
+// application_name, through path when it is not nil.
+func connect(t *testing.T, env *testenv.Env, name string, path *netproxy.Proxy) *pgxpool.Pool {
+	t.Helper()
+	u, err := url.Parse(env.DatabaseURL)
+	require.NoError(t, err)
+	if path != nil {
+		u.Host = path.Addr()
+	}
+	cfg, err := pgxpool.ParseConfig(u.String())
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["application_name"] = name
+	cfg.MaxConns = 3
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	if path != nil {
+		// Cut the path before the pool closes, so that closing does not
+		// wait on a frozen one.
+		t.Cleanup(path.Close)
+	}
+	return pool
+}
+
+// leaderName returns the application_name of the session that holds the
+// lock, or "" when none does.
+func leaderName(t *testing.T, env *testenv.Env, key int64) string {
+	t.Helper()
+	var name string
+	err := env.Pool.QueryRow(context.Background(), `
+SELECT coalesce(max(a.application_name), '') FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+  AND l.classid::int8 = ($1::int8 >> 32) AND l.objid::int8 = ($1::int8 & 4294967295)`, key).Scan(&name)
+	require.NoError(t, err)
+	return name
+}
+
+// waitLeader waits until the instance name holds the lock.
+func waitLeader(t *testing.T, env *testenv.Env, key int64, name string, within time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool { return leaderName(t, env, key) == name },
+		within, 10*time.Millisecond, "%s does not lead within %v", name, within)
+}
+
+func TestRun_StandbyTakesOverFromAFrozenLeader(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	key := rand.Int64N(1<<62) + 1
+	path := through(t, env)
+
+	a := startRunWith(t, jobs, "a", fastConfig(key, connect(t, env, "a", path)))
+	waitLeader(t, env, key, "a", slack)
+	startRunWith(t, jobs, "b", fastConfig(key, connect(t, env, "b", nil)))
+	require.Equal(t, "a", reclaimedBy(t, jobs))
+	require.Equal(t, "a", leaderName(t, env, key))
+
+	// The leader's path goes silent: no bytes, no FIN, no reset. The server
+	// still sees its session, idle.
+	path.Freeze()
+	frozen := time.Now()
+	waitLeader(t, env, key, "b", takeoverBound+slack)
+	t.Logf("b leads %v after the freeze (bound %v)", time.Since(frozen).Round(time.Millisecond), takeoverBound)
+	require.Equal(t, "b", reclaimedBy(t, jobs))
+	require.Eventually(t, func() bool { return strings.Contains(a.logs.String(), "leader connection lost") },
+		takeoverBound+slack, 10*time.Millisecond, "the frozen leader drops the lead")
+
+	// Its path works again: it finds the lock taken, and leaves the
+	// sweeping to b.
+	path.Thaw()
+	for range 5 {
+		require.Equal(t, "b", reclaimedBy(t, jobs))
+	}
+}
+
+func TestRun_StandbyTakesOverWhenTheLeadersConnectionsReset(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	key := rand.Int64N(1<<62) + 1
+	path := through(t, env)
+
+	startRunWith(t, jobs, "a", fastConfig(key, connect(t, env, "a", path)))
+	waitLeader(t, env, key, "a", slack)
+	startRunWith(t, jobs, "b", fastConfig(key, connect(t, env, "b", nil)))
+	require.Equal(t, "a", reclaimedBy(t, jobs))
+	require.Equal(t, "a", leaderName(t, env, key))
+
+	// Every connection of the leader is reset, and its path stays down.
+	path.Freeze()
+	path.Reset()
+	reset := time.Now()
+	waitLeader(t, env, key, "b", takeoverBound+slack)
+	t.Logf("b leads %v after the reset (bound %v)", time.Since(reset).Round(time.Millisecond), takeoverBound)
+	require.Equal(t, "b", reclaimedBy(t, jobs))
+}
+
+func TestRun_LeaderNoticesAFrozenPathAndStillStops(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	key := rand.Int64N(1<<62) + 1
+	path := through(t, env)
+
+	a := startRunWith(t, jobs, "a", fastConfig(key, connect(t, env, "a", path)))
+	waitLeader(t, env, key, "a", slack)
+
+	path.Freeze()
+	frozen := time.Now()
+	// The check that follows the sweep under way (cut at SweepTimeout)
+	// gives up after LivenessTimeout.
+	require.Eventually(t, func() bool { return strings.Contains(a.logs.String(), "leader connection lost") },
+		fastInterval+fastSweep+fastLiveness+slack, 10*time.Millisecond)
+	t.Logf("a noticed %v after the freeze", time.Since(frozen).Round(time.Millisecond))
+
+	requireStops(t, a, fastLiveness+slack)
+}
+
+func TestRun_ReturnsWhenCancelledInsideAFrozenCheck(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	key := rand.Int64N(1<<62) + 1
+	path := through(t, env)
+
+	cfg := fastConfig(key, connect(t, env, "a", path))
+	cfg.LivenessTimeout = time.Minute // the check outlasts the test
+	a := startRunWith(t, jobs, "a", cfg)
+	waitLeader(t, env, key, "a", slack)
+
+	path.Freeze()
+	time.Sleep(2 * time.Second) // well inside the check that follows the next tick
+	requireStops(t, a, slack)
+}
+
+// requireStops cancels r's Run and requires it to return nil within d.
+func requireStops(t *testing.T, r *runner, d time.Duration) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		r.once.Do(func() { r.err = err })
+		require.NoError(t, err)
+	case <-time.After(d):
+		r.once.Do(func() {}) // the cleanup must not wait for it either
+		t.Fatalf("Run has not returned %v after its context ended", d)
+	}
 }

@@ -32,6 +32,10 @@ type JobState struct {
 	// StartedAt is the start of the current attempt; the zero time when the
 	// table has no started-at column or the row has no start time.
 	StartedAt time.Time
+	// FailureReason is the failure reason column as text; "" when it is
+	// NULL. It tells a reclaim's FAILED from the execution's own Fail, which
+	// both leave the generation as it was.
+	FailureReason string
 }
 
 // batchStatements are the set-oriented statements of the reclaimer, built
@@ -79,8 +83,9 @@ func buildBatchStatements(t Table, cat catalog) batchStatements {
 		if t.StartedAtColumn != "" {
 			started = asUTC(alias, t.StartedAtColumn)
 		}
-		return fmt.Sprintf("%s%s::text, %s, %s%s::text, %s, %s, %s, %s",
-			alias, q(t.IDColumn), typ, alias, q(t.StatusColumn), asUTC(alias, t.UpdatedAtColumn), gen, parent, started)
+		return fmt.Sprintf("%s%s::text, %s, %s%s::text, %s, %s, %s, %s, %s%s::text",
+			alias, q(t.IDColumn), typ, alias, q(t.StatusColumn), asUTC(alias, t.UpdatedAtColumn), gen, parent, started,
+			alias, q(t.FailureReasonColumn))
 	}
 
 	b.snapshot = fmt.Sprintf(`SELECT %s FROM %s WHERE %s = ANY($1::text[]%s[])`,
@@ -106,11 +111,14 @@ func buildBatchStatements(t Table, cat catalog) batchStatements {
 func scanJobStates(rows pgx.Rows) ([]JobState, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (JobState, error) {
 		var s JobState
-		var parent *string
+		var parent, reason *string
 		var started *time.Time
-		err := r.Scan(&s.ID, &s.Type, &s.Status, &s.UpdatedAt, &s.Generation, &parent, &started)
+		err := r.Scan(&s.ID, &s.Type, &s.Status, &s.UpdatedAt, &s.Generation, &parent, &started, &reason)
 		if parent != nil {
 			s.ParentID = *parent
+		}
+		if reason != nil {
+			s.FailureReason = *reason
 		}
 		if started != nil {
 			s.StartedAt = *started

@@ -104,3 +104,77 @@ func TestGuard_ClosedConnectionIsAnErrorNotARefusal(t *testing.T) {
 	require.False(t, jobguard.IsPermanent(err), "a closed pool must leave the job retryable")
 	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
 }
+
+// A required column that admits NULL breaks the guard at run time, long
+// after New: a NULL updated_at fails every sweep that reads the row, and a
+// NULL generation makes every Start fail with a retryable error. New refuses
+// such a column, names the Table field and gives the SQL that fixes it; the
+// columns that are NULL by design stay accepted.
+func TestNew_RefusesNullableRequiredColumnWithTheFix(t *testing.T) {
+	t.Parallel()
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		ctx := context.Background()
+		tb := jobs.Table
+		tbl := tb.QualifiedName()
+		var pkey string
+		require.NoError(t, jobs.Env.Pool.QueryRow(ctx,
+			`SELECT conname FROM pg_constraint WHERE conrelid = to_regclass($1) AND contype = 'p'`, tbl).Scan(&pkey))
+		jobs.Env.Exec(sqlf("ALTER TABLE %s DROP CONSTRAINT %s", tbl, quote(pkey))) // a key is never NULL
+
+		required := []struct{ field, column string }{
+			{"IDColumn", tb.IDColumn},
+			{"StatusColumn", tb.StatusColumn},
+			{"UpdatedAtColumn", tb.UpdatedAtColumn},
+			{"GenerationColumn", tb.GenerationColumn},
+			{"TypeColumn", tb.TypeColumn},
+		}
+		for _, c := range required {
+			if c.column == "" {
+				continue // the variant has no such column
+			}
+			id := jobs.Insert(t, fixture.Job{})
+			jobs.Env.Exec(sqlf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL", tbl, quote(c.column)))
+			_, err := jobguard.New(ctx, jobs.Env.Pool, tb)
+			require.Error(t, err, "%s %q admits NULL", c.field, c.column)
+			msg := err.Error()
+			require.Contains(t, msg, c.field)
+			require.Contains(t, msg, sqlf("ALTER TABLE %s ALTER COLUMN %s", tbl, quote(c.column)))
+			require.Contains(t, msg, "SET NOT NULL")
+
+			// The SQL in the error fixes the table, and loses no row.
+			_, fix, ok := strings.Cut(msg, "fix it with: ")
+			require.True(t, ok, msg)
+			jobs.Env.Exec(fix)
+			_, err = jobguard.New(ctx, jobs.Env.Pool, tb)
+			require.NoError(t, err, "after %s", fix)
+			require.Equal(t, tb.Statuses.Processing, jobs.Read(t, id).Status)
+		}
+
+		// NULLs already in the generation column are filled in by the fix.
+		if tb.GenerationColumn != "" {
+			id := jobs.Insert(t, fixture.Job{})
+			jobs.Env.Exec(sqlf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL, ALTER COLUMN %s DROP DEFAULT",
+				tbl, quote(tb.GenerationColumn), quote(tb.GenerationColumn)))
+			jobs.Env.Exec(sqlf("UPDATE %s SET %s = NULL", tbl, quote(tb.GenerationColumn)))
+			_, err := jobguard.New(ctx, jobs.Env.Pool, tb)
+			require.ErrorContains(t, err, "GenerationColumn")
+			_, fix, _ := strings.Cut(err.Error(), "fix it with: ")
+			jobs.Env.Exec(fix)
+			_, err = jobguard.New(ctx, jobs.Env.Pool, tb)
+			require.NoError(t, err)
+			require.Zero(t, jobs.Read(t, id).Generation)
+		}
+
+		// NULL is part of these columns' meaning: no failure yet, no parent,
+		// no start (Retry writes NULL there). A progress column is only
+		// written, never read, so a NULL in it harms nothing.
+		optional := []string{tb.FailureReasonColumn, tb.ParentIDColumn, tb.StartedAtColumn, tb.ProgressColumn}
+		for _, col := range optional {
+			if col != "" {
+				jobs.Env.Exec(sqlf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL", tbl, quote(col)))
+			}
+		}
+		_, err := jobguard.New(ctx, jobs.Env.Pool, tb)
+		require.NoError(t, err)
+	})
+}

@@ -45,6 +45,7 @@ type Guard struct {
 	table  Table
 	cat    catalog
 	idKind idKind
+	idBits int // width of an integer id column: 16, 32 or 64
 	sql    statements
 	batch  batchStatements
 	met    *guardMetrics
@@ -93,6 +94,7 @@ func New(ctx context.Context, db DB, table Table) (*Guard, error) {
 		g.idKind = idUUID
 	case isInteger(id):
 		g.idKind = idInt
+		g.idBits = intBits[id.name]
 	}
 	g.sql = buildStatements(table, cat)
 	g.batch = buildBatchStatements(table, cat)
@@ -182,9 +184,14 @@ func buildStatements(t Table, cat catalog) statements {
 	return s
 }
 
+// intBits are the widths of the integer types an id column may have.
+var intBits = map[string]int{"int2": 16, "int4": 32, "int8": 64}
+
 // idArg turns a job id into the argument the id column takes, so that a
 // malformed id is refused before any SQL is sent (a bad uuid inside a
-// transaction would otherwise abort it).
+// transaction would otherwise abort it). An integer is parsed at the
+// column's own width: one past its range names no row, and sent on it would
+// fail as a driver or server error that looks retryable.
 func (g *Guard) idArg(jobID string) (any, error) {
 	if jobID == "" {
 		return nil, fmt.Errorf("%w: job id is empty", ErrInvalidJobID)
@@ -197,7 +204,11 @@ func (g *Guard) idArg(jobID string) (any, error) {
 		}
 		return u.String(), nil
 	case idInt:
-		n, err := strconv.ParseInt(jobID, 10, 64)
+		n, err := strconv.ParseInt(jobID, 10, g.idBits)
+		if errors.Is(err, strconv.ErrRange) {
+			return nil, fmt.Errorf("%w: %q is out of range for column %q (%s)",
+				ErrInvalidJobID, jobID, g.table.IDColumn, g.cat.columns[g.table.IDColumn].name)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: %q is not an integer (column %q is an integer)", ErrInvalidJobID, jobID, g.table.IDColumn)
 		}

@@ -109,14 +109,22 @@ func (g *Guard) Table() Table { return g.table }
 // status-only mode.
 func (g *Guard) Fenced() bool { return g.table.GenerationColumn != "" }
 
-// nowExpr is the SQL that stamps a timestamp column with the current time:
-// now() for timestamptz, UTC wall time for timestamp without time zone (what
-// ORMs such as Prisma store there).
+// nowExpr is the SQL that stamps a timestamp column with the time of the
+// write: as is for timestamptz, as UTC wall time for timestamp without time
+// zone (what ORMs such as Prisma store there).
+//
+// It is statement_timestamp(), not now(): now() is the start of the
+// transaction, so a heartbeat written late in a caller's long transaction
+// would record when the transaction began and look older to the reclaimer
+// than the progress it reports. Nor clock_timestamp(): that moves during a
+// statement, so Start's updated_at and started_at, or the rows of one
+// batched reclaim, would get different times, while the start of the
+// statement is already later than the evidence the caller reports.
 func nowExpr(ti typeInfo) string {
 	if ti.name == "timestamp" {
-		return "(now() AT TIME ZONE 'UTC')"
+		return "(statement_timestamp() AT TIME ZONE 'UTC')"
 	}
-	return "now()"
+	return "statement_timestamp()"
 }
 
 func buildStatements(t Table, cat catalog) statements {

@@ -40,6 +40,10 @@ type JobState struct {
 	// ReadAt minus them: a reader whose own clock runs ahead or behind would
 	// see progress that is not there, or miss progress that is.
 	ReadAt time.Time
+	// FailureReason is the failure reason column as text; "" when it is
+	// NULL. It tells a reclaim's FAILED from the execution's own Fail, which
+	// both leave the generation as it was.
+	FailureReason string
 }
 
 // batchStatements are the set-oriented statements of the reclaimer, built
@@ -90,8 +94,9 @@ func buildBatchStatements(t Table, cat catalog) batchStatements {
 	}
 	// The column list of scanJobStates; now() is the statement's clock,
 	// read with the rows so that their ages are measured on it.
-	cols := fmt.Sprintf("%s::text, %s, %s::text, %s, %s, %s, %s, now()",
-		col("t.", t.IDColumn), typ, col("t.", t.StatusColumn), asUTC("t.", t.UpdatedAtColumn), gen, parent, started)
+	cols := fmt.Sprintf("%s::text, %s, %s::text, %s, %s, %s, %s, %s::text, now()",
+		col("t.", t.IDColumn), typ, col("t.", t.StatusColumn), asUTC("t.", t.UpdatedAtColumn), gen, parent, started,
+		col("t.", t.FailureReasonColumn))
 
 	b.snapshot = fmt.Sprintf(`SELECT %s FROM %s AS t WHERE %s = ANY($1::%s)`,
 		cols, tbl, col("t.", t.IDColumn), b.ids)
@@ -158,11 +163,14 @@ func buildBatchStatements(t Table, cat catalog) batchStatements {
 func scanJobStates(rows pgx.Rows) ([]JobState, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (JobState, error) {
 		var s JobState
-		var parent *string
+		var parent, reason *string
 		var started *time.Time
-		err := r.Scan(&s.ID, &s.Type, &s.Status, &s.UpdatedAt, &s.Generation, &parent, &started, &s.ReadAt)
+		err := r.Scan(&s.ID, &s.Type, &s.Status, &s.UpdatedAt, &s.Generation, &parent, &started, &reason, &s.ReadAt)
 		if parent != nil {
 			s.ParentID = *parent
+		}
+		if reason != nil {
+			s.FailureReason = *reason
 		}
 		if started != nil {
 			s.StartedAt = *started

@@ -25,7 +25,8 @@ var ErrNotRetryable = errors.New("jobguard: job cannot be retried")
 var ErrGuardUnavailable = errors.New("jobguard: start guard lookup failed")
 
 // ErrInvalidJobID is returned when a job id is empty or does not parse as the
-// id column's type (uuid, integer). No SQL is sent.
+// id column's type (uuid, or an integer within the column's range: int4 ends
+// at 2147483647). No SQL is sent.
 var ErrInvalidJobID = errors.New("jobguard: invalid job id")
 
 // IsPermanent reports whether a queue must not retry after err: the job is

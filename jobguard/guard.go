@@ -45,6 +45,7 @@ type Guard struct {
 	table  Table
 	cat    catalog
 	idKind idKind
+	idBits int // width of an integer id column: 16, 32 or 64
 	sql    statements
 	batch  batchStatements
 	met    *guardMetrics
@@ -93,6 +94,7 @@ func New(ctx context.Context, db DB, table Table) (*Guard, error) {
 		g.idKind = idUUID
 	case isInteger(id):
 		g.idKind = idInt
+		g.idBits = intBits[id.name]
 	}
 	g.sql = buildStatements(table, cat)
 	g.batch = buildBatchStatements(table, cat)
@@ -107,14 +109,22 @@ func (g *Guard) Table() Table { return g.table }
 // status-only mode.
 func (g *Guard) Fenced() bool { return g.table.GenerationColumn != "" }
 
-// nowExpr is the SQL that stamps a timestamp column with the current time:
-// now() for timestamptz, UTC wall time for timestamp without time zone (what
-// ORMs such as Prisma store there).
+// nowExpr is the SQL that stamps a timestamp column with the time of the
+// write: as is for timestamptz, as UTC wall time for timestamp without time
+// zone (what ORMs such as Prisma store there).
+//
+// It is statement_timestamp(), not now(): now() is the start of the
+// transaction, so a heartbeat written late in a caller's long transaction
+// would record when the transaction began and look older to the reclaimer
+// than the progress it reports. Nor clock_timestamp(): that moves during a
+// statement, so Start's updated_at and started_at, or the rows of one
+// batched reclaim, would get different times, while the start of the
+// statement is already later than the evidence the caller reports.
 func nowExpr(ti typeInfo) string {
 	if ti.name == "timestamp" {
-		return "(now() AT TIME ZONE 'UTC')"
+		return "(statement_timestamp() AT TIME ZONE 'UTC')"
 	}
-	return "now()"
+	return "statement_timestamp()"
 }
 
 func buildStatements(t Table, cat catalog) statements {
@@ -182,9 +192,14 @@ func buildStatements(t Table, cat catalog) statements {
 	return s
 }
 
+// intBits are the widths of the integer types an id column may have.
+var intBits = map[string]int{"int2": 16, "int4": 32, "int8": 64}
+
 // idArg turns a job id into the argument the id column takes, so that a
 // malformed id is refused before any SQL is sent (a bad uuid inside a
-// transaction would otherwise abort it).
+// transaction would otherwise abort it). An integer is parsed at the
+// column's own width: one past its range names no row, and sent on it would
+// fail as a driver or server error that looks retryable.
 func (g *Guard) idArg(jobID string) (any, error) {
 	if jobID == "" {
 		return nil, fmt.Errorf("%w: job id is empty", ErrInvalidJobID)
@@ -197,7 +212,11 @@ func (g *Guard) idArg(jobID string) (any, error) {
 		}
 		return u.String(), nil
 	case idInt:
-		n, err := strconv.ParseInt(jobID, 10, 64)
+		n, err := strconv.ParseInt(jobID, 10, g.idBits)
+		if errors.Is(err, strconv.ErrRange) {
+			return nil, fmt.Errorf("%w: %q is out of range for column %q (%s)",
+				ErrInvalidJobID, jobID, g.table.IDColumn, g.cat.columns[g.table.IDColumn].name)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: %q is not an integer (column %q is an integer)", ErrInvalidJobID, jobID, g.table.IDColumn)
 		}

@@ -2,11 +2,14 @@ package jobguard_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobguard/jobguard/heartbeat"
 	"github.com/jobguard/jobguard/internal/fixture"
 	"github.com/jobguard/jobguard/internal/testenv"
 	"github.com/jobguard/jobguard/jobguard"
@@ -103,4 +106,182 @@ func TestGuard_ClosedConnectionIsAnErrorNotARefusal(t *testing.T) {
 	require.NotErrorIs(t, err, jobguard.ErrJobTerminal)
 	require.False(t, jobguard.IsPermanent(err), "a closed pool must leave the job retryable")
 	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
+}
+
+// A required column that admits NULL breaks the guard at run time, long
+// after New: a NULL updated_at fails every sweep that reads the row, and a
+// NULL generation makes every Start fail with a retryable error. New refuses
+// such a column, names the Table field and gives the SQL that fixes it; the
+// columns that are NULL by design stay accepted.
+func TestNew_RefusesNullableRequiredColumnWithTheFix(t *testing.T) {
+	t.Parallel()
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		ctx := context.Background()
+		tb := jobs.Table
+		tbl := tb.QualifiedName()
+		var pkey string
+		require.NoError(t, jobs.Env.Pool.QueryRow(ctx,
+			`SELECT conname FROM pg_constraint WHERE conrelid = to_regclass($1) AND contype = 'p'`, tbl).Scan(&pkey))
+		jobs.Env.Exec(sqlf("ALTER TABLE %s DROP CONSTRAINT %s", tbl, quote(pkey))) // a key is never NULL
+
+		required := []struct{ field, column string }{
+			{"IDColumn", tb.IDColumn},
+			{"StatusColumn", tb.StatusColumn},
+			{"UpdatedAtColumn", tb.UpdatedAtColumn},
+			{"GenerationColumn", tb.GenerationColumn},
+			{"TypeColumn", tb.TypeColumn},
+		}
+		for _, c := range required {
+			if c.column == "" {
+				continue // the variant has no such column
+			}
+			id := jobs.Insert(t, fixture.Job{})
+			jobs.Env.Exec(sqlf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL", tbl, quote(c.column)))
+			_, err := jobguard.New(ctx, jobs.Env.Pool, tb)
+			require.Error(t, err, "%s %q admits NULL", c.field, c.column)
+			msg := err.Error()
+			require.Contains(t, msg, c.field)
+			require.Contains(t, msg, sqlf("ALTER TABLE %s ALTER COLUMN %s", tbl, quote(c.column)))
+			require.Contains(t, msg, "SET NOT NULL")
+
+			// The SQL in the error fixes the table, and loses no row.
+			_, fix, ok := strings.Cut(msg, "fix it with: ")
+			require.True(t, ok, msg)
+			jobs.Env.Exec(fix)
+			_, err = jobguard.New(ctx, jobs.Env.Pool, tb)
+			require.NoError(t, err, "after %s", fix)
+			require.Equal(t, tb.Statuses.Processing, jobs.Read(t, id).Status)
+		}
+
+		// NULLs already in the generation column are filled in by the fix.
+		if tb.GenerationColumn != "" {
+			id := jobs.Insert(t, fixture.Job{})
+			jobs.Env.Exec(sqlf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL, ALTER COLUMN %s DROP DEFAULT",
+				tbl, quote(tb.GenerationColumn), quote(tb.GenerationColumn)))
+			jobs.Env.Exec(sqlf("UPDATE %s SET %s = NULL", tbl, quote(tb.GenerationColumn)))
+			_, err := jobguard.New(ctx, jobs.Env.Pool, tb)
+			require.ErrorContains(t, err, "GenerationColumn")
+			_, fix, _ := strings.Cut(err.Error(), "fix it with: ")
+			jobs.Env.Exec(fix)
+			_, err = jobguard.New(ctx, jobs.Env.Pool, tb)
+			require.NoError(t, err)
+			require.Zero(t, jobs.Read(t, id).Generation)
+		}
+
+		// NULL is part of these columns' meaning: no failure yet, no parent,
+		// no start (Retry writes NULL there). A progress column is only
+		// written, never read, so a NULL in it harms nothing.
+		optional := []string{tb.FailureReasonColumn, tb.ParentIDColumn, tb.StartedAtColumn, tb.ProgressColumn}
+		for _, col := range optional {
+			if col != "" {
+				jobs.Env.Exec(sqlf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL", tbl, quote(col)))
+			}
+		}
+		_, err := jobguard.New(ctx, jobs.Env.Pool, tb)
+		require.NoError(t, err)
+	})
+}
+
+// An integer id column is int2, int4 or int8; Prisma's Int @id is int4. An
+// id past the column's range cannot name a row, so every entry point that
+// takes one refuses it as ErrInvalidJobID (permanent) before sending SQL,
+// rather than failing with the driver's encode error, which a queue retries
+// forever.
+func TestGuard_RefusesIntegerIDOutOfTheColumnsRange(t *testing.T) {
+	t.Parallel()
+	widths := []struct {
+		typ             string
+		max, outOfRange string
+	}{
+		{"serial", "2147483647", "2147483648"},
+		{"smallserial", "32767", "-32769"},
+	}
+	for _, w := range widths {
+		for _, simple := range []bool{false, true} {
+			name := w.typ
+			if simple {
+				name += "/simple-protocol"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				env := testenv.New(t, testenv.Options{SimpleProtocol: simple})
+				env.Exec(sqlf(`CREATE TABLE "Job" (
+					"id" %s PRIMARY KEY,
+					"status" text NOT NULL DEFAULT 'QUEUED',
+					"generation" integer NOT NULL DEFAULT 0,
+					"progress" integer NOT NULL DEFAULT 0,
+					"failureReason" text,
+					"updatedAt" timestamp(3) NOT NULL DEFAULT now())`, w.typ))
+				env.Exec(`INSERT INTO "Job" ("status") VALUES ('PROCESSING')`)
+				ctx := context.Background()
+				guard, err := jobguard.New(ctx, env.Pool, jobguard.Table{Name: "Job",
+					UpdatedAtColumn: "updatedAt", FailureReasonColumn: "failureReason",
+					GenerationColumn: "generation", ProgressColumn: "progress"})
+				require.NoError(t, err)
+				starts, err := jobguard.NewStartGuard(guard, env.Redis, jobguard.StartGuardOptions{
+					Markers: jobguard.MarkerConfig{Prefix: env.Prefix}})
+				require.NoError(t, err)
+				beats := heartbeat.New(guard, heartbeat.Config{})
+				fin := jobguard.FinalizeSpec{Recheck: func(context.Context) error { return nil }}
+
+				calls := map[string]func(db jobguard.DB, id string) error{
+					"Start": func(db jobguard.DB, id string) error { _, err := starts.Start(ctx, db, id); return err },
+					"Check": func(db jobguard.DB, id string) error { return starts.Check(ctx, db, id) },
+					"CompleteIfActive": func(db jobguard.DB, id string) error {
+						return guard.CompleteIfActive(ctx, db, jobguard.Execution{JobID: id})
+					},
+					"CompleteIfProcessing": func(db jobguard.DB, id string) error {
+						return guard.CompleteIfProcessing(ctx, db, jobguard.Execution{JobID: id})
+					},
+					"CompleteTx": func(db jobguard.DB, id string) error {
+						return guard.CompleteTx(ctx, db, jobguard.Execution{JobID: id}, func(pgx.Tx) error { return nil })
+					},
+					"Finalize": func(db jobguard.DB, id string) error {
+						_, err := guard.Finalize(ctx, db, jobguard.Execution{JobID: id}, fin)
+						return err
+					},
+					"Fail":  func(db jobguard.DB, id string) error { return guard.Fail(ctx, db, jobguard.Execution{JobID: id}, "x") },
+					"Retry": func(db jobguard.DB, id string) error { _, err := guard.Retry(ctx, db, id); return err },
+					"Touch": func(db jobguard.DB, id string) error { return guard.Touch(ctx, db, jobguard.Execution{JobID: id}) },
+					"TouchProgress": func(db jobguard.DB, id string) error {
+						return guard.TouchProgress(ctx, db, jobguard.Execution{JobID: id}, 10)
+					},
+					"Beat": func(db jobguard.DB, id string) error {
+						_, err := beats.Beat(ctx, db, jobguard.Execution{JobID: id}, heartbeat.Progress(10))
+						return err
+					},
+					"FailIfUnchanged": func(db jobguard.DB, id string) error {
+						_, err := guard.FailIfUnchanged(ctx, db, []jobguard.JobState{{ID: id, Status: "PROCESSING"}}, "x")
+						return err
+					},
+				}
+				tx, err := env.Pool.Begin(ctx)
+				require.NoError(t, err)
+				defer func() { _ = tx.Rollback(ctx) }()
+				for name, call := range calls {
+					err := call(tx, w.outOfRange)
+					require.ErrorIs(t, err, jobguard.ErrInvalidJobID, "%s(%s)", name, w.outOfRange)
+					require.True(t, jobguard.IsPermanent(err), name)
+					require.ErrorContains(t, err, w.outOfRange, name)
+				}
+				err = guard.Touch(ctx, tx, jobguard.Execution{JobID: w.outOfRange})
+				require.ErrorContains(t, err, sqlf(`%q is out of range for column "id"`, w.outOfRange))
+				rows, err := guard.Snapshot(ctx, tx, []string{w.outOfRange, "1"})
+				require.NoError(t, err)
+				require.NotContains(t, rows, w.outOfRange)
+				require.Contains(t, rows, "1")
+				// Nothing reached the server, so the transaction is still usable.
+				require.NoError(t, tx.Commit(ctx))
+
+				// The largest id of the column is an id like any other: no
+				// such row.
+				err = guard.Fail(ctx, env.Pool, jobguard.Execution{JobID: w.max}, "x")
+				require.ErrorIs(t, err, jobguard.ErrJobTerminal)
+				require.NotErrorIs(t, err, jobguard.ErrInvalidJobID)
+				var se *jobguard.StateError
+				require.True(t, errors.As(err, &se))
+				require.Equal(t, jobguard.ReasonNotFound, se.Reason)
+			})
+		}
+	}
 }

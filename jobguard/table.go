@@ -43,36 +43,45 @@ type Table struct {
 	Schema string
 	// Name is the table's name. Defaults to "jobs".
 	Name string
-	// IDColumn is the primary key: uuid, text, varchar or an integer type.
-	// Defaults to "id".
+	// IDColumn is the primary key: uuid, text, varchar or an integer type
+	// (int2, int4 or int8: an id out of the column's range is refused as
+	// ErrInvalidJobID). NOT NULL. Defaults to "id".
 	IDColumn string
 	// StatusColumn holds one of Statuses: text, varchar or a Postgres enum that
-	// has all four labels. Defaults to "status".
+	// has all four labels. NOT NULL. Defaults to "status".
 	StatusColumn string
 	// UpdatedAtColumn is the progress signal the reclaimer reads: timestamptz
-	// or timestamp (written in UTC). Defaults to "updated_at".
+	// or timestamp (written in UTC). NOT NULL: a row without one cannot be
+	// judged, and would fail every sweep that reads it. Defaults to
+	// "updated_at".
 	UpdatedAtColumn string
 	// FailureReasonColumn records why a job failed, and is where the start
-	// guard looks for a reclaim. Defaults to "failure_reason".
+	// guard looks for a reclaim. Nullable: NULL is "no failure", and Retry
+	// writes it. Defaults to "failure_reason".
 	FailureReasonColumn string
 
-	// GenerationColumn is the fencing token (an integer type), bumped by every
-	// start and retry. Optional: when empty the guard runs in the weaker
+	// GenerationColumn is the fencing token (an integer type, NOT NULL
+	// DEFAULT 0), bumped by every start and retry: a NULL there would make
+	// every Start fail. Optional: when empty the guard runs in the weaker
 	// status-only mode, where a stale execution of a job restarted by another
 	// path is not fenced out. DefaultTable sets "generation".
 	GenerationColumn string
 	// ProgressColumn (a number) is set to 100 on completion and written by
-	// progress heartbeats. Optional. DefaultTable sets "progress".
+	// progress heartbeats. The guard never reads it, so it may be nullable.
+	// Optional. DefaultTable sets "progress".
 	ProgressColumn string
-	// TypeColumn (text or enum) names the job type for per-type reclaim limits.
+	// TypeColumn (text or enum) names the job type for per-type reclaim
+	// limits. NOT NULL: the reclaimer reads it for every running job.
 	// Optional. DefaultTable sets "type".
 	TypeColumn string
 	// ParentIDColumn names the parent (course, video) whose state follows the
-	// job's. Optional. DefaultTable sets "parent_id".
+	// job's. Nullable: a job may have no parent. Optional. DefaultTable sets
+	// "parent_id".
 	ParentIDColumn string
 	// StartedAtColumn (timestamptz or timestamp) is set by Start to the start
 	// of the current attempt, so the reclaimer can read runtime from the table
-	// itself. Optional. DefaultTable sets "started_at".
+	// itself. Nullable: a job not yet started has none, and Retry clears it.
+	// Optional. DefaultTable sets "started_at".
 	StartedAtColumn string
 
 	// Statuses are the four status values. Each defaults to its upper-case
@@ -122,27 +131,68 @@ func (t Table) withDefaults() Table {
 }
 
 // column is one configured column: the Table field it came from, its name,
-// and whether the mapping may leave it out.
+// whether the mapping may leave it out, the types it accepts, and whether it
+// must be NOT NULL.
 type column struct {
 	field    string
 	name     string
 	optional bool
 	accepts  func(typeInfo) bool
 	accepted string
+	notNull  nullRule
 }
 
+// nullRule says whether a column must be NOT NULL and, if so, the value the
+// fix gives its NULL rows (and its default), when one can be chosen.
+type nullRule struct {
+	required bool
+	// fill is the SQL value for rows where the column is NULL; nil when only
+	// the user can say (an id, a status, a type).
+	fill func(typeInfo) string
+}
+
+var (
+	nullable    = nullRule{}
+	notNull     = nullRule{required: true}
+	notNullZero = nullRule{required: true, fill: func(typeInfo) string { return "0" }}
+	notNullNow  = nullRule{required: true, fill: nowExpr}
+)
+
+// columns lists the mapping's columns. The guard reads id, status,
+// updated_at, generation and type into non-NULL values, so they must be NOT
+// NULL; failure reason, parent and start time are NULL by design, and
+// progress is only written.
 func (t Table) columns() []column {
 	return []column{
-		{"IDColumn", t.IDColumn, false, isIDType, "uuid, text, varchar or an integer"},
-		{"StatusColumn", t.StatusColumn, false, isLabelType, "text, varchar or an enum"},
-		{"UpdatedAtColumn", t.UpdatedAtColumn, false, isTimestamp, "timestamptz or timestamp"},
-		{"FailureReasonColumn", t.FailureReasonColumn, false, isText, "text or varchar"},
-		{"GenerationColumn", t.GenerationColumn, true, isInteger, "an integer"},
-		{"ProgressColumn", t.ProgressColumn, true, isNumber, "a number"},
-		{"TypeColumn", t.TypeColumn, true, isLabelType, "text, varchar or an enum"},
-		{"ParentIDColumn", t.ParentIDColumn, true, func(typeInfo) bool { return true }, "any"},
-		{"StartedAtColumn", t.StartedAtColumn, true, isTimestamp, "timestamptz or timestamp"},
+		{"IDColumn", t.IDColumn, false, isIDType, "uuid, text, varchar or an integer", notNull},
+		{"StatusColumn", t.StatusColumn, false, isLabelType, "text, varchar or an enum", notNull},
+		{"UpdatedAtColumn", t.UpdatedAtColumn, false, isTimestamp, "timestamptz or timestamp", notNullNow},
+		{"FailureReasonColumn", t.FailureReasonColumn, false, isText, "text or varchar", nullable},
+		{"GenerationColumn", t.GenerationColumn, true, isInteger, "an integer", notNullZero},
+		{"ProgressColumn", t.ProgressColumn, true, isNumber, "a number", nullable},
+		{"TypeColumn", t.TypeColumn, true, isLabelType, "text, varchar or an enum", notNull},
+		{"ParentIDColumn", t.ParentIDColumn, true, func(typeInfo) bool { return true }, "any", nullable},
+		{"StartedAtColumn", t.StartedAtColumn, true, isTimestamp, "timestamptz or timestamp", nullable},
 	}
+}
+
+// nullableError explains a required column that admits NULL, with the SQL
+// that makes it NOT NULL: filling its NULL rows first where a value can be
+// chosen, and otherwise leaving that to the user, since an ALTER over NULL
+// rows fails.
+func nullableError(tbl string, c column, ti typeInfo) error {
+	col := ident.Quote(c.name)
+	if c.notNull.fill == nil {
+		return fmt.Errorf("column %q (%s) of %s admits NULL, but the guard needs a value in every row; "+
+			"give the rows where it is NULL a value, then fix it with: "+
+			"ALTER TABLE %s ALTER COLUMN %s SET NOT NULL",
+			c.name, c.field, tbl, tbl, col)
+	}
+	v := c.notNull.fill(ti)
+	return fmt.Errorf("column %q (%s) of %s admits NULL, but the guard needs a value in every row; "+
+		"fix it with: UPDATE %s SET %s = %s WHERE %s IS NULL; "+
+		"ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s, ALTER COLUMN %s SET NOT NULL",
+		c.name, c.field, tbl, tbl, col, v, col, tbl, col, v, col)
 }
 
 // validate checks the mapping itself, before any database is asked.
@@ -183,6 +233,7 @@ type typeInfo struct {
 	name    string // pg_type.typname
 	kind    byte   // pg_type.typtype: b base, e enum, d domain, ...
 	typeOID int64
+	notNull bool // pg_attribute.attnotnull
 }
 
 func isText(t typeInfo) bool {
@@ -204,8 +255,8 @@ type catalog struct {
 }
 
 // inspectCatalog checks the table against pg_catalog: it exists, every
-// configured column exists with a usable type, and an enum status column has
-// all four labels.
+// configured column exists with a usable type, the columns the guard reads
+// into values are NOT NULL, and an enum status column has all four labels.
 func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 	name := t.QualifiedName()
 	var exists bool
@@ -220,7 +271,7 @@ func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 		return catalog{}, fmt.Errorf("table %s does not exist %s (Table.Name %q)", name, where, t.Name)
 	}
 	rows, err := db.Query(ctx, `
-SELECT a.attname, t.typname, t.typtype::text, t.oid::int8
+SELECT a.attname, t.typname, t.typtype::text, t.oid::int8, a.attnotnull
 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, name)
 	if err != nil {
@@ -230,7 +281,7 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, nam
 	for rows.Next() {
 		var col, kind string
 		var ti typeInfo
-		if err := rows.Scan(&col, &ti.name, &kind, &ti.typeOID); err != nil {
+		if err := rows.Scan(&col, &ti.name, &kind, &ti.typeOID, &ti.notNull); err != nil {
 			rows.Close()
 			return catalog{}, fmt.Errorf("read columns of %s: %w", name, err)
 		}
@@ -252,6 +303,8 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, nam
 			errs = append(errs, fmt.Errorf("table %s has no column %q (%s)", name, c.name, c.field))
 		case !c.accepts(ti):
 			errs = append(errs, fmt.Errorf("column %q (%s) of %s is %s; want %s", c.name, c.field, name, ti.name, c.accepted))
+		case c.notNull.required && !ti.notNull:
+			errs = append(errs, nullableError(name, c, ti))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

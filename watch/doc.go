@@ -18,9 +18,14 @@
 //     wraps jobguard.ErrJobTerminal (so jobguard.IsPermanent reports true),
 //     when (a) a notice for its job arrives at its generation or a later one,
 //     (b) the caller reports a heartbeat that affected zero rows (Lost), or
-//     (c) the periodic Check reads the row and finds it gone, no longer
-//     PROCESSING, or at another generation. The cause says which (Via) and
-//     carries the job id and generations.
+//     (c) the periodic Check reads the row and finds it gone, at another
+//     generation, FAILED with the reclaimer's reason, or QUEUED again. The
+//     cause says which (Via) and carries the job id and generations.
+//   - An execution that ended its job itself is not cancelled: a row
+//     COMPLETED, or FAILED with a reason that is not the reclaimer's, at the
+//     execution's own generation is its own write, so the check only stops
+//     watching it. Whatever it still runs under its context after that (a
+//     finalize's metadata updates, a cleanup) runs to the end.
 //   - A notice never cancels a newer execution. The reclaim's write is
 //     fenced by the generation it read, so the notice names the generation
 //     that lost the job; every execution of that job at that generation or
@@ -52,7 +57,10 @@
 //   - On a table without a generation column a notice cannot tell an old
 //     execution from a new one, so it only triggers a check of the rows; a
 //     job that was reclaimed and started again in between is not caught
-//     (the status-only weakness jobguard documents).
+//     (the status-only weakness jobguard documents), and a COMPLETED row is
+//     taken as the execution's own completion.
+//   - The check tells a reclaim from the execution's own Fail by the failure
+//     reason alone: Config.ReclaimedReason must match the reclaimer's.
 //   - Watch the execution only after Start has committed: the check would
 //     otherwise read the row as it was before the start and cancel it.
 //   - Contexts are not cancelled when Run returns; they are simply no

@@ -29,6 +29,13 @@ func newExample() (example, func()) {
 	return example{env: env, guard: jobs.Guard, exec: jobguard.Execution{JobID: id, Generation: 1}}, done
 }
 
+// reclaim fails the example's job the way the reclaimer does, with the
+// reclaimer's reason and without publishing a notice.
+func reclaim(ctx context.Context, ex example) {
+	rows, _ := ex.guard.Snapshot(ctx, ex.env.Pool, []string{ex.exec.JobID})
+	_, _ = ex.guard.FailIfUnchanged(ctx, ex.env.Pool, []jobguard.JobState{rows[ex.exec.JobID]}, jobguard.ReclaimedReasonDefault)
+}
+
 // untilSubscribed stands in for a readiness probe.
 func untilSubscribed(w *watch.Watcher) {
 	for !w.Subscribed() {
@@ -79,7 +86,7 @@ func ExampleWatcher_Lost() {
 	runCtx, release := w.Watch(ctx, ex.exec)
 	defer release()
 
-	_ = ex.guard.Fail(ctx, ex.env.Pool, ex.exec, "reclaimed") // another process reclaims it
+	reclaim(ctx, ex) // another process reclaims it
 
 	// The worker's next heartbeat finds the job gone and says so.
 	hb := heartbeat.New(ex.guard, heartbeat.Config{})
@@ -100,7 +107,7 @@ func ExampleWatcher_Check() {
 
 	// The reclaim's notice was lost; Run's periodic check finds the row
 	// changed all the same. Here it is called directly.
-	_ = ex.guard.Fail(ctx, ex.env.Pool, ex.exec, "reclaimed")
+	reclaim(ctx, ex)
 	n, err := w.Check(ctx)
 	fmt.Println(n, err)
 	var lost *watch.ReclaimedError

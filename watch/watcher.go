@@ -55,6 +55,13 @@ type Config struct {
 	// ReconnectMax caps the wait between attempts to resubscribe. Defaults
 	// to ReconnectMaxDefault (30s).
 	ReconnectMax time.Duration
+	// ReclaimedReason is the prefix of the failure reason the reclaimer
+	// writes; it must match reclaim.Config.Reason. A reclaim leaves the
+	// generation as it was, so on a FAILED row at the execution's own
+	// generation only the reason tells a reclaim (cancel) from the
+	// execution's own Fail (done). Defaults to
+	// jobguard.ReclaimedReasonDefault.
+	ReclaimedReason string
 	// Logger receives a line for every cancelled execution (info), a lost
 	// and a restored subscription (warn, info) and a failed check (warn).
 	// Defaults to slog.Default().
@@ -67,11 +74,10 @@ type Config struct {
 // one per process with New, start Run once, and run each execution under
 // the context Watch returns. It is safe for concurrent use.
 type Watcher struct {
-	cfg        Config
-	log        *slog.Logger
-	lis        listener
-	fenced     bool
-	processing string
+	cfg   Config
+	log   *slog.Logger
+	lis   listener
+	rules rules
 
 	mu   sync.Mutex
 	jobs map[string]map[*entry]struct{} // job id → its watched executions
@@ -121,6 +127,9 @@ func New(cfg Config) (*Watcher, error) {
 	if cfg.ReconnectMax < cfg.ReconnectMin {
 		return nil, fmt.Errorf("watch: new: ReconnectMax %v is below ReconnectMin %v", cfg.ReconnectMax, cfg.ReconnectMin)
 	}
+	if cfg.ReclaimedReason == "" {
+		cfg.ReclaimedReason = jobguard.ReclaimedReasonDefault
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -128,12 +137,11 @@ func New(cfg Config) (*Watcher, error) {
 		cfg.Now = time.Now
 	}
 	w := &Watcher{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		fenced:     cfg.Guard.Fenced(),
-		processing: cfg.Guard.Table().Statuses.Processing,
-		jobs:       make(map[string]map[*entry]struct{}),
-		checkNow:   make(chan struct{}, 1),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		rules:    rules{fenced: cfg.Guard.Fenced(), statuses: cfg.Guard.Table().Statuses, reclaimed: cfg.ReclaimedReason},
+		jobs:     make(map[string]map[*entry]struct{}),
+		checkNow: make(chan struct{}, 1),
 	}
 	if t.Redis != nil {
 		w.lis = redisListener{rdb: t.Redis, channel: t.redisChannel(), ping: cfg.PingInterval}
@@ -264,7 +272,7 @@ func (w *Watcher) Lost(exec jobguard.Execution, err error) bool {
 // is left alone. Without generations a notice cannot tell the executions of
 // a job apart, so it asks for a check of the rows instead.
 func (w *Watcher) notice(n Notice) {
-	if !w.fenced {
+	if !w.rules.fenced {
 		w.mu.Lock()
 		watched := len(w.jobs[n.JobID]) > 0
 		w.mu.Unlock()
@@ -301,49 +309,6 @@ func (w *Watcher) requestCheck() {
 	case w.checkNow <- struct{}{}:
 	default:
 	}
-}
-
-// Check reads the rows of every watched execution in one query and cancels
-// the executions whose row no longer belongs to them: gone, not PROCESSING,
-// or (on a fenced table) at another generation. It returns how many it
-// cancelled. Run calls it every CheckInterval and after each
-// (re)subscription; call it yourself only to check at a moment of your own.
-func (w *Watcher) Check(ctx context.Context) (int, error) {
-	w.mu.Lock()
-	var all []*entry
-	ids := make([]string, 0, len(w.jobs))
-	for id, set := range w.jobs {
-		ids = append(ids, id)
-		for e := range set {
-			all = append(all, e)
-		}
-	}
-	w.mu.Unlock()
-	if len(all) == 0 {
-		return 0, nil
-	}
-	// Only executions registered before the read are judged by it: one
-	// watched after the query began may be newer than the row it saw.
-	rows, err := w.cfg.Guard.Snapshot(ctx, w.cfg.DB, ids)
-	if err != nil {
-		return 0, fmt.Errorf("watch: check: %w", err)
-	}
-	n := 0
-	for _, e := range all {
-		row, found := rows[e.exec.JobID]
-		if found && row.Status == w.processing && (!w.fenced || row.Generation == e.exec.Generation) {
-			continue
-		}
-		cause := &ReclaimedError{JobID: e.exec.JobID, Generation: e.exec.Generation, Via: ViaCheck}
-		if found {
-			cause.Status, cause.Seen = row.Status, row.Generation
-		}
-		if w.take(e) {
-			w.fire(e, cause)
-			n++
-		}
-	}
-	return n, nil
 }
 
 // Run keeps the watcher's one subscription and its periodic check going

@@ -355,3 +355,42 @@ func TestWatch_EveryTableShape(t *testing.T) {
 		})
 	}
 }
+
+// An execution that wrote its job's end itself (its own completion, or its
+// own Fail with a reason of its own) has not lost anything: the periodic
+// check must neither cancel it nor log it as reclaimed, while a real
+// reclaim beside it is still caught by the same checks.
+func TestCheck_ExecutionThatEndedItsOwnJobIsNotCancelled(t *testing.T) {
+	t.Parallel()
+	for _, v := range fixture.Variants {
+		t.Run(v.Name, func(t *testing.T) {
+			t.Parallel()
+			interval := 20 * time.Millisecond
+			b := setup(t, "redis", v, watch.Config{CheckInterval: interval})
+			ctx := context.Background()
+			gen := int64(3)
+			if !b.jobs.Guard.Fenced() {
+				gen = 0
+			}
+			completed, failed, reclaimed := b.start(t, gen), b.start(t, gen), b.start(t, gen)
+			completedCtx, failedCtx, reclaimedCtx := b.watch(t, completed), b.watch(t, failed), b.watch(t, reclaimed)
+
+			require.NoError(t, b.jobs.Guard.CompleteIfActive(ctx, b.env.Pool, completed))
+			require.NoError(t, b.jobs.Guard.Fail(ctx, b.env.Pool, failed, "encoder rejected the input"))
+			at := b.reclaim(t, false, reclaimed.JobID)
+			cause, _ := cancelledWithin(t, reclaimedCtx, at, time.Second)
+			require.Equal(t, watch.ViaCheck, cause.Via)
+
+			// Several more checks read the two ended rows.
+			after := watch.Checks(b.w)
+			require.Eventually(t, func() bool { return watch.Checks(b.w) >= after+3 }, 5*time.Second, time.Millisecond)
+			requireAlive(t, completedCtx, "the execution that completed its own job")
+			requireAlive(t, failedCtx, "the execution that failed its own job")
+			logs := b.logs.String()
+			require.NotContains(t, logs, "job_id="+completed.JobID)
+			require.NotContains(t, logs, "job_id="+failed.JobID)
+			require.Contains(t, logs, "job_id="+reclaimed.JobID)
+			require.Zero(t, b.w.Len(), "an execution that ended its job needs no more watching")
+		})
+	}
+}

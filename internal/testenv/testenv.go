@@ -51,6 +51,10 @@ type Options struct {
 	SimpleProtocol bool
 	// MaxConns bounds the pool. Defaults to 8.
 	MaxConns int32
+	// TimeZone is the session time zone of the pool's connections, such as
+	// "Asia/Seoul": timestamps must mean the same in every zone. Defaults to
+	// the server's setting.
+	TimeZone string
 }
 
 var shared struct {
@@ -142,6 +146,9 @@ func (e *Env) Connect(o Options) *pgxpool.Pool {
 	}
 	if o.SimpleProtocol {
 		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	}
+	if o.TimeZone != "" {
+		cfg.ConnConfig.RuntimeParams["timezone"] = o.TimeZone
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {

@@ -1,0 +1,105 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// verdict is what a check makes of one watched execution and its row.
+type verdict int
+
+const (
+	// owned: the row still belongs to the execution; keep watching.
+	owned verdict = iota
+	// ended: the execution ended its job itself (completed it, or failed it
+	// for a reason of its own). Nothing was taken from it, so nothing is
+	// cancelled; it just needs no more watching.
+	ended
+	// lost: the job was taken from the execution (reclaimed, restarted,
+	// deleted); cancel it.
+	lost
+)
+
+// rules are what judge needs to know of the table.
+type rules struct {
+	fenced    bool
+	statuses  jobguard.Statuses
+	reclaimed string // prefix of the reclaimer's failure reason
+}
+
+// judge decides what the row (found or not) says of exec.
+//
+// On a fenced table a row at another generation belongs to another
+// execution, whatever its status. At the execution's own generation only
+// the execution itself or a reclaim can have moved it on: COMPLETED is the
+// execution's own completion, and FAILED its own Fail unless the failure
+// reason is the reclaimer's, since a reclaim keeps the generation too.
+// Without a generation column the status and the reason are all there is to
+// go on, so a COMPLETED row is taken as the execution's own.
+func judge(r rules, exec jobguard.Execution, row jobguard.JobState, found bool) verdict {
+	switch {
+	case !found:
+		return lost
+	case r.fenced && row.Generation != exec.Generation:
+		return lost
+	case row.Status == r.statuses.Processing:
+		return owned
+	case row.Status == r.statuses.Completed:
+		return ended
+	case row.Status == r.statuses.Failed && !strings.HasPrefix(row.FailureReason, r.reclaimed):
+		return ended
+	}
+	return lost
+}
+
+// Check reads the rows of every watched execution in one query and cancels
+// the executions that lost their job: the row is gone, at another
+// generation (on a fenced table), FAILED by a reclaim, or back in QUEUED. An
+// execution that ended its job itself (COMPLETED, or FAILED with a reason
+// that is not the reclaimer's, at its own generation) is not cancelled, only
+// no longer watched. It returns how many it cancelled. Run calls it every
+// CheckInterval and after each (re)subscription; call it yourself only to
+// check at a moment of your own.
+func (w *Watcher) Check(ctx context.Context) (int, error) {
+	w.mu.Lock()
+	var all []*entry
+	ids := make([]string, 0, len(w.jobs))
+	for id, set := range w.jobs {
+		ids = append(ids, id)
+		for e := range set {
+			all = append(all, e)
+		}
+	}
+	w.mu.Unlock()
+	if len(all) == 0 {
+		return 0, nil
+	}
+	// Only executions registered before the read are judged by it: one
+	// watched after the query began may be newer than the row it saw.
+	rows, err := w.cfg.Guard.Snapshot(ctx, w.cfg.DB, ids)
+	if err != nil {
+		return 0, fmt.Errorf("watch: check: %w", err)
+	}
+	n := 0
+	for _, e := range all {
+		row, found := rows[e.exec.JobID]
+		switch judge(w.rules, e.exec, row, found) {
+		case owned:
+		case ended:
+			w.take(e)
+		case lost:
+			cause := &ReclaimedError{JobID: e.exec.JobID, Generation: e.exec.Generation, Via: ViaCheck}
+			if found {
+				cause.Status, cause.Seen = row.Status, row.Generation
+			}
+			if w.take(e) {
+				w.fire(e, cause)
+				n++
+			}
+		}
+	}
+	return n, nil
+}

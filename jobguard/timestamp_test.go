@@ -89,7 +89,7 @@ func TestWrites_StampTheTimeOfTheWriteNotOfTheTransaction(t *testing.T) {
 		began, wrote = inTx(func(tx pgx.Tx) error {
 			changed, err := g.FailIfUnchanged(ctx, tx, []jobguard.JobState{rows[stuck]}, jobguard.ReclaimedReasonDefault)
 			require.NoError(t, err)
-			require.Len(t, changed, 1)
+			require.Len(t, changed.Failed, 1)
 			return nil
 		})
 		requireStampedAtWrite("FailIfUnchanged", jobs.Read(t, stuck).UpdatedAt, began, wrote)

@@ -547,6 +547,16 @@ func (r *run) operator(ctx context.Context) {
 			if _, err := r.guard.Retry(ctx, tx, id); err != nil {
 				return err
 			}
+			// The operator's retry puts the parent back to work with the job:
+			// the reclaimer's parent rules move a parent only from there.
+			for _, sql := range []string{
+				`UPDATE courses SET status = 'GENERATING' WHERE status = 'FAILED' AND id = (SELECT parent_id FROM jobs WHERE id = $1)`,
+				`UPDATE videos SET status = 'ENCODING' WHERE status = 'FAILED' AND id = (SELECT parent_id FROM jobs WHERE id = $1)`,
+			} {
+				if _, err := tx.Exec(ctx, sql, id); err != nil {
+					return err
+				}
+			}
 			// A late worker may still hold the old queue row: clearing its
 			// token keeps it from removing the retried job's delivery.
 			_, err = tx.Exec(ctx, `INSERT INTO queue (job_id, deliveries) VALUES ($1, 1)

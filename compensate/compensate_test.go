@@ -373,3 +373,24 @@ func assertNoError(t *testing.T, err error) bool {
 	}
 	return true
 }
+
+func TestFinalize_CallerTransactionKeepsAndCompensatesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	exec := jobguard.Execution{JobID: b.jobs.Insert(t, fixture.Job{Generation: 1}), Generation: 1}
+	file, asset := b.produce(t, exec)
+	tx, err := b.env.Pool.Begin(ctx)
+	require.NoError(t, err)
+
+	fin, err := b.arts.Finalize(ctx, tx, exec, jobguard.FinalizeSpec{})
+	require.NoError(t, tx.Rollback(ctx))
+
+	require.False(t, fin.Confirmed(), "confirmed, and then the caller rolled back")
+	require.False(t, fin.Rejected(), "nothing was decided")
+	require.Error(t, err)
+	require.Equal(t, map[string]string{file: "pending", asset: "pending"}, b.states(t, exec))
+	require.Empty(t, b.files.undoneRefs())
+	require.True(t, b.assetExists(t, asset))
+	require.Equal(t, "PROCESSING", b.jobs.Read(t, exec.JobID).Status)
+}

@@ -132,3 +132,59 @@ func TestCompleteIfActive_UnknownJobIsNotFound(t *testing.T) {
 		require.Equal(t, jobguard.ReasonNotFound, se.Reason)
 	})
 }
+
+func TestCompleteTx_InsideCallerTransactionCommitsOnlyWithIt(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	env.Exec(`CREATE TABLE chapters (job_id uuid, title text)`)
+	ctx := context.Background()
+	chapters := func(id string) (n int) {
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM chapters WHERE job_id = $1`, id).Scan(&n))
+		return n
+	}
+	for _, commit := range []bool{false, true} {
+		id := jobs.Insert(t, fixture.Job{Generation: 1})
+		tx, err := env.Pool.Begin(ctx)
+		require.NoError(t, err)
+		err = jobs.Guard.CompleteTx(ctx, tx, jobguard.Execution{JobID: id, Generation: 1}, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO chapters VALUES ($1, 'week 1')`, id)
+			return err
+		})
+		require.NoError(t, err)
+		require.Equal(t, "PROCESSING", jobs.Read(t, id).Status, "written in the caller's transaction, not committed")
+		if !commit {
+			require.NoError(t, tx.Rollback(ctx))
+			require.Equal(t, "PROCESSING", jobs.Read(t, id).Status, "the caller rolled back: no completion")
+			require.Zero(t, chapters(id))
+			continue
+		}
+		require.NoError(t, tx.Commit(ctx))
+		require.Equal(t, "COMPLETED", jobs.Read(t, id).Status)
+		require.Equal(t, 1, chapters(id))
+	}
+}
+
+func TestCompleteTx_ConnectionInsideATransactionIsRefused(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	env.Exec(`CREATE TABLE chapters (job_id uuid, title text)`)
+	ctx := context.Background()
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	c := openConnTx(t, env.Pool)
+	_, err := c.Exec(ctx, `INSERT INTO chapters VALUES ($1, 'the caller''s own row')`, id)
+	require.NoError(t, err)
+
+	ran := false
+	err = jobs.Guard.CompleteTx(ctx, c.Conn(), jobguard.Execution{JobID: id, Generation: 1}, func(pgx.Tx) error {
+		ran = true
+		return nil
+	})
+	var n int
+	require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM chapters`).Scan(&n))
+	require.Zero(t, n, "CompleteTx committed the caller's transaction")
+	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
+	require.False(t, ran)
+	require.Error(t, err)
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/internal/ident"
@@ -53,8 +54,12 @@ type Config struct {
 	// without one the artifacts of two executions of a job cannot be told
 	// apart. Required.
 	Guard *jobguard.Guard
-	// DB runs compensation and sweeps; a *pgxpool.Pool. Required.
-	DB jobguard.DB
+	// DB runs compensation and sweeps, from Run's goroutine and from every
+	// caller of Finalize and CompensateExecution at once, each compensation
+	// in a short transaction of its own that must commit before the
+	// artifact counts as done: a pool, never a caller's transaction.
+	// Required.
+	DB *pgxpool.Pool
 	// Compensators undo artifacts, by kind. Record refuses a kind that has
 	// none. Required: at least one.
 	Compensators map[string]Func
@@ -218,7 +223,8 @@ func buildStatements(cfg Config, idType string) statements {
 
 // Record tags an artifact with the execution that created it, before the
 // execution completes. When the artifact is a row, pass the transaction
-// that inserts it, so that the row and its record commit together; a file
+// (the pgx.Tx) that inserts it, so that the row and its record commit
+// together, and roll back together; a file
 // or object is recorded before it is created, so that a crash in between
 // leaves a record of something that may not exist (compensators treat a
 // missing artifact as done) rather than an untracked file. Recording the

@@ -388,7 +388,7 @@ func TestFinalize_CallerTransactionKeepsAndCompensatesNothing(t *testing.T) {
 
 	require.False(t, fin.Confirmed(), "confirmed, and then the caller rolled back")
 	require.False(t, fin.Rejected(), "nothing was decided")
-	require.Error(t, err)
+	require.ErrorIs(t, err, jobguard.ErrInTransaction)
 	require.Equal(t, map[string]string{file: "pending", asset: "pending"}, b.states(t, exec))
 	require.Empty(t, b.files.undoneRefs())
 	require.True(t, b.assetExists(t, asset))

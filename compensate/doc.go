@@ -11,6 +11,11 @@
 //
 //   - Record of a row artifact takes the caller's transaction, so the row
 //     and its record commit together.
+//   - Inside your transaction: Record joins it (that is its point for a
+//     row); Finalize refuses it with jobguard.ErrInTransaction, as
+//     Guard.Finalize does, and keeps or compensates nothing; compensation
+//     and sweeps run on Config.DB, a pool, each artifact in a transaction
+//     of its own, so an artifact is done only once its undo committed.
 //   - Finalize marks the execution's artifacts kept in the same transaction
 //     as the completion: kept artifacts are never compensated.
 //   - When the completion is rejected, Finalize compensates exactly that

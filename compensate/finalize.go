@@ -24,6 +24,11 @@ import (
 // Artifacts are kept when the completion is written even if a metadata
 // update then fails: the job is COMPLETED and its outputs are in use, so the
 // remedy is to re-run the update, not to delete what it points to.
+//
+// Like Guard.Finalize, it refuses a caller's transaction (a pgx.Tx, or a
+// connection with one open) with jobguard.ErrInTransaction before anything
+// runs: nothing is kept and nothing is compensated, since the execution's
+// outcome is not decided.
 func (a *Artifacts) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Execution, spec jobguard.FinalizeSpec) (jobguard.Finalized, error) {
 	complete := spec.Complete
 	spec.Complete = func(ctx context.Context, tx pgx.Tx) error {
@@ -54,7 +59,9 @@ func (a *Artifacts) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.
 // CompensateExecution marks the pending artifacts of exec owed, unless the
 // job row shows exec completed, and compensates them now. Call it when you
 // learn by other means that exec lost its job (a heartbeat or a Fail that
-// returned ErrJobTerminal); Finalize calls it on a rejected completion.
+// returned ErrJobTerminal); Finalize calls it on a rejected completion. It
+// runs on Config.DB, each compensation in a transaction of its own, never
+// in a caller's.
 func (a *Artifacts) CompensateExecution(ctx context.Context, exec jobguard.Execution) (Report, error) {
 	var rep Report
 	tag, err := a.cfg.DB.Exec(ctx, a.sql.reject, exec.JobID, exec.Generation, a.cfg.Now(),

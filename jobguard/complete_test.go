@@ -3,6 +3,7 @@ package jobguard_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -186,5 +187,42 @@ func TestCompleteTx_ConnectionInsideATransactionIsRefused(t *testing.T) {
 	require.Zero(t, n, "CompleteTx committed the caller's transaction")
 	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
 	require.False(t, ran)
-	require.Error(t, err)
+	require.ErrorIs(t, err, jobguard.ErrInTransaction)
+}
+
+// Inside your own transaction, CompleteTx is a savepoint of it: the
+// completion commits with your writes or not at all. Finalize, whose result
+// says what committed, refuses the transaction instead.
+func ExampleGuard_CompleteTx_yourTransaction() {
+	tb, done := testenv.ExampleTB()
+	defer done()
+	env := testenv.New(tb)
+	jobs := fixture.Create(tb, env, fixture.Default)
+	env.Exec(`CREATE TABLE chapters (job_id uuid, title text)`)
+	ctx, pool, guard := context.Background(), env.Pool, jobs.Guard
+	exec := jobguard.Execution{JobID: jobs.Insert(tb, fixture.Job{Generation: 1}), Generation: 1}
+
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// Your own write, before the completion.
+		if _, err := tx.Exec(ctx, `INSERT INTO chapters VALUES ($1, 'outline')`, exec.JobID); err != nil {
+			return err
+		}
+		err := guard.CompleteTx(ctx, tx, exec, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO chapters VALUES ($1, 'week 1')`, exec.JobID)
+			return err
+		})
+		if err != nil {
+			return err // rolls back your write too
+		}
+		fmt.Println("written, not yet committed:", jobs.Read(tb, exec.JobID).Status)
+
+		_, err = guard.Finalize(ctx, tx, exec, jobguard.FinalizeSpec{})
+		fmt.Println("Finalize in a transaction:", errors.Is(err, jobguard.ErrInTransaction))
+		return nil
+	})
+	fmt.Println("committed:", jobs.Read(tb, exec.JobID).Status, err)
+	// Output:
+	// written, not yet committed: PROCESSING
+	// Finalize in a transaction: true
+	// committed: COMPLETED <nil>
 }

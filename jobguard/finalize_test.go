@@ -380,7 +380,9 @@ func TestFinalize_CallerTransactionThatRollsBackLeavesNothing(t *testing.T) {
 	require.Empty(t, metaKinds(t, jobs, id), "no metadata update may run before the completion commits")
 	require.False(t, hook.Load(), "Complete must not run for a completion that cannot be confirmed")
 	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
-	require.Error(t, err)
+	require.ErrorIs(t, err, jobguard.ErrInTransaction)
+	require.ErrorContains(t, err, "pgx.Tx")
+	require.False(t, jobguard.IsPermanent(err), "the job is untouched; only the call was wrong")
 }
 
 func TestFinalize_CallerHoldingTheJobRowIsNotWaitedOn(t *testing.T) {
@@ -421,7 +423,7 @@ func TestFinalize_CallerHoldingTheJobRowIsNotWaitedOn(t *testing.T) {
 		r = <-done
 		t.Fatalf("Finalize waited on the row its caller holds until its context ended: %v", r.err)
 	}
-	require.Error(t, r.err)
+	require.ErrorIs(t, r.err, jobguard.ErrInTransaction, "refused before any update could wait")
 	require.False(t, r.fin.Confirmed())
 	require.NoError(t, tx.Rollback(ctx))
 	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
@@ -449,7 +451,8 @@ func TestFinalize_ConnectionInsideATransactionIsRefused(t *testing.T) {
 			require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
 			require.False(t, fin.Completed())
 			require.False(t, fin.Confirmed())
-			require.Error(t, err)
+			require.ErrorIs(t, err, jobguard.ErrInTransaction)
+			require.ErrorContains(t, err, "a connection with a transaction open")
 		})
 	}
 }

@@ -288,7 +288,7 @@ func TestAccrue_FinalizeInsideCallerTransactionThatRollsBackBillsNothing(t *test
 	require.NoError(t, b.env.Pool.QueryRow(ctx, `SELECT count(*) FROM metadata`).Scan(&meta))
 	require.Zero(t, meta, "no metadata update for a completion that rolled back")
 	require.Equal(t, "PROCESSING", b.jobs.Read(t, id).Status)
-	require.Error(t, ferr)
+	require.ErrorIs(t, ferr, jobguard.ErrInTransaction)
 	require.False(t, fin.Confirmed(), "the completion never committed")
 	require.ErrorIs(t, aerr, usage.ErrNotConfirmed)
 }
@@ -347,5 +347,5 @@ func TestAccrue_ConnectionInsideATransactionIsRefused(t *testing.T) {
 	seconds, rows := b.billed(t)
 	require.Zero(t, seconds)
 	require.Zero(t, rows)
-	require.Error(t, err)
+	require.ErrorIs(t, err, jobguard.ErrInTransaction)
 }

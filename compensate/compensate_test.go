@@ -3,6 +3,7 @@ package compensate_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
 	"testing"
@@ -339,6 +340,10 @@ func TestNew_ValidatesConfig(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	unfenced := fixture.Create(t, b.env, fixture.NoGeneration)
+	// A table made by the first migration file alone.
+	first, err := fs.ReadFile(compensate.Migrations, "0001_job_artifacts.sql")
+	require.NoError(t, err)
+	b.env.Exec(strings.ReplaceAll(string(first), "job_artifacts", "first_artifacts"))
 	fns := map[string]compensate.Func{"file": b.files.compensate}
 	for want, cfg := range map[string]compensate.Config{
 		"Guard is nil":         {DB: b.env.Pool, Compensators: fns},
@@ -347,6 +352,8 @@ func TestNew_ValidatesConfig(t *testing.T) {
 		"Compensators":         {Guard: b.jobs.Guard, DB: b.env.Pool},
 		"Interval":             {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, Interval: -1},
 		"MaxPerSweep":          {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, MaxPerSweep: -1},
+		"RecheckAfter":         {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, RecheckAfter: -1},
+		"no column recheck_at": {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, Table: "first_artifacts"},
 		"Table":                {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, Table: strings.Repeat("x", 64)},
 		"does not exist":       {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, Table: "artifacts_elsewhere"},
 	} {

@@ -25,8 +25,9 @@ import (
 type objectStore struct {
 	dir string
 	// gate, when set, holds every removal until it is closed, with
-	// removing closed as the removal starts.
+	// removing closed as the first removal starts.
 	gate, removing chan struct{}
+	started        sync.Once
 }
 
 func (s *objectStore) path(ref string) string { return filepath.Join(s.dir, filepath.FromSlash(ref)) }
@@ -52,7 +53,7 @@ func (s *objectStore) read(t *testing.T, ref string) string {
 
 func (s *objectStore) remove(ctx context.Context, _ pgx.Tx, a compensate.Artifact) error {
 	if s.gate != nil {
-		close(s.removing)
+		s.started.Do(func() { close(s.removing) })
 		select {
 		case <-s.gate:
 		case <-ctx.Done():
@@ -169,15 +170,22 @@ func TestRecord_CompensatedArtifactTellsTheExecutionItLost(t *testing.T) {
 	// The execution, still running, records the object again before a
 	// retried upload.
 	err = lb.arts.Record(ctx, lb.env.Pool, exec, "object", ref)
-	require.Error(t, err, "the execution must learn that it lost its job before it uploads")
+	require.ErrorIs(t, err, compensate.ErrCompensated, "the execution must learn that it lost its job before it uploads")
 	require.True(t, jobguard.IsPermanent(err))
 	require.Equal(t, map[string]string{ref: "rejected"}, lb.states(t, exec), "owed again")
 
 	// It uploads anyway: the next sweep removes it.
 	lb.store.upload(t, ref, "late")
-	_, err = lb.arts.Compensate(ctx)
+	rep, err := lb.arts.Compensate(ctx)
 	require.NoError(t, err)
+	require.Equal(t, compensate.Report{Compensated: 1}, rep)
 	require.Empty(t, lb.store.read(t, ref))
+
+	// A live execution's second record of the same artifact is a no-op.
+	live := jobguard.Execution{JobID: lb.jobs.Insert(t, fixture.Job{Generation: 1}), Generation: 1}
+	require.NoError(t, lb.arts.Record(ctx, lb.env.Pool, live, "object", "live.mp4"))
+	require.NoError(t, lb.arts.Record(ctx, lb.env.Pool, live, "object", "live.mp4"))
+	require.Equal(t, map[string]string{"live.mp4": "pending"}, lb.states(t, live))
 }
 
 // sharedRef sets up a job whose first execution was reclaimed and whose
@@ -213,12 +221,15 @@ func TestSharedRef_RejectedOldExecutionSparesTheCompletedOutput(t *testing.T) {
 
 			// The stale execution's artifact is compensated: by its own
 			// rejected finalize, or by the sweep after it died.
+			var rep compensate.Report
 			if via == "finalize" {
 				_, err := lb.arts.Finalize(ctx, lb.env.Pool, stale, jobguard.FinalizeSpec{})
 				require.ErrorIs(t, err, jobguard.ErrJobTerminal)
+			} else {
+				rep, err = lb.arts.Compensate(ctx)
+				require.NoError(t, err)
+				require.Equal(t, compensate.Report{Rejected: 1, Spared: 1}, rep)
 			}
-			_, err = lb.arts.Compensate(ctx)
-			require.NoError(t, err)
 			lb.sweepLater(t)
 
 			require.Equal(t, "current", lb.store.read(t, ref), "compensating the stale execution deleted the completed job's output")
@@ -236,8 +247,9 @@ func TestSharedRef_LiveExecutionKeepsItUntilItIsRejectedItself(t *testing.T) {
 
 	// The current execution is still running when the stale one is
 	// compensated.
-	_, err := lb.arts.Compensate(ctx)
+	rep, err := lb.arts.Compensate(ctx)
 	require.NoError(t, err)
+	require.Equal(t, compensate.Report{Rejected: 1, Spared: 1}, rep)
 	require.Equal(t, map[string]string{ref: "done"}, lb.states(t, stale))
 	require.Equal(t, "current", lb.store.read(t, ref), "the live execution's upload was deleted under it")
 
@@ -296,4 +308,53 @@ func TestSharedRef_RecordWaitsForACompensationOfTheSameRef(t *testing.T) {
 	lb.sweepLater(t)
 	require.Equal(t, "current", lb.store.read(t, ref))
 	require.Equal(t, map[string]string{ref: "kept"}, lb.states(t, current))
+}
+
+func TestSharedRef_RecordInsideTransactionHoldsTheRefUntilItEnds(t *testing.T) {
+	t.Parallel()
+	for _, commit := range []bool{true, false} {
+		name := map[bool]string{true: "commit", false: "rollback"}[commit]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			lb := setupLate(t)
+			ctx := context.Background()
+			id := lb.jobs.Insert(t, fixture.Job{Generation: 1})
+			stale := jobguard.Execution{JobID: id, Generation: 1}
+			ref := "assets/" + id
+			require.NoError(t, lb.arts.Record(ctx, lb.env.Pool, stale, "object", ref))
+			lb.store.upload(t, ref, "stale")
+			require.NoError(t, lb.jobs.Guard.Fail(ctx, lb.env.Pool, stale, jobguard.ReclaimedReasonDefault))
+			gen, err := lb.jobs.Guard.Retry(ctx, lb.env.Pool, id)
+			require.NoError(t, err)
+			current := jobguard.Execution{JobID: id, Generation: gen}
+
+			// The current execution records the ref in its transaction,
+			// which is still open when the sweep comes by.
+			tx, err := lb.env.Pool.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+			require.NoError(t, lb.arts.Record(ctx, tx, current, "object", ref))
+			rep, err := lb.arts.Compensate(ctx)
+			require.NoError(t, err)
+			require.Equal(t, compensate.Report{Rejected: 1}, rep, "neither undone nor spared while the record is undecided")
+			require.Equal(t, map[string]string{ref: "rejected"}, lb.states(t, stale))
+
+			if commit {
+				require.NoError(t, tx.Commit(ctx))
+				lb.store.upload(t, ref, "current")
+			} else {
+				require.NoError(t, tx.Rollback(ctx))
+			}
+			rep, err = lb.arts.Compensate(ctx)
+			require.NoError(t, err)
+			if commit {
+				require.Equal(t, compensate.Report{Spared: 1}, rep)
+				require.Equal(t, "current", lb.store.read(t, ref))
+			} else {
+				require.Equal(t, compensate.Report{Compensated: 1}, rep)
+				require.Empty(t, lb.store.read(t, ref))
+			}
+			require.Equal(t, map[string]string{ref: "done"}, lb.states(t, stale))
+		})
+	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/internal/ident"
@@ -22,7 +24,18 @@ const (
 	IntervalDefault = time.Minute
 	// MaxPerSweepDefault bounds how many artifacts one sweep compensates.
 	MaxPerSweepDefault = 1000
+	// RecheckAfterDefault is how long after its compensation an artifact is
+	// compensated once more.
+	RecheckAfterDefault = 15 * time.Minute
 )
+
+// ErrCompensated is Record's refusal of an artifact that was compensated
+// already, or is owed compensation: its execution lost its job (or was
+// given up), so whatever it creates now belongs to no job. Record marks the
+// artifact owed again, so that if it is created anyway the next sweep
+// removes it; stop the execution instead. It wraps jobguard.ErrJobTerminal,
+// so jobguard.IsPermanent reports true.
+var ErrCompensated = fmt.Errorf("compensate: artifact already compensated: %w", jobguard.ErrJobTerminal)
 
 // Artifact is one thing an execution created before its completion: a file,
 // a storage object, a row.
@@ -41,10 +54,12 @@ type Artifact struct {
 
 // Func undoes one artifact. tx is the transaction that marks the artifact
 // done: undo a row through it, and the undo and the mark commit together.
-// Anything outside the database (deleting a file, an object) must be
-// idempotent: if the commit fails after it, the artifact is compensated
-// again by a later sweep. A non-nil error rolls back what fn wrote through
-// tx and leaves the artifact owed, to be retried by the next sweep.
+// It must be idempotent, in the database and outside it (deleting a file,
+// an object): every artifact is compensated a second time, RecheckAfter
+// after the first, and again whenever its execution is found to have
+// stopped after a sweep compensated it; a missing thing is done. A non-nil
+// error rolls back what fn wrote through tx and leaves the artifact owed,
+// to be retried by the next sweep.
 type Func func(ctx context.Context, tx pgx.Tx, a Artifact) error
 
 // Config configures Artifacts.
@@ -53,8 +68,12 @@ type Config struct {
 	// without one the artifacts of two executions of a job cannot be told
 	// apart. Required.
 	Guard *jobguard.Guard
-	// DB runs compensation and sweeps; a *pgxpool.Pool. Required.
-	DB jobguard.DB
+	// DB runs compensation and sweeps, from Run's goroutine and from every
+	// caller of Finalize and CompensateExecution at once, each compensation
+	// in a short transaction of its own that must commit before the
+	// artifact counts as done: a pool, never a caller's transaction.
+	// Required.
+	DB *pgxpool.Pool
 	// Compensators undo artifacts, by kind. Record refuses a kind that has
 	// none. Required: at least one.
 	Compensators map[string]Func
@@ -68,6 +87,13 @@ type Config struct {
 	// MaxPerSweep bounds the artifacts one sweep compensates. Defaults to
 	// MaxPerSweepDefault.
 	MaxPerSweep int
+	// RecheckAfter is how long after compensating an artifact the sweep
+	// compensates it once more. The execution that recorded it may still
+	// create it after the first compensation: an upload that outlived its
+	// client's timeout, a worker that never learned it lost the job. Make it
+	// longer than the longest write a worker can leave in flight. Defaults
+	// to RecheckAfterDefault.
+	RecheckAfter time.Duration
 	// Logger receives compensation failures and sweep reports. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
@@ -90,13 +116,17 @@ type Artifacts struct {
 
 // statements are built once by New.
 type statements struct {
-	record  string // $1 job_id, $2 generation, $3 kind, $4 ref, $5 now
+	record  string // $1 job_id, $2 generation, $3 kind, $4 ref, $5 now → state, when new or owed again
 	keep    string // $1 job_id, $2 generation, $3 now
 	reject  string // $1 job_id, $2 generation, $3 now, $4 completed
 	settle  string // $1 now, $2 completed → kept (sweep)
 	promote string // $1 now, $2 failed → rejected (sweep)
-	next    string // $1 after id, $2 job_id or NULL, $3 generation or NULL → one owed artifact, locked
-	done    string // $1 id, $2 now
+	owed    string // $1 after id, $2 job_id or NULL, $3 generation or NULL → one owed artifact, locked
+	due     string // $1 after id, $2 now → one artifact whose recheck is due, locked
+	lock    string // $1 kind, $2 ref → whether this transaction now holds the ref's lock
+	held    string // $1 kind, $2 ref, $3 id → whether another execution may complete with the ref, or did
+	done    string // $1 id, $2 now, $3 recheck_at or NULL
+	spare   string // $1 id, $2 now
 	retry   string // $1 id, $2 now, $3 error
 }
 
@@ -118,6 +148,8 @@ func New(ctx context.Context, cfg Config) (*Artifacts, error) {
 		return nil, fmt.Errorf("compensate: new: Interval %v is negative", cfg.Interval)
 	case cfg.MaxPerSweep < 0:
 		return nil, fmt.Errorf("compensate: new: MaxPerSweep %d is negative", cfg.MaxPerSweep)
+	case cfg.RecheckAfter < 0:
+		return nil, fmt.Errorf("compensate: new: RecheckAfter %v is negative", cfg.RecheckAfter)
 	}
 	for kind, fn := range cfg.Compensators {
 		if kind == "" || fn == nil {
@@ -137,6 +169,9 @@ func New(ctx context.Context, cfg Config) (*Artifacts, error) {
 	if cfg.MaxPerSweep == 0 {
 		cfg.MaxPerSweep = MaxPerSweepDefault
 	}
+	if cfg.RecheckAfter == 0 {
+		cfg.RecheckAfter = RecheckAfterDefault
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -149,6 +184,15 @@ func New(ctx context.Context, cfg Config) (*Artifacts, error) {
 	}
 	if !exists {
 		return nil, fmt.Errorf("compensate: new: Table: %s does not exist (apply Migration)", art)
+	}
+	var recheck bool
+	err = cfg.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute`+
+		` WHERE attrelid = to_regclass($1) AND attname = 'recheck_at' AND NOT attisdropped)`, art).Scan(&recheck)
+	if err != nil {
+		return nil, fmt.Errorf("compensate: new: %w", err)
+	}
+	if !recheck {
+		return nil, fmt.Errorf("compensate: new: Table: %s has no column recheck_at (apply every file of Migrations)", art)
 	}
 	jt := cfg.Guard.Table()
 	var idType string
@@ -176,19 +220,33 @@ func buildStatements(cfg Config, idType string) statements {
 	norm := func(n int) string { return fmt.Sprintf(`$%d::text::%s::text`, n, idType) }
 
 	var s statements
+	// Recording an artifact and compensating one take the same transaction
+	// lock on its kind and ref, so that one execution never records (and
+	// then creates) a thing while another's compensation is removing it.
+	// The lock class keeps these locks apart per artifacts table.
+	refLock := func(fn string, kind, ref int) string {
+		return fmt.Sprintf(`%s(%d, hashtext($%d::text || '/' || $%d::text))`, fn, lockClass(art), kind, ref)
+	}
 	// The job id is stored as the id column prints it, so that one job is
 	// always one key (a uuid in any case), and an id of the wrong type is
-	// refused by the cast.
-	s.record = fmt.Sprintf(`INSERT INTO %s (job_id, generation, kind, ref, created_at, updated_at)`+
-		` VALUES (%s, $2, $3, $4, $5, $5) ON CONFLICT (job_id, generation, kind, ref) DO NOTHING`,
-		art, norm(1))
+	// refused by the cast. Recording an artifact that was compensated, or
+	// is owed compensation, marks it owed again and returns it: its
+	// execution lost its job and is about to create it anyway. No row comes
+	// back for an artifact recorded before that may still be kept.
+	s.record = fmt.Sprintf(`WITH l AS (SELECT %s) INSERT INTO %s AS a (job_id, generation, kind, ref, created_at, updated_at)`+
+		` SELECT %s, $2, $3, $4, $5, $5 FROM l ON CONFLICT (job_id, generation, kind, ref) DO UPDATE`+
+		` SET state = 'rejected', recheck_at = NULL, updated_at = $5 WHERE a.state IN ('done', 'rejected')`+
+		` RETURNING a.state`,
+		refLock("pg_advisory_xact_lock", 3, 4), art, norm(1))
 	s.keep = `UPDATE ` + art + ` SET state = 'kept', updated_at = $3` +
 		` WHERE job_id = ` + norm(1) + ` AND generation = $2 AND state = 'pending'`
 	// A rejected completion owes compensation for the execution's artifacts,
 	// unless the job row shows this very execution completed (a finalize
-	// retried after a lost commit acknowledgement).
-	s.reject = fmt.Sprintf(`UPDATE %s a SET state = 'rejected', updated_at = $3`+
-		` WHERE a.job_id = %s AND a.generation = $2 AND a.state = 'pending'`+
+	// retried after a lost commit acknowledgement). Those compensated
+	// already are owed again: the execution may have created them after
+	// that compensation, and this is its last word.
+	s.reject = fmt.Sprintf(`UPDATE %s a SET state = 'rejected', recheck_at = NULL, updated_at = $3`+
+		` WHERE a.job_id = %s AND a.generation = $2 AND a.state IN ('pending', 'done')`+
 		` AND NOT EXISTS (SELECT 1 FROM %s j WHERE %s AND j.%s::int8 = a.generation AND j.%s::text = $4)`,
 		art, norm(1), jobs, match, jgen, jstatus)
 	// The sweep settles pending artifacts whose execution is decided: kept
@@ -205,24 +263,50 @@ func buildStatements(cfg Config, idType string) statements {
 	}
 	s.settle = settle("kept", fmt.Sprintf(`j.%s::int8 = a.generation AND j.%s::text = $2`, jgen, jstatus))
 	s.promote = settle("rejected", fmt.Sprintf(`(j.%s::int8 <> a.generation OR j.%s::text = $2)`, jgen, jstatus))
-	s.next = `SELECT id, job_id, generation, kind, ref, attempts FROM ` + art +
+	const cols = `id, job_id, generation, kind, ref, attempts`
+	s.owed = `SELECT ` + cols + ` FROM ` + art +
 		` WHERE state = 'rejected' AND id > $1` +
 		` AND ($2::text IS NULL OR (job_id = ` + norm(2) + ` AND generation = $3::int8))` +
 		` ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
-	s.done = `UPDATE ` + art + ` SET state = 'done', attempts = attempts + 1, last_error = NULL, updated_at = $2` +
-		` WHERE id = $1 AND state = 'rejected'`
-	s.retry = `UPDATE ` + art + ` SET attempts = attempts + 1, last_error = $3, updated_at = $2` +
-		` WHERE id = $1 AND state = 'rejected'`
+	s.due = `SELECT ` + cols + ` FROM ` + art +
+		` WHERE state = 'done' AND recheck_at IS NOT NULL AND id > $1 AND recheck_at <= $2` +
+		` ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
+	s.lock = `SELECT ` + refLock("pg_try_advisory_xact_lock", 1, 2)
+	// Another execution holds the thing while its artifact may still be
+	// kept (pending) or was (kept): the thing is its output now.
+	s.held = `SELECT EXISTS (SELECT 1 FROM ` + art +
+		` WHERE kind = $1 AND ref = $2 AND id <> $3 AND state IN ('pending', 'kept'))`
+	s.done = `UPDATE ` + art + ` SET state = 'done', attempts = attempts + 1, last_error = NULL, recheck_at = $3,` +
+		` updated_at = $2 WHERE id = $1 AND state IN ('rejected', 'done')`
+	s.spare = `UPDATE ` + art + ` SET state = 'done', last_error = NULL, recheck_at = NULL, updated_at = $2` +
+		` WHERE id = $1 AND state IN ('rejected', 'done')`
+	// A failed compensation, first or second, leaves the artifact owed.
+	s.retry = `UPDATE ` + art + ` SET state = 'rejected', attempts = attempts + 1, last_error = $3, recheck_at = NULL,` +
+		` updated_at = $2 WHERE id = $1 AND state IN ('rejected', 'done')`
 	return s
 }
 
 // Record tags an artifact with the execution that created it, before the
 // execution completes. When the artifact is a row, pass the transaction
-// that inserts it, so that the row and its record commit together; a file
-// or object is recorded before it is created, so that a crash in between
-// leaves a record of something that may not exist (compensators treat a
-// missing artifact as done) rather than an untracked file. Recording the
-// same artifact twice is a no-op.
+// (the pgx.Tx) that inserts it, so that the row and its record commit
+// together, and roll back together; a file or object is recorded before it
+// is created, so that a crash in between leaves a record of something that
+// may not exist (compensators treat a missing artifact as done) rather than
+// an untracked file.
+//
+// Recording the same artifact twice is a no-op while its execution may
+// still complete. Once the artifact has been compensated, or is owed
+// compensation, Record returns ErrCompensated: the execution lost its job,
+// and should not create the thing. The artifact is owed again, so that if
+// it is created anyway the next sweep removes it.
+//
+// Record waits while a compensation of the same kind and ref (another
+// execution's) is running, so that nothing it is about to create is
+// removed by a compensation that began before it. Inside your transaction
+// it holds that ref until you commit, and a compensation of it is left for
+// a later sweep. Give each execution refs of its own (put the generation in
+// a path) where you can: two executions that create the same thing may
+// overwrite each other's content, which no record can undo.
 func (a *Artifacts) Record(ctx context.Context, db jobguard.DB, exec jobguard.Execution, kind, ref string) error {
 	if _, ok := a.cfg.Compensators[kind]; !ok {
 		return fmt.Errorf("compensate: record: no compensator for kind %q", kind)
@@ -230,9 +314,26 @@ func (a *Artifacts) Record(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 	if exec.JobID == "" {
 		return fmt.Errorf("compensate: record: %w: job id is empty", jobguard.ErrInvalidJobID)
 	}
-	// Zero rows means the artifact was recorded before: the same outcome.
-	if _, err := db.Exec(ctx, a.sql.record, exec.JobID, exec.Generation, kind, ref, a.cfg.Now()); err != nil {
+	var state string
+	err := db.QueryRow(ctx, a.sql.record, exec.JobID, exec.Generation, kind, ref, a.cfg.Now()).Scan(&state)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil // recorded before, by an execution that may still complete
+	case err != nil:
 		return fmt.Errorf("compensate: record: %w", err)
+	case state == "rejected":
+		return fmt.Errorf("compensate: record: %w: %s %q of job %s generation %d is owed again",
+			ErrCompensated, kind, ref, exec.JobID, exec.Generation)
 	}
 	return nil
+}
+
+// lockClass is the first key of the transaction locks on an artifacts
+// table's refs: a hash of the table's quoted name, so that two tables do
+// not share locks. (Advisory locks keyed by one bigint, like the
+// reclaimer's leader lock, are another key space.)
+func lockClass(table string) int32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(table))
+	return int32(h.Sum32())
 }

@@ -3,6 +3,7 @@ package compensate_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
 	"testing"
@@ -339,6 +340,10 @@ func TestNew_ValidatesConfig(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	unfenced := fixture.Create(t, b.env, fixture.NoGeneration)
+	// A table made by the first migration file alone.
+	first, err := fs.ReadFile(compensate.Migrations, "0001_job_artifacts.sql")
+	require.NoError(t, err)
+	b.env.Exec(strings.ReplaceAll(string(first), "job_artifacts", "first_artifacts"))
 	fns := map[string]compensate.Func{"file": b.files.compensate}
 	for want, cfg := range map[string]compensate.Config{
 		"Guard is nil":         {DB: b.env.Pool, Compensators: fns},
@@ -347,6 +352,8 @@ func TestNew_ValidatesConfig(t *testing.T) {
 		"Compensators":         {Guard: b.jobs.Guard, DB: b.env.Pool},
 		"Interval":             {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, Interval: -1},
 		"MaxPerSweep":          {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, MaxPerSweep: -1},
+		"RecheckAfter":         {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, RecheckAfter: -1},
+		"no column recheck_at": {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, Table: "first_artifacts"},
 		"Table":                {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, Table: strings.Repeat("x", 64)},
 		"does not exist":       {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, Table: "artifacts_elsewhere"},
 	} {
@@ -372,4 +379,25 @@ func assertNoError(t *testing.T, err error) bool {
 		return false
 	}
 	return true
+}
+
+func TestFinalize_CallerTransactionKeepsAndCompensatesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	exec := jobguard.Execution{JobID: b.jobs.Insert(t, fixture.Job{Generation: 1}), Generation: 1}
+	file, asset := b.produce(t, exec)
+	tx, err := b.env.Pool.Begin(ctx)
+	require.NoError(t, err)
+
+	fin, err := b.arts.Finalize(ctx, tx, exec, jobguard.FinalizeSpec{})
+	require.NoError(t, tx.Rollback(ctx))
+
+	require.False(t, fin.Confirmed(), "confirmed, and then the caller rolled back")
+	require.False(t, fin.Rejected(), "nothing was decided")
+	require.ErrorIs(t, err, jobguard.ErrInTransaction)
+	require.Equal(t, map[string]string{file: "pending", asset: "pending"}, b.states(t, exec))
+	require.Empty(t, b.files.undoneRefs())
+	require.True(t, b.assetExists(t, asset))
+	require.Equal(t, "PROCESSING", b.jobs.Read(t, exec.JobID).Status)
 }

@@ -11,6 +11,11 @@
 //
 //   - Record of a row artifact takes the caller's transaction, so the row
 //     and its record commit together.
+//   - Inside your transaction: Record joins it (that is its point for a
+//     row); Finalize refuses it with jobguard.ErrInTransaction, as
+//     Guard.Finalize does, and keeps or compensates nothing; compensation
+//     and sweeps run on Config.DB, a pool, each artifact in a transaction
+//     of its own, so an artifact is done only once its undo committed.
 //   - Finalize marks the execution's artifacts kept in the same transaction
 //     as the completion: kept artifacts are never compensated.
 //   - When the completion is rejected, Finalize compensates exactly that
@@ -19,10 +24,27 @@
 //   - A compensator that fails leaves its artifact owed; Compensate (or
 //     Run) retries it. Each artifact is compensated under its row lock in
 //     its own short transaction (FOR UPDATE SKIP LOCKED), so any number of
-//     sweepers can run at once and a done artifact is never compensated
-//     again. A compensator that undoes a row through the given transaction
-//     is exactly once; an external undo (deleting a file) is repeated only
-//     if the commit after it fails, so it must be idempotent.
+//     sweepers can run at once and never compensate one artifact at the
+//     same time.
+//   - A thing created after its compensation is removed too. The sweep may
+//     compensate an artifact before its execution, still running, creates
+//     it (the upload was on its way when the job was reclaimed). So every
+//     compensated artifact is compensated once more, Config.RecheckAfter
+//     later; a rejected Finalize, and CompensateExecution, compensate the
+//     execution's artifacts again at once, since the execution has stopped;
+//     and Record refuses an artifact that was compensated already with
+//     ErrCompensated, so the execution learns it lost the job before it
+//     creates the thing. Compensators therefore run more than once per
+//     artifact and must be idempotent (a missing file is done; a row
+//     deleted by id is gone).
+//   - One execution's compensation never removes what another may keep.
+//     When two executions record the same kind and ref (a path per job
+//     rather than per execution, an upserted row), an artifact is not
+//     undone while another execution's artifact of that ref may still be
+//     kept, or was: it is marked done and counted Spared. Record and
+//     compensation hold a transaction lock on the ref, so a thing is never
+//     recorded, then created, while another execution's compensation is
+//     removing it.
 //   - The sweep also settles executions that never called Finalize (the
 //     worker crashed): pending artifacts are kept once their job is
 //     COMPLETED at their generation, and owed once their job is FAILED or at
@@ -39,6 +61,16 @@
 //     uuid in any case is one job) and refuses one that column cannot hold;
 //     the sweep finds each artifact's job through the primary key.
 //   - Failed compensations are retried every sweep, with no backoff.
+//   - A thing that a lost execution creates more than RecheckAfter after
+//     its last compensation, without recording it again, stays: nothing
+//     tells the sweep to look once more. Set RecheckAfter beyond the
+//     longest write a worker can leave in flight.
+//   - Two executions that create the same thing can overwrite each other's
+//     content: a late execution's upload can replace the output that a
+//     newer one completed with, and sparing it keeps the late content. Give
+//     each execution refs of its own (put the generation in a path), or
+//     make the thing carry its owner (a row's job id and generation) and
+//     the compensator conditional on it.
 //
 // Why a package of its own: artifacts are a second table with their own
 // lifecycle and a background sweep, which package jobguard, a set of
@@ -56,8 +88,11 @@
 //			},
 //		},
 //	})
-//	// before creating the file:
-//	err = arts.Record(ctx, pool, exec, "file", path)
+//	// before creating the file, at a path of this execution's own:
+//	path := fmt.Sprintf("videos/%s-g%d.mp4", videoID, exec.Generation)
+//	if err := arts.Record(ctx, pool, exec, "file", path); err != nil {
+//		return err // ErrCompensated: the job was lost; do not create it
+//	}
 //	// instead of guard.Finalize:
 //	fin, err := arts.Finalize(ctx, pool, exec, spec)
 //	// beside the reclaimer:

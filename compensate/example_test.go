@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -55,5 +56,60 @@ func ExampleArtifacts_Finalize() {
 	// Output:
 	// remove videos/v1.mp4
 	// rejected: true true
-	// {Kept:0 Rejected:0 Compensated:0 Failed:0} <nil>
+	// {Kept:0 Rejected:0 Compensated:0 Rechecked:0 Spared:0 Failed:0} <nil>
+}
+
+// A reclaimed execution whose object the sweep already removed learns it
+// from Record, before it uploads the object again; and an object it left
+// in flight is removed by the second compensation, RecheckAfter later.
+func ExampleArtifacts_Record() {
+	tb, done := testenv.ExampleTB()
+	defer done()
+	env := testenv.New(tb)
+	jobs := fixture.Create(tb, env, fixture.Default)
+	env.Exec(compensate.Migration)
+	ctx, pool := context.Background(), env.Pool
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+	arts, err := compensate.New(ctx, compensate.Config{
+		Guard: jobs.Guard, DB: pool, RecheckAfter: 10 * time.Minute,
+		Now: func() time.Time { return now },
+		Compensators: map[string]compensate.Func{
+			"object": func(ctx context.Context, _ pgx.Tx, a compensate.Artifact) error {
+				fmt.Println("delete", a.Ref) // idempotent: a missing object is done
+				return nil
+			},
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	exec := jobguard.Execution{JobID: jobs.Insert(tb, fixture.Job{Generation: 1}), Generation: 1}
+	ref := "videos/v1-g1.mp4" // the generation in the name: refs of its own
+	_ = arts.Record(ctx, pool, exec, "object", ref)
+
+	// The job is reclaimed while the upload is on its way; the sweep
+	// removes what there is.
+	_ = jobs.Guard.Fail(ctx, pool, exec, jobguard.ReclaimedReasonDefault)
+	rep, _ := arts.Compensate(ctx)
+	fmt.Printf("first sweep: %+v\n", rep)
+
+	// The execution retries its upload, recording first.
+	err = arts.Record(ctx, pool, exec, "object", ref)
+	fmt.Println("record:", errors.Is(err, compensate.ErrCompensated), jobguard.IsPermanent(err))
+	rep, _ = arts.Compensate(ctx) // owed again, in case it uploads anyway
+	fmt.Printf("next sweep: %+v\n", rep)
+
+	now = now.Add(10 * time.Minute)
+	rep, _ = arts.Compensate(ctx)
+	fmt.Printf("ten minutes on: %+v\n", rep)
+	// Output:
+	// delete videos/v1-g1.mp4
+	// first sweep: {Kept:0 Rejected:1 Compensated:1 Rechecked:0 Spared:0 Failed:0}
+	// record: true true
+	// delete videos/v1-g1.mp4
+	// next sweep: {Kept:0 Rejected:0 Compensated:1 Rechecked:0 Spared:0 Failed:0}
+	// delete videos/v1-g1.mp4
+	// ten minutes on: {Kept:0 Rejected:0 Compensated:0 Rechecked:1 Spared:0 Failed:0}
 }

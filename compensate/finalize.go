@@ -17,13 +17,20 @@ import (
 //     only if the completion commits, and are never compensated afterwards;
 //   - when the completion is rejected (ErrJobTerminal: reclaimed, finished,
 //     superseded, gone), the compensator of each kind is called for exactly
-//     this execution's artifacts before Finalize returns. Those that fail
-//     stay owed and are retried by Compensate; the failures are logged, and
-//     the returned error is Finalize's own.
+//     this execution's artifacts before Finalize returns, including those a
+//     sweep compensated before the execution created them (see
+//     CompensateExecution). Those that fail stay owed and are retried by
+//     Compensate; the failures are logged, and the returned error is
+//     Finalize's own.
 //
 // Artifacts are kept when the completion is written even if a metadata
 // update then fails: the job is COMPLETED and its outputs are in use, so the
 // remedy is to re-run the update, not to delete what it points to.
+//
+// Like Guard.Finalize, it refuses a caller's transaction (a pgx.Tx, or a
+// connection with one open) with jobguard.ErrInTransaction before anything
+// runs: nothing is kept and nothing is compensated, since the execution's
+// outcome is not decided.
 func (a *Artifacts) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Execution, spec jobguard.FinalizeSpec) (jobguard.Finalized, error) {
 	complete := spec.Complete
 	spec.Complete = func(ctx context.Context, tx pgx.Tx) error {
@@ -51,10 +58,14 @@ func (a *Artifacts) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.
 	return fin, err
 }
 
-// CompensateExecution marks the pending artifacts of exec owed, unless the
-// job row shows exec completed, and compensates them now. Call it when you
-// learn by other means that exec lost its job (a heartbeat or a Fail that
-// returned ErrJobTerminal); Finalize calls it on a rejected completion.
+// CompensateExecution marks the artifacts of exec owed, unless the job row
+// shows exec completed, and compensates them now: those still pending, and
+// those a sweep compensated already, since exec may have created them
+// after that (it called CompensateExecution because it has stopped). Call
+// it when you learn by other means that exec lost its job (a heartbeat or a
+// Fail that returned ErrJobTerminal); Finalize calls it on a rejected
+// completion. It runs on Config.DB, each compensation in a transaction of
+// its own, never in a caller's.
 func (a *Artifacts) CompensateExecution(ctx context.Context, exec jobguard.Execution) (Report, error) {
 	var rep Report
 	tag, err := a.cfg.DB.Exec(ctx, a.sql.reject, exec.JobID, exec.Generation, a.cfg.Now(),
@@ -63,6 +74,6 @@ func (a *Artifacts) CompensateExecution(ctx context.Context, exec jobguard.Execu
 		return rep, fmt.Errorf("compensate: execution %s/%d: %w", exec.JobID, exec.Generation, err)
 	}
 	rep.Rejected = int(tag.RowsAffected())
-	err = a.drain(ctx, &exec, &rep)
+	_, err = a.drain(ctx, passOwed, &exec, a.cfg.MaxPerSweep, &rep)
 	return rep, err
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/compensate"
@@ -82,7 +83,7 @@ func setup(t *testing.T, v ...fixture.Variant) *bundle {
 }
 
 // newArtifacts is another process's view of the same table.
-func (b *bundle) newArtifacts(t *testing.T, db jobguard.DB) *compensate.Artifacts {
+func (b *bundle) newArtifacts(t *testing.T, db *pgxpool.Pool) *compensate.Artifacts {
 	t.Helper()
 	arts, err := compensate.New(context.Background(), compensate.Config{
 		Guard: b.jobs.Guard, DB: db,

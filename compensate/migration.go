@@ -13,7 +13,7 @@ var migrationFiles embed.FS
 // (job_artifacts), named in the order they apply. Each file is plain SQL
 // that can be run more than once, so any migration tool can take them as
 // they are. A table under another name needs the same columns and unique
-// key.
+// key: apply every file, replacing the table's name.
 //
 // Migration is the SQL of every file in Migrations, in order, as one string
 // for callers that just want to Exec it.

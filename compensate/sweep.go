@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobguard/jobguard/jobguard"
 )
@@ -22,21 +21,74 @@ type Report struct {
 	Rejected int
 	// Compensated counts artifacts undone and marked done.
 	Compensated int
+	// Rechecked counts artifacts undone a second time, RecheckAfter after
+	// the first, for what their execution still had in flight then.
+	Rechecked int
+	// Spared counts owed artifacts left in place, not undone, because
+	// another execution recorded the same kind and ref and may still
+	// complete with it, or did: the thing is that execution's output.
+	Spared int
 	// Failed counts compensation attempts that failed (including kinds with
 	// no compensator); those artifacts stay owed.
 	Failed int
 }
 
+// pass is what a compensation undoes: an owed artifact, or one compensated
+// before whose second compensation is due.
+type pass int
+
+const (
+	passOwed pass = iota
+	passRecheck
+)
+
+// decision is what a compensation does with the artifact it has locked.
+type decision int
+
+const (
+	// undoIt: no other execution holds the ref; run the compensator.
+	undoIt decision = iota
+	// spareIt: another execution's artifact of the ref may still be kept,
+	// or was: the thing is its output. Mark ours done, leave the thing.
+	spareIt
+	// leaveIt: an execution is recording the ref right now, or holds it in
+	// an open transaction. Leave both; a later sweep sees its record.
+	leaveIt
+)
+
+// decide is the rule for one locked artifact. refLocked: this compensation
+// holds the ref's lock against Record; heldElsewhere (read only once
+// refLocked): another execution's artifact of the ref is pending or kept.
+func decide(refLocked, heldElsewhere bool) decision {
+	switch {
+	case !refLocked:
+		return leaveIt
+	case heldElsewhere:
+		return spareIt
+	default:
+		return undoIt
+	}
+}
+
 // Compensate runs one sweep: it settles pending artifacts whose execution is
 // decided — kept when the job was completed by that execution, owed when the
-// job failed or a newer generation owns it — and then compensates owed
-// artifacts, oldest first, up to MaxPerSweep.
+// job failed or a newer generation owns it — then compensates owed
+// artifacts, oldest first, and then those compensated RecheckAfter ago or
+// more, once more: their execution may have created them after the first
+// compensation. Up to MaxPerSweep compensations in all.
+//
+// An artifact is not undone while another execution's artifact of the
+// same kind and ref may still be kept, or was: it is marked done and
+// counted Spared. An artifact whose ref an execution is recording at that
+// moment is left for the next sweep.
 //
 // Each artifact is compensated in its own short transaction that holds its
 // row lock (FOR UPDATE SKIP LOCKED), so sweeps in several processes, and
 // Finalize's own compensation, never compensate one artifact at the same
-// time, and a done artifact is never compensated again. It can run beside
-// the reclaimer: it reads the jobs table, never writes it.
+// time; a done artifact is compensated again only by its one recheck, or
+// when its execution is found to have stopped (see CompensateExecution).
+// It can run beside the reclaimer: it reads the jobs table, never writes
+// it.
 func (a *Artifacts) Compensate(ctx context.Context) (Report, error) {
 	var rep Report
 	now := a.cfg.Now()
@@ -51,7 +103,10 @@ func (a *Artifacts) Compensate(ctx context.Context) (Report, error) {
 		return rep, fmt.Errorf("compensate: sweep: reject: %w", err)
 	}
 	rep.Rejected = int(tag.RowsAffected())
-	err = a.drain(ctx, nil, &rep)
+	n, err := a.drain(ctx, passOwed, nil, a.cfg.MaxPerSweep, &rep)
+	if err == nil {
+		_, err = a.drain(ctx, passRecheck, nil, a.cfg.MaxPerSweep-n, &rep)
+	}
 	return rep, err
 }
 
@@ -76,41 +131,45 @@ func (a *Artifacts) Run(ctx context.Context) error {
 	}
 }
 
-// drain compensates owed artifacts (of exec only, when exec is not nil) one
-// at a time until none is left, MaxPerSweep is reached or the database
-// fails. Every artifact is visited at most once per call, so one that keeps
-// failing cannot stall the rest.
-func (a *Artifacts) drain(ctx context.Context, exec *jobguard.Execution, rep *Report) error {
+// drain makes up to max compensations of one pass (of exec's artifacts
+// only, when exec is not nil), one at a time, until none is left or the
+// database fails, and returns how many artifacts it visited. Every
+// artifact is visited at most once per call, so one that keeps failing
+// cannot stall the rest.
+func (a *Artifacts) drain(ctx context.Context, p pass, exec *jobguard.Execution, max int, rep *Report) (int, error) {
 	var after int64
-	for n := 0; n < a.cfg.MaxPerSweep; n++ {
-		art, found, err := a.compensateNext(ctx, after, exec, rep)
-		if err != nil {
-			return err
-		}
-		if !found {
-			return nil
+	for n := 0; n < max; n++ {
+		art, found, err := a.compensateNext(ctx, p, after, exec, rep)
+		if err != nil || !found {
+			return n, err
 		}
 		after = art.ID
 	}
-	return nil
+	return max, nil
 }
 
-// compensateNext locks the next owed artifact after the given id, runs its
-// compensator and records the outcome, all in one transaction.
-func (a *Artifacts) compensateNext(ctx context.Context, after int64, exec *jobguard.Execution, rep *Report) (Artifact, bool, error) {
+// compensateNext locks the next artifact of pass p after the given id,
+// runs its compensator and records the outcome, all in one transaction.
+func (a *Artifacts) compensateNext(ctx context.Context, p pass, after int64, exec *jobguard.Execution, rep *Report) (Artifact, bool, error) {
 	tx, err := a.cfg.DB.Begin(ctx)
 	if err != nil {
 		return Artifact{}, false, fmt.Errorf("compensate: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
-	var jobID *string
-	var gen *int64
-	if exec != nil {
-		jobID, gen = &exec.JobID, &exec.Generation
+	now := a.cfg.Now()
+	var row pgx.Row
+	if p == passRecheck {
+		row = tx.QueryRow(ctx, a.sql.due, after, now)
+	} else {
+		var jobID *string
+		var gen *int64
+		if exec != nil {
+			jobID, gen = &exec.JobID, &exec.Generation
+		}
+		row = tx.QueryRow(ctx, a.sql.owed, after, jobID, gen)
 	}
 	var art Artifact
-	err = tx.QueryRow(ctx, a.sql.next, after, jobID, gen).Scan(
-		&art.ID, &art.JobID, &art.Generation, &art.Kind, &art.Ref, &art.Attempts)
+	err = row.Scan(&art.ID, &art.JobID, &art.Generation, &art.Kind, &art.Ref, &art.Attempts)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Artifact{}, false, nil
 	}
@@ -118,34 +177,80 @@ func (a *Artifacts) compensateNext(ctx context.Context, after int64, exec *jobgu
 		return Artifact{}, false, fmt.Errorf("compensate: next artifact: %w", err)
 	}
 
-	undoErr := a.undo(ctx, tx, art)
-	var tag pgconn.CommandTag
-	if undoErr == nil {
-		tag, err = tx.Exec(ctx, a.sql.done, art.ID, a.cfg.Now())
-	} else {
-		tag, err = tx.Exec(ctx, a.sql.retry, art.ID, a.cfg.Now(), undoErr.Error())
+	// Hold the ref against Record until this transaction ends. The other
+	// records are read in a statement of their own, after the lock, so
+	// that every record committed before it is seen.
+	var locked, held bool
+	if err := tx.QueryRow(ctx, a.sql.lock, art.Kind, art.Ref).Scan(&locked); err != nil {
+		return art, false, fmt.Errorf("compensate: artifact %d: lock ref: %w", art.ID, err)
 	}
+	if locked {
+		if err := tx.QueryRow(ctx, a.sql.held, art.Kind, art.Ref, art.ID).Scan(&held); err != nil {
+			return art, false, fmt.Errorf("compensate: artifact %d: read its ref's other records: %w", art.ID, err)
+		}
+	}
+	switch decide(locked, held) {
+	case leaveIt:
+		a.log.DebugContext(ctx, "compensate: ref being recorded; left for the next sweep", artAttrs(art)...)
+		return art, true, nil
+	case spareIt:
+		if err := a.finish(ctx, tx, art, a.sql.spare, art.ID, now); err != nil {
+			return art, false, err
+		}
+		rep.Spared++
+		a.log.InfoContext(ctx, "compensate: artifact spared; another execution holds its ref", artAttrs(art)...)
+		return art, true, nil
+	}
+
+	undoErr := a.undo(ctx, tx, art)
+	if undoErr == nil {
+		var recheckAt *time.Time // the second compensation is the last
+		if p == passOwed {
+			t := now.Add(a.cfg.RecheckAfter)
+			recheckAt = &t
+		}
+		err = a.finish(ctx, tx, art, a.sql.done, art.ID, now, recheckAt)
+	} else {
+		err = a.finish(ctx, tx, art, a.sql.retry, art.ID, now, undoErr.Error())
+	}
+	if err != nil {
+		return art, false, err
+	}
+	a.met.attempted(ctx, undoErr)
+	switch {
+	case undoErr != nil:
+		rep.Failed++
+		a.log.WarnContext(ctx, "compensate: compensator failed; retried by the next sweep",
+			append(artAttrs(art), slog.Int("attempts", art.Attempts+1), slog.Any("error", undoErr))...)
+	case p == passRecheck:
+		rep.Rechecked++
+	default:
+		rep.Compensated++
+	}
+	return art, true, nil
+}
+
+// finish records the outcome of art's compensation with one update of its
+// locked row, and commits.
+func (a *Artifacts) finish(ctx context.Context, tx pgx.Tx, art Artifact, sql string, args ...any) error {
+	tag, err := tx.Exec(ctx, sql, args...)
 	if err == nil && tag.RowsAffected() != 1 {
-		// The row is locked and was owed when read; anything else is a bug.
-		err = fmt.Errorf("artifact %d changed while locked (%d rows)", art.ID, tag.RowsAffected())
+		// The row is locked and was read in a state the update accepts;
+		// anything else is a bug.
+		err = fmt.Errorf("changed while locked (%d rows)", tag.RowsAffected())
 	}
 	if err == nil {
 		err = tx.Commit(ctx)
 	}
 	if err != nil {
-		return art, false, fmt.Errorf("compensate: artifact %d: %w", art.ID, err)
+		return fmt.Errorf("compensate: artifact %d: %w", art.ID, err)
 	}
-	a.met.attempted(ctx, undoErr)
-	if undoErr != nil {
-		rep.Failed++
-		a.log.WarnContext(ctx, "compensate: compensator failed; retried by the next sweep",
-			slog.Int64("artifact_id", art.ID), slog.String("job_id", art.JobID), slog.Int64("generation", art.Generation),
-			slog.String("kind", art.Kind), slog.String("ref", art.Ref), slog.Int("attempts", art.Attempts+1),
-			slog.Any("error", undoErr))
-	} else {
-		rep.Compensated++
-	}
-	return art, true, nil
+	return nil
+}
+
+func artAttrs(art Artifact) []any {
+	return []any{slog.Int64("artifact_id", art.ID), slog.String("job_id", art.JobID),
+		slog.Int64("generation", art.Generation), slog.String("kind", art.Kind), slog.String("ref", art.Ref)}
 }
 
 // undo runs art's compensator inside a savepoint of tx, so that a failing
@@ -168,5 +273,6 @@ func (a *Artifacts) undo(ctx context.Context, tx pgx.Tx, art Artifact) error {
 
 func reportAttrs(r Report) []any {
 	return []any{slog.Int("kept", r.Kept), slog.Int("rejected", r.Rejected),
-		slog.Int("compensated", r.Compensated), slog.Int("failed", r.Failed)}
+		slog.Int("compensated", r.Compensated), slog.Int("rechecked", r.Rechecked),
+		slog.Int("spared", r.Spared), slog.Int("failed", r.Failed)}
 }

@@ -113,3 +113,37 @@ func BenchmarkStart(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkFinalize is Finalize with no re-check and no update beside the
+// transaction it stands for: BEGIN; complete; COMMIT, with a plain UPDATE.
+// The two differ by Finalize's own work (the guarded statement, the checks
+// before it), not by the caller's updates.
+func BenchmarkFinalize(b *testing.B) {
+	b.Run("op=plain", func(b *testing.B) {
+		e := setupBench(b)
+		ids := e.insertJobs(b, b.N, "PROCESSING")
+		ctx := context.Background()
+		b.ResetTimer()
+		for i := range b.N {
+			err := pgx.BeginFunc(ctx, e.env.Pool, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `UPDATE jobs SET status = 'COMPLETED', updated_at = now() WHERE id = $1`, ids[i])
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("op=guarded", func(b *testing.B) {
+		e := setupBench(b)
+		ids := e.insertJobs(b, b.N, "PROCESSING")
+		ctx := context.Background()
+		b.ResetTimer()
+		for i := range b.N {
+			fin, err := e.jobs.Guard.Finalize(ctx, e.env.Pool, jobguard.Execution{JobID: ids[i], Generation: 1}, jobguard.FinalizeSpec{})
+			if err != nil || !fin.Confirmed() {
+				b.Fatalf("finalize: %v (confirmed %v)", err, fin.Confirmed())
+			}
+		}
+	})
+}

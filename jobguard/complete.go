@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/internal/txstate"
 )
 
 // CompleteIfActive writes COMPLETED only while the job is QUEUED or
@@ -14,7 +16,10 @@ import (
 //
 // Make it the first write of the transaction that saves the job's results:
 // if it fails, return its error so the transaction rolls back and none of
-// the results land. CompleteTx does exactly that.
+// the results land. CompleteTx does exactly that. Given a pool or a
+// connection outside a transaction, the completion commits on its own
+// before CompleteIfActive returns; given a pgx.Tx, it commits only when
+// that transaction does.
 func (g *Guard) CompleteIfActive(ctx context.Context, db DB, exec Execution) error {
 	id, err := g.idArg(exec.JobID)
 	if err != nil {
@@ -50,7 +55,20 @@ func (g *Guard) CompleteIfProcessing(ctx context.Context, db DB, exec Execution)
 //
 // Do the slow work (the model call, the encode) before CompleteTx, never
 // inside fn: the transaction should be short.
+//
+// Given a pool or a connection outside a transaction, the transaction is
+// CompleteTx's own, and a nil error means the completion and fn's writes
+// committed. Given your pgx.Tx, they are a savepoint of it: a nil error
+// means only that they were written there, and they commit when you commit
+// (the completion is then not the first write of your transaction unless
+// you made it so; roll back on its error). A connection with a transaction
+// open that is not passed as its pgx.Tx is refused with ErrInTransaction,
+// since the server would ignore CompleteTx's BEGIN and its COMMIT would
+// commit your transaction.
 func (g *Guard) CompleteTx(ctx context.Context, db DB, exec Execution, fn func(pgx.Tx) error) error {
+	if s := txstate.Of(db); s == txstate.Open {
+		return fmt.Errorf("jobguard: complete: %w: db is %v; pass its pgx.Tx, or a connection outside any transaction", ErrInTransaction, s)
+	}
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("jobguard: complete: begin: %w", err)

@@ -3,6 +3,7 @@ package jobguard_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -131,4 +132,97 @@ func TestCompleteIfActive_UnknownJobIsNotFound(t *testing.T) {
 		require.ErrorAs(t, err, &se)
 		require.Equal(t, jobguard.ReasonNotFound, se.Reason)
 	})
+}
+
+func TestCompleteTx_InsideCallerTransactionCommitsOnlyWithIt(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	env.Exec(`CREATE TABLE chapters (job_id uuid, title text)`)
+	ctx := context.Background()
+	chapters := func(id string) (n int) {
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM chapters WHERE job_id = $1`, id).Scan(&n))
+		return n
+	}
+	for _, commit := range []bool{false, true} {
+		id := jobs.Insert(t, fixture.Job{Generation: 1})
+		tx, err := env.Pool.Begin(ctx)
+		require.NoError(t, err)
+		err = jobs.Guard.CompleteTx(ctx, tx, jobguard.Execution{JobID: id, Generation: 1}, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO chapters VALUES ($1, 'week 1')`, id)
+			return err
+		})
+		require.NoError(t, err)
+		require.Equal(t, "PROCESSING", jobs.Read(t, id).Status, "written in the caller's transaction, not committed")
+		if !commit {
+			require.NoError(t, tx.Rollback(ctx))
+			require.Equal(t, "PROCESSING", jobs.Read(t, id).Status, "the caller rolled back: no completion")
+			require.Zero(t, chapters(id))
+			continue
+		}
+		require.NoError(t, tx.Commit(ctx))
+		require.Equal(t, "COMPLETED", jobs.Read(t, id).Status)
+		require.Equal(t, 1, chapters(id))
+	}
+}
+
+func TestCompleteTx_ConnectionInsideATransactionIsRefused(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	env.Exec(`CREATE TABLE chapters (job_id uuid, title text)`)
+	ctx := context.Background()
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	c := openConnTx(t, env.Pool)
+	_, err := c.Exec(ctx, `INSERT INTO chapters VALUES ($1, 'the caller''s own row')`, id)
+	require.NoError(t, err)
+
+	ran := false
+	err = jobs.Guard.CompleteTx(ctx, c.Conn(), jobguard.Execution{JobID: id, Generation: 1}, func(pgx.Tx) error {
+		ran = true
+		return nil
+	})
+	var n int
+	require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM chapters`).Scan(&n))
+	require.Zero(t, n, "CompleteTx committed the caller's transaction")
+	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
+	require.False(t, ran)
+	require.ErrorIs(t, err, jobguard.ErrInTransaction)
+}
+
+// Inside your own transaction, CompleteTx is a savepoint of it: the
+// completion commits with your writes or not at all. Finalize, whose result
+// says what committed, refuses the transaction instead.
+func ExampleGuard_CompleteTx_yourTransaction() {
+	tb, done := testenv.ExampleTB()
+	defer done()
+	env := testenv.New(tb)
+	jobs := fixture.Create(tb, env, fixture.Default)
+	env.Exec(`CREATE TABLE chapters (job_id uuid, title text)`)
+	ctx, pool, guard := context.Background(), env.Pool, jobs.Guard
+	exec := jobguard.Execution{JobID: jobs.Insert(tb, fixture.Job{Generation: 1}), Generation: 1}
+
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// Your own write, before the completion.
+		if _, err := tx.Exec(ctx, `INSERT INTO chapters VALUES ($1, 'outline')`, exec.JobID); err != nil {
+			return err
+		}
+		err := guard.CompleteTx(ctx, tx, exec, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO chapters VALUES ($1, 'week 1')`, exec.JobID)
+			return err
+		})
+		if err != nil {
+			return err // rolls back your write too
+		}
+		fmt.Println("written, not yet committed:", jobs.Read(tb, exec.JobID).Status)
+
+		_, err = guard.Finalize(ctx, tx, exec, jobguard.FinalizeSpec{})
+		fmt.Println("Finalize in a transaction:", errors.Is(err, jobguard.ErrInTransaction))
+		return nil
+	})
+	fmt.Println("committed:", jobs.Read(tb, exec.JobID).Status, err)
+	// Output:
+	// written, not yet committed: PROCESSING
+	// Finalize in a transaction: true
+	// committed: COMPLETED <nil>
 }

@@ -25,10 +25,12 @@
 //     only Retry (an operator's explicit retry) does, and it bumps the
 //     generation so old markers stop applying.
 //   - Finalize. A re-check, the conditional completion in its own short
-//     transaction, then the caller's metadata updates in parallel; the
-//     Finalized result is Confirmed only when all of them succeeded, and it
-//     cannot be forged outside this package (package usage bills only
-//     confirmed results).
+//     transaction, then, once it has committed, the caller's metadata
+//     updates in parallel; the Finalized result is Confirmed only when the
+//     completion committed and every update succeeded, and it cannot be
+//     forged outside this package (package usage bills only confirmed
+//     results). "Confirmed" means committed: Finalize refuses a caller's
+//     transaction rather than report a completion that may roll back.
 //   - Bad input is refused before SQL is sent: a mapping that does not match
 //     the catalog fails in New, a malformed job id fails with ErrInvalidJobID.
 //     Identifiers are quoted once; values are always parameters.
@@ -63,6 +65,32 @@
 //
 // Migration holds the SQL of the default table; Table maps a table of your
 // own, including Prisma-style names and a Postgres enum for the status.
+//
+// # Inside your transaction
+//
+// Every call takes a DB, which may be your pgx.Tx. What that means differs
+// by call, and each says so in its doc:
+//
+//   - CompleteIfActive, CompleteIfProcessing, Fail, Retry, Touch,
+//     TouchProgress, StartGuard.Start and Check are single statements:
+//     given a pgx.Tx they are part of your transaction and take effect when
+//     you commit, with your other writes. A nil error means they were
+//     written there, not that they committed.
+//   - CompleteTx given a pgx.Tx runs as a savepoint of it: the completion
+//     and fn's writes commit when you commit, or not at all.
+//   - Finalize refuses a pgx.Tx with ErrInTransaction before anything runs.
+//     What it reports (Completed, Confirmed) and what it runs afterwards
+//     (the updates, and the usage billed from its result) must follow a
+//     commit, and inside your transaction that commit happens after
+//     Finalize returns, if at all.
+//   - A connection (*pgx.Conn, *pgxpool.Conn) on which a transaction is open
+//     that you do not pass as its pgx.Tx (a plain BEGIN, say) is refused
+//     with ErrInTransaction by every call that begins a transaction
+//     (CompleteTx, Finalize, usage.Accrue): the server would ignore their
+//     BEGIN, and their COMMIT would commit your transaction for you.
+//
+// A wrapper of your own around a transaction is not recognized: pass the
+// pgx.Tx itself, or a pool.
 //
 // # Metrics
 //

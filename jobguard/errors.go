@@ -29,6 +29,15 @@ var ErrGuardUnavailable = errors.New("jobguard: start guard lookup failed")
 // at 2147483647). No SQL is sent.
 var ErrInvalidJobID = errors.New("jobguard: invalid job id")
 
+// ErrInTransaction is returned, saying what the handle is, when a call that
+// needs a transaction of its own is given a handle inside a transaction of
+// its caller's. Nothing is sent to the database. Finalize refuses a pgx.Tx,
+// since what it reports must have committed; CompleteTx, Finalize and
+// usage.Accrue refuse a connection on which a transaction is open that is
+// not passed as its pgx.Tx, since the server would ignore their BEGIN and
+// their COMMIT would commit the caller's transaction.
+var ErrInTransaction = errors.New("jobguard: db is inside a transaction")
+
 // IsPermanent reports whether a queue must not retry after err: the job is
 // terminal for this execution, was reclaimed, or its id is unusable.
 //

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/internal/txstate"
 )
 
 // ErrStopped is returned, joined with the re-check's own error, when
@@ -64,9 +66,11 @@ func (e *UpdateError) Error() string { return fmt.Sprintf("update %s: %v", e.Nam
 func (e *UpdateError) Unwrap() error { return e.Err }
 
 // Finalized is the outcome of Finalize. Only Finalize builds one: its fields
-// are unexported, and the zero value is neither completed nor confirmed, so a
-// Finalized that says Confirmed is proof that this package saw the
-// completion written and every update succeed.
+// are unexported, the zero value is neither completed nor confirmed, and
+// Finalize refuses a caller's transaction, so it never sees a completion it
+// did not commit itself. A Finalized that says Completed is proof that the
+// completion committed; one that says Confirmed, that every update then
+// succeeded too. Copies say the same, and say it of one execution only.
 type Finalized struct {
 	exec      Execution
 	completed bool
@@ -78,8 +82,8 @@ type Finalized struct {
 // Execution returns the execution that was finalized.
 func (f Finalized) Execution() Execution { return f.exec }
 
-// Completed reports whether the conditional completion was written
-// (committed). It stays written whatever the updates did.
+// Completed reports whether the conditional completion committed. It stays
+// committed whatever the updates did.
 func (f Finalized) Completed() bool { return f.completed }
 
 // Rejected reports whether the conditional completion affected zero rows:
@@ -87,7 +91,7 @@ func (f Finalized) Completed() bool { return f.completed }
 // by a newer generation, gone). Nothing was written and no update ran.
 func (f Finalized) Rejected() bool { return f.rejected }
 
-// Confirmed reports whether the completion was written and every metadata
+// Confirmed reports whether the completion committed and every metadata
 // update succeeded. Only a confirmed finalize may bill usage.
 func (f Finalized) Confirmed() bool { return f.confirmed }
 
@@ -112,8 +116,21 @@ func (f Finalized) Failed() []string { return append([]string(nil), f.failed...)
 //
 // A commit error leaves the outcome unknown; the result then reports
 // neither Completed nor Rejected.
+//
+// Finalize runs a transaction of its own: db is a pool or a connection
+// outside any transaction. Given a pgx.Tx, or a connection on which a
+// transaction is open, it returns ErrInTransaction before anything runs.
+// Inside a caller's transaction the completion would commit only when the
+// caller commits, after Finalize has returned: it could not confirm it, and
+// an update run before that commit would act on a completion that may never
+// happen (or wait, forever, on a row the caller holds). To complete inside
+// your own transaction, use CompleteIfActive or CompleteTx with your
+// pgx.Tx; they confirm nothing, so nothing can be billed from them.
 func (g *Guard) Finalize(ctx context.Context, db DB, exec Execution, spec FinalizeSpec) (Finalized, error) {
 	fin := Finalized{exec: exec}
+	if s := txstate.Of(db); s != txstate.Own {
+		return fin, fmt.Errorf("jobguard: finalize: %w: db is %v; pass a pool or a connection outside any transaction", ErrInTransaction, s)
+	}
 	if err := spec.validate(); err != nil {
 		return fin, fmt.Errorf("jobguard: finalize: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/fixture"
@@ -357,4 +358,119 @@ func ExampleGuard_Finalize() {
 	// Output:
 	// completed: true confirmed: true error: <nil>
 	// rejected: true confirmed: false true
+}
+
+func TestFinalize_CallerTransactionThatRollsBackLeavesNothing(t *testing.T) {
+	t.Parallel()
+	jobs := setupFinalize(t)
+	ctx := context.Background()
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	var hook atomic.Bool
+	tx, err := jobs.Env.Pool.Begin(ctx)
+	require.NoError(t, err)
+
+	fin, err := jobs.Guard.Finalize(ctx, tx, jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
+		Complete: func(context.Context, pgx.Tx) error { hook.Store(true); return nil },
+		Updates:  []jobguard.Update{writeMeta(jobs, id, "video")},
+	})
+	require.NoError(t, tx.Rollback(ctx))
+
+	require.False(t, fin.Confirmed(), "confirmed, and then the caller rolled back")
+	require.False(t, fin.Completed(), "nothing committed")
+	require.Empty(t, metaKinds(t, jobs, id), "no metadata update may run before the completion commits")
+	require.False(t, hook.Load(), "Complete must not run for a completion that cannot be confirmed")
+	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
+	require.ErrorIs(t, err, jobguard.ErrInTransaction)
+	require.ErrorContains(t, err, "pgx.Tx")
+	require.False(t, jobguard.IsPermanent(err), "the job is untouched; only the call was wrong")
+}
+
+func TestFinalize_CallerHoldingTheJobRowIsNotWaitedOn(t *testing.T) {
+	t.Parallel()
+	jobs := setupFinalize(t)
+	ctx := context.Background()
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	tx, err := jobs.Env.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	// The caller has written the job's row in its transaction and holds it.
+	_, err = tx.Exec(ctx, `UPDATE jobs SET progress = 50 WHERE id = $1`, id)
+	require.NoError(t, err)
+
+	// No deadline, as a worker would call it: only Finalize's own behaviour
+	// may bound the call. The test cancels it only to end a hang.
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		fin jobguard.Finalized
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		fin, err := jobs.Guard.Finalize(fctx, tx, jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
+			Updates: []jobguard.Update{{Name: "progress", Run: func(ctx context.Context) error {
+				_, err := jobs.Env.Pool.Exec(ctx, `UPDATE jobs SET progress = 100 WHERE id = $1`, id)
+				return err
+			}}},
+		})
+		done <- result{fin, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(5 * time.Second):
+		cancel()
+		r = <-done
+		t.Fatalf("Finalize waited on the row its caller holds until its context ended: %v", r.err)
+	}
+	require.ErrorIs(t, r.err, jobguard.ErrInTransaction, "refused before any update could wait")
+	require.False(t, r.fin.Confirmed())
+	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
+}
+
+func TestFinalize_ConnectionInsideATransactionIsRefused(t *testing.T) {
+	t.Parallel()
+	jobs := setupFinalize(t)
+	ctx := context.Background()
+	for name, db := range map[string]func(c *pgxpool.Conn) jobguard.DB{
+		"*pgx.Conn":     func(c *pgxpool.Conn) jobguard.DB { return c.Conn() },
+		"*pgxpool.Conn": func(c *pgxpool.Conn) jobguard.DB { return c },
+	} {
+		t.Run(name, func(t *testing.T) {
+			id := jobs.Insert(t, fixture.Job{Generation: 1})
+			c := openConnTx(t, jobs.Env.Pool)
+			// The caller's own write, which only the caller may commit.
+			_, err := c.Exec(ctx, `INSERT INTO metadata VALUES ($1, 'caller')`, id)
+			require.NoError(t, err)
+
+			fin, err := jobs.Guard.Finalize(ctx, db(c), jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
+				Updates: []jobguard.Update{writeMeta(jobs, id, "video")},
+			})
+			require.Empty(t, metaKinds(t, jobs, id), "Finalize committed the caller's transaction, or ran an update")
+			require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
+			require.False(t, fin.Completed())
+			require.False(t, fin.Confirmed())
+			require.ErrorIs(t, err, jobguard.ErrInTransaction)
+			require.ErrorContains(t, err, "a connection with a transaction open")
+		})
+	}
+}
+
+func TestFinalize_ConnectionOutsideATransactionIsConfirmed(t *testing.T) {
+	t.Parallel()
+	jobs := setupFinalize(t)
+	ctx := context.Background()
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	c, err := jobs.Env.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer c.Release()
+
+	fin, err := jobs.Guard.Finalize(ctx, c.Conn(), jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
+		Updates: []jobguard.Update{writeMeta(jobs, id, "video")},
+	})
+	require.NoError(t, err)
+	require.True(t, fin.Confirmed())
+	require.Equal(t, "COMPLETED", jobs.Read(t, id).Status)
+	require.Equal(t, []string{"video"}, metaKinds(t, jobs, id))
 }

@@ -16,8 +16,10 @@ import (
 )
 
 // DB is what the guard needs of a database handle. *pgxpool.Pool, *pgx.Conn
-// and pgx.Tx all satisfy it; pass a pgx.Tx to make a guarded write part of
-// your own transaction.
+// and pgx.Tx all satisfy it. Pass a pgx.Tx to make a guarded write part of
+// your own transaction: it then takes effect when you commit. Finalize is
+// the exception: it reports what committed, so it refuses a transaction with
+// ErrInTransaction (see the package doc, "Inside your transaction").
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -36,7 +37,8 @@ type Entry struct {
 type Accrual struct {
 	// Accrued is true when this call recorded the accrual and ran the
 	// increment; false when an earlier call already had, and nothing was
-	// done.
+	// done. Inside your transaction (a pgx.Tx) it was recorded there, and
+	// counts only once you commit.
 	Accrued bool
 	// Execution is the execution whose confirmed finalize recorded the row.
 	Execution jobguard.Execution
@@ -63,11 +65,26 @@ func Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finalized, entry E
 // If increment fails, the ledger row rolls back with it and the error is
 // returned as it is, so a later call can accrue. Concurrent calls for the
 // same (job, meter) wait on the row: exactly one of them accrues.
+//
+// Given a pool or a connection outside a transaction, the transaction is
+// Accrue's own and has committed when it returns. Given your pgx.Tx, the
+// ledger row and the increment are a savepoint of it: they commit with your
+// transaction or roll back with it together, so a rolled-back accrual
+// leaves no ledger row and a later call bills it; until you commit, other
+// calls for the same (job, meter) wait on your transaction. Either way fin
+// is a completion that has committed (Finalize refuses a transaction), so
+// usage inside your transaction is never billed for a completion that may
+// roll back. A connection with a transaction open that is not passed as
+// its pgx.Tx is refused with jobguard.ErrInTransaction: the server would
+// ignore Accrue's BEGIN, and its COMMIT would commit your transaction.
 func (l *Ledger) Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finalized, entry Entry, increment func(ctx context.Context, tx pgx.Tx) error) (Accrual, error) {
 	exec := fin.Execution()
 	if !fin.Confirmed() {
 		l.met.count(ctx, l.met.notConfirmed)
 		return Accrual{}, fmt.Errorf("usage: accrue: job %s: %w", exec.JobID, ErrNotConfirmed)
+	}
+	if s := txstate.Of(db); s == txstate.Open {
+		return Accrual{}, fmt.Errorf("usage: accrue: %w: db is %v; pass its pgx.Tx, or a connection outside any transaction", jobguard.ErrInTransaction, s)
 	}
 	if err := entry.validate(); err != nil {
 		return Accrual{}, fmt.Errorf("usage: accrue: %w", err)

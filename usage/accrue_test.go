@@ -266,3 +266,86 @@ func TestNewLedger_RejectsBadNames(t *testing.T) {
 	_, err = usage.NewLedger(usage.Config{Schema: "a\x00b"})
 	require.ErrorContains(t, err, "Schema")
 }
+
+func TestAccrue_FinalizeInsideCallerTransactionThatRollsBackBillsNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	id := b.jobs.Insert(t, fixture.Job{Generation: 1})
+	tx, err := b.env.Pool.Begin(ctx)
+	require.NoError(t, err)
+
+	fin, ferr := b.jobs.Guard.Finalize(ctx, tx, jobguard.Execution{JobID: id, Generation: 1},
+		jobguard.FinalizeSpec{Updates: []jobguard.Update{b.meta("video")}})
+	_, aerr := usage.Accrue(ctx, b.env.Pool, fin, entry, b.increment(entry.Quantity))
+	require.NoError(t, tx.Rollback(ctx))
+
+	seconds, rows := b.billed(t)
+	require.Zero(t, seconds, "usage billed for a completion that rolled back")
+	require.Zero(t, rows)
+	require.Zero(t, b.increments.Load())
+	var meta int
+	require.NoError(t, b.env.Pool.QueryRow(ctx, `SELECT count(*) FROM metadata`).Scan(&meta))
+	require.Zero(t, meta, "no metadata update for a completion that rolled back")
+	require.Equal(t, "PROCESSING", b.jobs.Read(t, id).Status)
+	require.ErrorIs(t, ferr, jobguard.ErrInTransaction)
+	require.False(t, fin.Confirmed(), "the completion never committed")
+	require.ErrorIs(t, aerr, usage.ErrNotConfirmed)
+}
+
+func TestAccrue_InsideCallerTransactionCountsOnlyIfItCommits(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	fin, err := b.finalize(t, "PROCESSING")
+	require.NoError(t, err)
+
+	tx, err := b.env.Pool.Begin(ctx)
+	require.NoError(t, err)
+	acc, err := usage.Accrue(ctx, tx, fin, entry, b.increment(entry.Quantity))
+	require.NoError(t, err)
+	require.True(t, acc.Accrued, "recorded in the caller's transaction")
+	require.NoError(t, tx.Rollback(ctx))
+	seconds, rows := b.billed(t)
+	require.Zero(t, seconds, "the caller rolled back: nothing is billed")
+	require.Zero(t, rows, "and the ledger does not remember it")
+
+	tx, err = b.env.Pool.Begin(ctx)
+	require.NoError(t, err)
+	acc, err = usage.Accrue(ctx, tx, fin, entry, b.increment(entry.Quantity))
+	require.NoError(t, err)
+	require.True(t, acc.Accrued, "the rolled-back accrual does not count as billed")
+	require.NoError(t, tx.Commit(ctx))
+	again, err := usage.Accrue(ctx, b.env.Pool, fin, entry, b.increment(entry.Quantity))
+	require.NoError(t, err)
+	require.False(t, again.Accrued)
+	seconds, rows = b.billed(t)
+	require.Equal(t, entry.Quantity, seconds, "billed once, by the transaction that committed")
+	require.Equal(t, 1, rows)
+}
+
+func TestAccrue_ConnectionInsideATransactionIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	fin, err := b.finalize(t, "PROCESSING")
+	require.NoError(t, err)
+	c, err := b.env.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer c.Release()
+	_, err = c.Exec(ctx, `BEGIN`)
+	require.NoError(t, err)
+	defer func() { _, _ = c.Exec(ctx, `ROLLBACK`) }()
+	// The caller's own write, which only the caller may commit.
+	_, err = c.Exec(ctx, `INSERT INTO metadata VALUES ('caller', 'pending')`)
+	require.NoError(t, err)
+
+	_, err = usage.Accrue(ctx, c.Conn(), fin, entry, b.increment(entry.Quantity))
+	var meta int
+	require.NoError(t, b.env.Pool.QueryRow(ctx, `SELECT count(*) FROM metadata`).Scan(&meta))
+	require.Zero(t, meta, "Accrue committed the caller's transaction")
+	seconds, rows := b.billed(t)
+	require.Zero(t, seconds)
+	require.Zero(t, rows)
+	require.ErrorIs(t, err, jobguard.ErrInTransaction)
+}

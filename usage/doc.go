@@ -5,7 +5,7 @@
 //
 //   - Accrue refuses with ErrNotConfirmed, and sends nothing to the
 //     database, unless the jobguard.Finalized it is given is confirmed: the
-//     completion was written and every metadata update succeeded. A
+//     completion committed and every metadata update succeeded. A
 //     Finalized cannot be built outside package jobguard, so a rejected
 //     completion (a reclaimed job, a superseded generation) can never bill.
 //   - The ledger holds at most one row per (job, meter), and the caller's
@@ -15,6 +15,12 @@
 //   - Each ledger row records account, meter, quantity, the execution's
 //     generation, optional JSON attributes and the time, so usage can be
 //     audited from the ledger alone.
+//   - Inside your transaction: given a pgx.Tx, Accrue's ledger row and
+//     increment join it and commit or roll back with it, together. A
+//     Finalized is Confirmed only once its completion committed (Finalize
+//     refuses a transaction), so usage is never billed for a completion
+//     that has not committed. A connection with a transaction open that is
+//     not passed as its pgx.Tx is refused with jobguard.ErrInTransaction.
 //
 // What it does not do:
 //

@@ -236,8 +236,10 @@ func TestGuard_RefusesIntegerIDOutOfTheColumnsRange(t *testing.T) {
 					"CompleteTx": func(db jobguard.DB, id string) error {
 						return guard.CompleteTx(ctx, db, jobguard.Execution{JobID: id}, func(pgx.Tx) error { return nil })
 					},
-					"Finalize": func(db jobguard.DB, id string) error {
-						_, err := guard.Finalize(ctx, db, jobguard.Execution{JobID: id}, fin)
+					"Finalize": func(_ jobguard.DB, id string) error {
+						// Finalize refuses a caller's transaction outright; on
+						// the pool the id is what it refuses.
+						_, err := guard.Finalize(ctx, env.Pool, jobguard.Execution{JobID: id}, fin)
 						return err
 					},
 					"Fail":  func(db jobguard.DB, id string) error { return guard.Fail(ctx, db, jobguard.Execution{JobID: id}, "x") },

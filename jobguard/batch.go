@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,11 +49,12 @@ type JobState struct {
 // batchStatements are the set-oriented statements of the reclaimer, built
 // once by New from the validated mapping.
 type batchStatements struct {
-	ids          string // the id column's type as an array parameter: uuid[], int8[] or text[]
+	ids          string // a text array parameter cast to the id column's type
 	snapshot     string // $1 ids → rows
-	overdue      string // $1 types, $2 limits (µs), $3 otherwise (µs, NULL: none), $4 page size → rows
-	overdueAfter string // overdue's parameters, $5 the last id of the previous page → rows
-	fail         string // $1 failed, $2 reason, $3 ids, $4 statuses, $5 updated_at, $6 generations → locked rows
+	types        string // → the distinct types of the active jobs
+	overdue      string // $1 types, $2 limits (µs), $3 page size → rows
+	overdueAfter string // overdue's parameters, $4 the last id of the previous page (text) → rows
+	fail         string // $1 failed, $2 reason, $3 ids, $4 statuses, $5 updated_at, $6 generations → changed rows, then the count locked
 }
 
 func buildBatchStatements(t Table, cat catalog) batchStatements {
@@ -61,11 +62,14 @@ func buildBatchStatements(t Table, cat catalog) batchStatements {
 	tbl := t.QualifiedName()
 	col := func(alias, name string) string { return alias + q(name) }
 	var b batchStatements
+	// Ids travel as text, the form CanonicalID gives them, and the server
+	// casts the array: cheaper than parsing every id client-side to send it
+	// in binary.
 	switch id := cat.columns[t.IDColumn]; {
 	case id.name == "uuid":
-		b.ids = "uuid[]"
+		b.ids = "text[]::uuid[]"
 	case isInteger(id):
-		b.ids = "int8[]"
+		b.ids = "text[]::int8[]"
 	default:
 		b.ids = "text[]"
 	}
@@ -94,66 +98,118 @@ func buildBatchStatements(t Table, cat catalog) batchStatements {
 	}
 	// The column list of scanJobStates; now() is the statement's clock,
 	// read with the rows so that their ages are measured on it.
-	cols := fmt.Sprintf("%s::text, %s, %s::text, %s, %s, %s, %s, %s::text, now()",
-		col("t.", t.IDColumn), typ, col("t.", t.StatusColumn), asUTC("t.", t.UpdatedAtColumn), gen, parent, started,
-		col("t.", t.FailureReasonColumn))
+	exprs := []string{
+		col("t.", t.IDColumn) + "::text", typ, col("t.", t.StatusColumn) + "::text", asUTC("t.", t.UpdatedAtColumn),
+		gen, parent, started, col("t.", t.FailureReasonColumn) + "::text", "now()",
+	}
+	cols := strings.Join(exprs, ", ")
 
 	b.snapshot = fmt.Sprintf(`SELECT %s FROM %s AS t WHERE %s = ANY($1::%s)`,
 		cols, tbl, col("t.", t.IDColumn), b.ids)
 
+	b.types = "SELECT ''::text"
+	if t.TypeColumn != "" {
+		// The distinct types of the active jobs, one index probe per type (a
+		// loose scan): the statuses are written as the bundled migration's
+		// partial index names them, so the probes read that index alone.
+		active := fmt.Sprintf("%s IN (%s, %s)", col("t.", t.StatusColumn),
+			ident.Literal(t.Statuses.Queued), ident.Literal(t.Statuses.Processing))
+		typeCol := col("t.", t.TypeColumn)
+		b.types = fmt.Sprintf(`WITH RECURSIVE k(type) AS (`+
+			`(SELECT %[1]s FROM %[2]s AS t WHERE %[3]s AND %[1]s IS NOT NULL ORDER BY %[1]s LIMIT 1)`+
+			` UNION ALL SELECT (SELECT %[1]s FROM %[2]s AS t WHERE %[3]s AND %[1]s > k.type ORDER BY %[1]s LIMIT 1)`+
+			` FROM k WHERE k.type IS NOT NULL) SELECT type::text FROM k WHERE type IS NOT NULL`,
+			typeCol, tbl, active)
+	}
+
 	if t.StartedAtColumn != "" {
-		// Only the jobs over their type's limit, on the database's clock. The
+		// Only the jobs over their type's limit, on the database's clock: one
+		// index range per type, whatever the number of running jobs. The
 		// status is a literal so that the planner can use a partial index on
-		// the active statuses, and the start column is compared bare so that
-		// an index on it applies. A type column of text is joined bare for the
-		// same reason; an enum is compared as text, since a limit may name a
-		// type the enum lacks.
-		joinType := "''"
-		if t.TypeColumn != "" {
-			joinType = col("t.", t.TypeColumn)
-			if !isText(cat.columns[t.TypeColumn]) {
-				joinType += "::text"
-			}
-		}
+		// the active statuses, and the type and start columns are compared
+		// bare so that an index on them applies. An enum type is matched
+		// through pg_enum, so that a limit naming a label the enum lacks
+		// selects nothing instead of failing the cast.
+		//
+		// The lower bound '-infinity' changes no result; it makes the start
+		// condition a range, which the planner estimates at a fraction of the
+		// rows rather than a third of them. The cutoff is unknown until the
+		// statement runs, and with a third of every type's rows estimated, a
+		// server with JIT compiles the statement on every run, at a cost of
+		// tens of milliseconds.
 		now := "now()"
 		if isPlain(t.StartedAtColumn) {
 			now = "(now() AT TIME ZONE 'UTC')"
 		}
-		// MATERIALIZED keeps the planner from walking the primary key in id
-		// order to satisfy LIMIT, which would visit every row of the table.
+		before := now + " - l.us * interval '1 microsecond' AS before"
+		limits := "unnest($1::text[], $2::int8[]) AS l(type, us)"
+		cut := "SELECT l.type, " + before + " FROM " + limits
+		typeMatch := ""
+		switch ti := cat.columns[t.TypeColumn]; {
+		case t.TypeColumn == "":
+			cut += " WHERE l.type = ''"
+		case ti.kind == 'e':
+			cut = fmt.Sprintf("SELECT e.enumlabel::text::%s AS type, %s FROM %s"+
+				" JOIN pg_catalog.pg_enum AS e ON e.enumtypid = %d AND e.enumlabel = l.type",
+				ti.quoted(), before, limits, ti.typeOID)
+			typeMatch = col("t.", t.TypeColumn) + " = cut.type AND "
+		default:
+			typeMatch = col("t.", t.TypeColumn) + " = cut.type AND "
+		}
+		started := col("t.", t.StartedAtColumn)
+		// Each of scanJobStates' columns gets a name, so that the order can
+		// be by the id in the column's own type (cheaper to sort than text)
+		// without returning it twice.
+		inner, outer := make([]string, len(exprs)), make([]string, len(exprs))
+		for i, e := range exprs {
+			inner[i] = fmt.Sprintf("%s AS c%d", e, i)
+			outer[i] = fmt.Sprintf("c.c%d", i)
+		}
+		idCast := strings.TrimPrefix(b.ids, "text[]")
+		idCast = strings.TrimSuffix(idCast, "[]")
 		overdue := func(after string) string {
-			return fmt.Sprintf(`WITH c AS MATERIALIZED (SELECT %s FROM %s AS t`+
-				` LEFT JOIN unnest($1::text[], $2::int8[]) AS l(type, us) ON l.type = %s`+
-				` WHERE %s = %s AND %s < %s - coalesce(l.us, $3::int8) * interval '1 microsecond'%s)`+
-				` SELECT * FROM c ORDER BY 1 LIMIT $4`,
-				cols, tbl, joinType,
+			// OFFSET 0 keeps each type's range a scan of its own, and the
+			// order by a subquery's output cannot be read off an index: LIMIT
+			// sorts the overdue rows only, never walks the table in id order.
+			return fmt.Sprintf(`WITH cut AS (%s) SELECT %s FROM cut CROSS JOIN LATERAL (SELECT %s AS k, %s FROM %s AS t`+
+				` WHERE %s = %s AND %s%s > '-infinity' AND %s < cut.before%s OFFSET 0) AS c ORDER BY c.k LIMIT $3`,
+				cut, strings.Join(outer, ", "), col("t.", t.IDColumn), strings.Join(inner, ", "), tbl,
 				col("t.", t.StatusColumn), ident.Literal(t.Statuses.Processing),
-				col("t.", t.StartedAtColumn), now, after)
+				typeMatch, started, started, after)
 		}
 		b.overdue = overdue("")
-		// Ordered by the id as text, which is the column's own order only for
-		// text ids: the keyset compares in the same order it sorts.
-		b.overdueAfter = overdue(fmt.Sprintf(" AND %s::text > $5", col("t.", t.IDColumn)))
+		b.overdueAfter = overdue(fmt.Sprintf(" AND %s > $4::text%s", col("t.", t.IDColumn), idCast))
 	}
 
 	// The write locks the rows it may change first, skipping any row another
 	// transaction holds: a held row is being written, which is progress, and
-	// waiting for it would stall every other reclaim. In id order, so two
-	// reclaimers lock in the same order. Every row it locked comes back,
-	// with whether the conditional write changed it.
-	match := fmt.Sprintf("t.%s::text = e.status AND t.%s = e.updated_at", q(t.StatusColumn), q(t.UpdatedAtColumn))
+	// waiting for it would stall every other reclaim. As it never waits, two
+	// reclaimers cannot deadlock on each other's rows, whatever the order.
+	// The lock is the one the UPDATE itself takes, so a transaction that only
+	// references the row (a foreign key) is not in the way. The UPDATE finds
+	// each locked row by its ctid, without a second index probe; a row that
+	// another transaction changed and committed after this statement began
+	// is locked in its new version, which the statement cannot see, so it is
+	// left alone like any row that moved. The rows it changed come back, and
+	// one more row counts the rows it locked.
+	//
+	// Each join goes through the primary key or the ctid, never one list
+	// against another, so even a generic plan, which knows nothing of the
+	// arrays' sizes, stays linear in the rows.
+	match := fmt.Sprintf("t.%s::text = l.status AND t.%s = l.updated_at", q(t.StatusColumn), q(t.UpdatedAtColumn))
 	if isPlain(t.UpdatedAtColumn) {
-		match = fmt.Sprintf("t.%s::text = e.status AND t.%s = (e.updated_at AT TIME ZONE 'UTC')", q(t.StatusColumn), q(t.UpdatedAtColumn))
+		match = fmt.Sprintf("t.%s::text = l.status AND t.%s = (l.updated_at AT TIME ZONE 'UTC')", q(t.StatusColumn), q(t.UpdatedAtColumn))
 	}
 	if t.GenerationColumn != "" {
-		match += fmt.Sprintf(" AND t.%s = e.generation", q(t.GenerationColumn))
+		match += fmt.Sprintf(" AND t.%s = l.generation", q(t.GenerationColumn))
 	}
 	b.fail = fmt.Sprintf(
-		`WITH e AS (SELECT * FROM unnest($3::%[1]s, $4::text[], $5::timestamptz[], $6::int8[]) AS e(id, status, updated_at, generation)),`+
-			` l AS (SELECT t.%[2]s AS id FROM %[3]s AS t WHERE t.%[2]s = ANY($3::%[1]s) ORDER BY t.%[2]s FOR UPDATE SKIP LOCKED),`+
-			` u AS (UPDATE %[3]s AS t SET %[4]s = $1, %[5]s = $2, %[6]s = %[7]s FROM e`+
-			` WHERE t.%[2]s = e.id AND t.%[2]s IN (SELECT id FROM l) AND %[8]s RETURNING t.%[2]s AS id, %[9]s AS generation, %[10]s AS parent, %[11]s AS type)`+
-			` SELECT l.id::text, u.id IS NOT NULL, coalesce(u.generation, 0), u.parent, coalesce(u.type, '') FROM l LEFT JOIN u ON u.id = l.id`,
+		`WITH l AS (SELECT e.*, t.ctid AS tid FROM unnest($3::%[1]s, $4::text[], $5::timestamptz[], $6::int8[]) AS e(id, status, updated_at, generation)`+
+			` JOIN %[3]s AS t ON t.%[2]s = e.id FOR NO KEY UPDATE OF t SKIP LOCKED),`+
+			` u AS (UPDATE %[3]s AS t SET %[4]s = $1, %[5]s = $2, %[6]s = %[7]s FROM l`+
+			` WHERE t.ctid = l.tid AND t.%[2]s = l.id AND %[8]s RETURNING t.%[2]s AS id, %[9]s AS generation, %[10]s AS parent, %[11]s AS type)`+
+			` SELECT u.id::text, u.generation, u.parent, u.type FROM u`+
+			` UNION ALL SELECT NULL, count(*), NULL, '' FROM l`,
 		b.ids, q(t.IDColumn), tbl, q(t.StatusColumn), q(t.FailureReasonColumn), q(t.UpdatedAtColumn),
 		nowExpr(cat.columns[t.UpdatedAtColumn]), match, gen, parent, typ)
 	return b
@@ -260,16 +316,31 @@ func (g *Guard) Snapshot(ctx context.Context, db DB, ids []string) (map[string]J
 	return out, nil
 }
 
+// ActiveTypes returns the distinct types of the QUEUED and PROCESSING
+// jobs, in one statement that probes an index on the type column once per
+// type (the bundled migration's partial index on the active jobs) rather
+// than reading the jobs. A table without a type column has one type, "".
+func (g *Guard) ActiveTypes(ctx context.Context, db DB) ([]string, error) {
+	rows, err := db.Query(ctx, g.batch.types)
+	if err != nil {
+		return nil, fmt.Errorf("jobguard: active types: %w", err)
+	}
+	types, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("jobguard: active types: %w", err)
+	}
+	return types, nil
+}
+
 // OverdueQuery selects the jobs of Overdue.
 type OverdueQuery struct {
 	// Limits is the longest the current attempt of each job type may run.
+	// Jobs of a type absent from it are left out. On a table without a type
+	// column, the limit of "" applies to every job.
 	Limits map[string]time.Duration
-	// Otherwise applies to a job whose type is absent from Limits. Defaults
-	// to 0, which leaves such jobs out.
-	Otherwise time.Duration
-	// After continues a listing: only jobs whose id, as text, sorts after it.
-	// Pass the ID of the last job of the previous page. Defaults to "", the
-	// first page.
+	// After continues a listing: only jobs whose id sorts after it, in the
+	// id column's order. Pass the ID of the last job of the previous page.
+	// Defaults to "", the first page.
 	After string
 	// Max is the most jobs returned. Required.
 	Max int
@@ -281,11 +352,12 @@ var ErrNoStartedAt = errors.New("jobguard: table has no StartedAtColumn")
 
 // Overdue returns, in one query, up to q.Max PROCESSING jobs whose current
 // attempt (the started-at column, stamped by Start) has run longer than
-// their type's limit, on the database's clock, ordered by id as text. It
-// reads only those rows: the status is compared as a literal and the start
-// column bare, so a partial index on the active statuses and the start time
-// (the bundled migration's) does the filtering. Rows with no start time are
-// never returned.
+// their type's limit, on the database's clock, ordered by id. It
+// reads only those rows, one index range per type: the status is a literal
+// and the type and start columns are compared bare, so an index on (type,
+// started_at) over the active statuses (the bundled migration's) does the
+// filtering, and the plan stays the same under a prepared statement's
+// generic plan. Rows with no start time are never returned.
 func (g *Guard) Overdue(ctx context.Context, db DB, q OverdueQuery) ([]JobState, error) {
 	if g.batch.overdue == "" {
 		return nil, fmt.Errorf("jobguard: overdue: %w", ErrNoStartedAt)
@@ -299,12 +371,7 @@ func (g *Guard) Overdue(ctx context.Context, db DB, q OverdueQuery) ([]JobState,
 		types = append(types, typ)
 		limits = append(limits, d.Microseconds())
 	}
-	var otherwise *int64
-	if q.Otherwise > 0 {
-		us := q.Otherwise.Microseconds()
-		otherwise = &us
-	}
-	args := []any{types, limits, otherwise, q.Max}
+	args := []any{types, limits, q.Max}
 	sql := g.batch.overdue
 	if q.After != "" {
 		sql = g.batch.overdueAfter
@@ -321,24 +388,24 @@ func (g *Guard) Overdue(ctx context.Context, db DB, q OverdueQuery) ([]JobState,
 	return states, nil
 }
 
-// FailResult is what FailIfUnchanged did with each job it was given.
+// FailResult is what FailIfUnchanged did with the jobs it was given.
 type FailResult struct {
 	// Failed are the jobs the call failed, with ID, Type, ParentID and
 	// Generation as written and Status the failed status.
 	Failed []JobState
-	// Moved are the ids of jobs whose row no longer matched what was read
-	// (progress, a completion, a new start): left alone.
-	Moved []string
-	// Locked are the ids of jobs whose row another transaction held (or that
-	// was deleted meanwhile): skipped without waiting.
-	Locked []string
+	// Moved counts jobs whose row no longer matched what was read (progress,
+	// a completion, a new start): left alone.
+	Moved int
+	// Locked counts jobs whose row another transaction held (or that was
+	// deleted meanwhile): skipped without waiting.
+	Locked int
 }
 
 // FailIfUnchanged writes FAILED with reason to every job of expected whose
 // row still has exactly the status, updated_at and (on a fenced table)
 // generation that expected records, in one conditional statement. A job
-// whose row moved in between is left alone (Moved). A row that another
-// transaction holds is skipped, never waited for (Locked): a transaction
+// whose row moved in between is left alone (counted in Moved). A row that
+// another transaction holds is skipped, never waited for (Locked): a transaction
 // holding a job's row is writing it, which is progress, and one idle worker
 // transaction must not stall the reclaim of every other job.
 //
@@ -363,7 +430,6 @@ func (g *Guard) FailIfUnchanged(ctx context.Context, db DB, expected []JobState,
 	for id := range byID {
 		ids = append(ids, id)
 	}
-	slices.Sort(ids)
 	statuses := make([]string, len(ids))
 	updated := make([]time.Time, len(ids))
 	gens := make([]int64, len(ids))
@@ -371,33 +437,22 @@ func (g *Guard) FailIfUnchanged(ctx context.Context, db DB, expected []JobState,
 		e := byID[id]
 		statuses[i], updated[i], gens[i] = e.Status, e.UpdatedAt.UTC(), e.Generation
 	}
-	var idArgs any = ids
-	if g.idKind == idInt {
-		// Canonical integer ids parse; the array is sent as int8[].
-		n := make([]int64, len(ids))
-		for i, id := range ids {
-			v, _ := g.idArg(id)
-			n[i] = v.(int64)
-		}
-		idArgs = n
-	}
-	rows, err := db.Query(ctx, g.batch.fail, g.table.Statuses.Failed, reason, idArgs, statuses, updated, gens)
+	rows, err := db.Query(ctx, g.batch.fail, g.table.Statuses.Failed, reason, ids, statuses, updated, gens)
 	if err != nil {
 		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
 	}
 	var res FailResult
-	locked := make(map[string]bool, len(ids))
-	var id, typ string
-	var changed bool
+	var id *string
+	var typ string
 	var gen int64
 	var parent *string
-	_, err = pgx.ForEachRow(rows, []any{&id, &changed, &gen, &parent, &typ}, func() error {
-		locked[id] = true
-		if !changed {
-			res.Moved = append(res.Moved, id)
+	locked := 0
+	_, err = pgx.ForEachRow(rows, []any{&id, &gen, &parent, &typ}, func() error {
+		if id == nil { // the count of the rows locked
+			locked = int(gen)
 			return nil
 		}
-		s := JobState{ID: id, Type: typ, Status: g.table.Statuses.Failed, Generation: gen}
+		s := JobState{ID: *id, Type: typ, Status: g.table.Statuses.Failed, Generation: gen}
 		if parent != nil {
 			s.ParentID = *parent
 		}
@@ -407,10 +462,7 @@ func (g *Guard) FailIfUnchanged(ctx context.Context, db DB, expected []JobState,
 	if err != nil {
 		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
 	}
-	for _, id := range ids {
-		if !locked[id] {
-			res.Locked = append(res.Locked, id)
-		}
-	}
+	res.Moved = locked - len(res.Failed)
+	res.Locked = len(ids) - locked
 	return res, nil
 }

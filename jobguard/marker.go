@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,81 +85,118 @@ func (s *MarkerStore) Key(jobID string) string {
 	return s.prefix + ":reclaimed:{" + jobID + "}"
 }
 
-// writeMarker stores a marker unless the key holds one of a higher
+// writeMarkers stores each marker of KEYS (ARGV: value and generation per
+// key, then the TTL in milliseconds) unless its key holds one of a higher
 // generation: two reclaimers writing out of order must not move a marker
 // backwards, or a start guard would let the newer reclaimed execution's job
 // through. A value Read would refuse (not a marker, a generation that is not
 // a whole number from 0 to 2^53) is overwritten.
-const writeMarkerLua = `
-local cur = redis.call('GET', KEYS[1])
-if cur then
-  local ok, m = pcall(cjson.decode, cur)
-  local g = ok and type(m) == 'table' and m.generation
-  if type(g) == 'number' and g >= 0 and g <= 9007199254740992 and g == math.floor(g) and g > tonumber(ARGV[2]) then
-    return 0
+const writeMarkersLua = `
+local ttl = ARGV[#ARGV]
+for i, key in ipairs(KEYS) do
+  local keep = false
+  local cur = redis.call('GET', key)
+  if cur then
+    local ok, m = pcall(cjson.decode, cur)
+    local g = ok and type(m) == 'table' and m.generation
+    keep = type(g) == 'number' and g >= 0 and g <= 9007199254740992 and g == math.floor(g) and g > tonumber(ARGV[2*i])
+  end
+  if not keep then
+    redis.call('SET', key, ARGV[2*i-1], 'PX', ttl)
   end
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
-return 1
+return #KEYS
 `
 
-var writeMarker = redis.NewScript(writeMarkerLua)
+var writeMarkers = redis.NewScript(writeMarkersLua)
+
+// markersPerCall is how many markers one script call writes when every key
+// may go to one call: a single server. A call costs far more than a key.
+const markersPerCall = 500
 
 // Write stores the markers in one pipelined round trip, each with the
 // store's TTL. A key that already holds a marker of a higher generation
 // keeps it. The error joins every marker that could not be written.
+//
+// Against a single server (a *redis.Client, Sentinel's included) one script
+// call writes many markers; any other client (Cluster, whose keys live in
+// different slots, or a client of unknown kind) gets one call per marker.
 func (s *MarkerStore) Write(ctx context.Context, markers ...Marker) error {
 	if len(markers) == 0 {
 		return nil
 	}
+	// The markers of one sweep share their reason and time: those are
+	// encoded once, and each marker adds its generation. The result is what
+	// json.Marshal gives for a Marker.
 	values := make([]string, len(markers))
+	var tail []byte
 	for i, m := range markers {
-		v, err := json.Marshal(m)
-		if err != nil {
-			return fmt.Errorf("jobguard: write markers: job %s: %w", m.JobID, err)
+		if i == 0 || m.Reason != markers[i-1].Reason || !m.At.Equal(markers[i-1].At) {
+			reason, err := json.Marshal(m.Reason)
+			if err != nil {
+				return fmt.Errorf("jobguard: write markers: job %s: %w", m.JobID, err)
+			}
+			at, err := json.Marshal(m.At)
+			if err != nil {
+				return fmt.Errorf("jobguard: write markers: job %s: %w", m.JobID, err)
+			}
+			tail = append(append(append(append([]byte(`,"reason":`), reason...), `,"at":`...), at...), '}')
 		}
-		values[i] = string(v)
+		v := make([]byte, 0, 16+len(tail))
+		v = strconv.AppendInt(append(v, `{"generation":`...), m.Generation, 10)
+		values[i] = string(append(v, tail...))
 	}
-	ttl := s.ttl.Milliseconds()
-	run := func(idx []int, eval func(p redis.Pipeliner, key string, args ...any) *redis.Cmd) ([]*redis.Cmd, error) {
-		cmds := make([]*redis.Cmd, len(idx))
+	per := 1
+	if _, single := s.rdb.(*redis.Client); single {
+		per = markersPerCall
+	}
+	var groups [][2]int // [from, to) of markers
+	for from := 0; from < len(markers); from += per {
+		groups = append(groups, [2]int{from, min(from+per, len(markers))})
+	}
+	call := func(g [2]int) ([]string, []any) {
+		keys := make([]string, 0, g[1]-g[0])
+		args := make([]any, 0, 2*(g[1]-g[0])+1)
+		for i := g[0]; i < g[1]; i++ {
+			keys = append(keys, s.Key(markers[i].JobID))
+			args = append(args, values[i], markers[i].Generation)
+		}
+		return keys, append(args, s.ttl.Milliseconds())
+	}
+	run := func(groups [][2]int, eval func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd) ([]*redis.Cmd, error) {
+		cmds := make([]*redis.Cmd, len(groups))
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, m := range idx {
-				cmds[i] = eval(p, s.Key(markers[m].JobID), values[m], markers[m].Generation, ttl)
+			for i, g := range groups {
+				keys, args := call(g)
+				cmds[i] = eval(p, keys, args...)
 			}
 			return nil
 		})
 		return cmds, err
 	}
-	all := make([]int, len(markers))
-	for i := range all {
-		all[i] = i
-	}
 	// By hash first; a server that has not seen the script yet (or lost it
-	// in a restart) gets it whole, for the markers it refused.
-	cmds, err := run(all, func(p redis.Pipeliner, key string, args ...any) *redis.Cmd {
-		return p.EvalSha(ctx, writeMarker.Hash(), []string{key}, args...)
+	// in a restart) gets it whole, for the calls it refused.
+	cmds, err := run(groups, func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+		return p.EvalSha(ctx, writeMarkers.Hash(), keys, args...)
 	})
 	if err == nil {
 		return nil
 	}
-	var retry []int
+	failed := map[[2]int]error{}
+	var retry [][2]int
 	for i, c := range cmds {
-		if c != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			retry = append(retry, all[i])
-		}
-	}
-	failed := map[int]error{}
-	for i, c := range cmds {
-		if c == nil {
-			failed[all[i]] = err
-		} else if c.Err() != nil && !redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			failed[all[i]] = c.Err()
+		switch {
+		case c == nil:
+			failed[groups[i]] = err
+		case redis.HasErrorPrefix(c.Err(), "NOSCRIPT"):
+			retry = append(retry, groups[i])
+		case c.Err() != nil:
+			failed[groups[i]] = c.Err()
 		}
 	}
 	if len(retry) > 0 {
-		again, rerr := run(retry, func(p redis.Pipeliner, key string, args ...any) *redis.Cmd {
-			return p.Eval(ctx, writeMarkerLua, []string{key}, args...)
+		again, rerr := run(retry, func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+			return p.Eval(ctx, writeMarkersLua, keys, args...)
 		})
 		for i, c := range again {
 			switch {
@@ -173,9 +211,11 @@ func (s *MarkerStore) Write(ctx context.Context, markers ...Marker) error {
 		return nil
 	}
 	var errs []error
-	for i, m := range markers {
-		if e, ok := failed[i]; ok {
-			errs = append(errs, fmt.Errorf("job %s: %w", m.JobID, e))
+	for _, g := range groups {
+		if e, ok := failed[g]; ok {
+			for i := g[0]; i < g[1]; i++ {
+				errs = append(errs, fmt.Errorf("job %s: %w", markers[i].JobID, e))
+			}
 		}
 	}
 	return fmt.Errorf("jobguard: write markers: %w", errors.Join(errs...))

@@ -2,6 +2,7 @@ package jobguard_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -80,4 +81,58 @@ func TestMarkerStore_WritesAfterTheServerForgotTheScript(t *testing.T) {
 	ttl, err := env.Redis.PTTL(ctx, s.Key("a")).Result()
 	require.NoError(t, err)
 	require.InDelta(t, jobguard.MarkerTTLDefault.Seconds(), ttl.Seconds(), 60, "the store's TTL")
+}
+
+// The markers of a sweep are encoded by hand for speed; what is stored must
+// be what json.Marshal gives, since any reader may decode it.
+func TestMarkerStore_WritesWhatJSONMarshalWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	s, err := jobguard.NewMarkerStore(env.Redis, jobguard.MarkerConfig{Prefix: env.Prefix})
+	require.NoError(t, err)
+	at := time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.FixedZone("KST", 9*3600))
+	markers := []jobguard.Marker{
+		{JobID: "a", Generation: 1, Reason: "reclaimed: \"quoted\" <tag> & 日本", At: at},
+		{JobID: "b", Generation: 9223372036854775807, Reason: "reclaimed: \"quoted\" <tag> & 日本", At: at},
+		{JobID: "c", Generation: 0, Reason: "other", At: at.Add(time.Second)},
+	}
+	require.NoError(t, s.Write(ctx, markers...))
+	for _, m := range markers {
+		got, err := env.Redis.Get(ctx, s.Key(m.JobID)).Result()
+		require.NoError(t, err)
+		want, err := json.Marshal(m)
+		require.NoError(t, err)
+		require.JSONEq(t, string(want), got)
+		require.Equal(t, string(want), got)
+	}
+}
+
+// aClient is a Redis client of a kind the store does not know (a wrapper,
+// say): it gets one script call per marker, as a Cluster client does.
+type aClient struct{ jobguard.Redis }
+
+func TestMarkerStore_OneCallPerMarkerForAClientOfUnknownKind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	single, err := jobguard.NewMarkerStore(env.Redis, jobguard.MarkerConfig{Prefix: env.Prefix})
+	require.NoError(t, err)
+	wrapped, err := jobguard.NewMarkerStore(aClient{env.Redis}, jobguard.MarkerConfig{Prefix: env.Prefix})
+	require.NoError(t, err)
+	var markers []jobguard.Marker
+	for i := range 1200 { // more than one call's worth on a single server
+		markers = append(markers, jobguard.Marker{JobID: fmt.Sprintf("job-%d", i), Generation: 5, At: time.Now()})
+	}
+	require.NoError(t, single.Write(ctx, markers...))
+	for i := range markers {
+		markers[i].Generation = 3 + int64(i%2)*3 // 3 is older, 6 newer
+	}
+	require.NoError(t, wrapped.Write(ctx, markers...))
+	for i, m := range markers {
+		got, found, err := single.Read(ctx, m.JobID)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.EqualValues(t, max(5, m.Generation), got.Generation, "marker %d", i)
+	}
 }

@@ -231,10 +231,15 @@ func (t Table) validate() error {
 // typeInfo is what the catalog says of one column.
 type typeInfo struct {
 	name    string // pg_type.typname
+	schema  string // pg_namespace.nspname of the type
 	kind    byte   // pg_type.typtype: b base, e enum, d domain, ...
 	typeOID int64
 	notNull bool // pg_attribute.attnotnull
 }
+
+// quoted is the type's name as SQL writes it, schema-qualified, so that a
+// cast to it does not depend on the session's search_path.
+func (t typeInfo) quoted() string { return ident.Quote(t.schema, t.name) }
 
 func isText(t typeInfo) bool {
 	return t.name == "text" || t.name == "varchar" || t.name == "bpchar"
@@ -271,8 +276,8 @@ func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 		return catalog{}, fmt.Errorf("table %s does not exist %s (Table.Name %q)", name, where, t.Name)
 	}
 	rows, err := db.Query(ctx, `
-SELECT a.attname, t.typname, t.typtype::text, t.oid::int8, a.attnotnull
-FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+SELECT a.attname, t.typname, n.nspname, t.typtype::text, t.oid::int8, a.attnotnull
+FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid JOIN pg_namespace n ON n.oid = t.typnamespace
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, name)
 	if err != nil {
 		return catalog{}, fmt.Errorf("read columns of %s: %w", name, err)
@@ -281,7 +286,7 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, nam
 	for rows.Next() {
 		var col, kind string
 		var ti typeInfo
-		if err := rows.Scan(&col, &ti.name, &kind, &ti.typeOID, &ti.notNull); err != nil {
+		if err := rows.Scan(&col, &ti.name, &ti.schema, &kind, &ti.typeOID, &ti.notNull); err != nil {
 			rows.Close()
 			return catalog{}, fmt.Errorf("read columns of %s: %w", name, err)
 		}

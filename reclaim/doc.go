@@ -41,13 +41,16 @@
 // reclaim each job once.
 //
 // What a sweep costs grows with the stuck jobs, not the running ones: the
-// default source, TableSource, reads only the rows over their type's limit
-// (the status is a literal in the SQL, so a partial index on the active
-// statuses applies, and the start column is compared bare), and every
+// default source, TableSource, reads only the rows over their type's limit,
+// one index range per type (the status is a literal in the SQL, so a
+// partial index on the active statuses applies, and the type and start
+// columns are compared bare; the bundled migration's index on (type,
+// started_at) over the active statuses is the one it needs), and every
 // source is read a page at a time (Config.PageSize), so memory is bounded
-// whatever the number of running jobs. A page costs two statements: the
-// read and the write. Every sweep has a deadline (Config.SweepTimeout), and
-// logs one summary line with every counter.
+// whatever the number of running jobs. A sweep reads the limits and the
+// active types once, then each page costs two statements: the read and the
+// write. Every sweep has a deadline (Config.SweepTimeout), and logs one
+// summary line with every counter.
 //
 // Run sweeps on an interval with one leader across instances, elected by a
 // Postgres advisory lock that each instance tries on a connection of its

@@ -96,7 +96,7 @@ type cancelAfterReclaim struct{ cancel context.CancelFunc }
 type reclaimWrite struct{}
 
 func (c cancelAfterReclaim) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(data.SQL, "FOR UPDATE SKIP LOCKED") {
+	if strings.Contains(data.SQL, "SKIP LOCKED") {
 		return context.WithValue(ctx, reclaimWrite{}, true)
 	}
 	return ctx

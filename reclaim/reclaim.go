@@ -26,7 +26,7 @@ const (
 	LeaderKeyDefault int64 = 0x6a6f62_7265636c // "job" "recl"
 	// PageSizeDefault is how many listings a sweep takes from its source at
 	// a time: one read of rows and one write per page.
-	PageSizeDefault = 5000
+	PageSizeDefault = 10_000
 )
 
 // Config configures a Reclaimer.

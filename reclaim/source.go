@@ -89,11 +89,14 @@ type ActiveJob struct {
 // TableSource reads the active jobs from the jobs table itself: the
 // PROCESSING rows whose started-at column (stamped by StartGuard.Start) is
 // older than their type's limit, on the database's clock, a page at a time
-// in id order. The query reads only those rows (see jobguard's Overdue), so
-// a sweep costs what the stuck jobs cost, not what the running ones do. Jobs
-// of a type with no limit are listed once they have run longer than the
-// shortest limit, so that the sweep can report them; rows with no start
-// time are not listed. Create it with NewTableSource.
+// in id order. It reads the active job types (jobguard's ActiveTypes) once
+// per sweep, then only the overdue rows (Overdue), one index range per
+// type, so a sweep costs what the stuck jobs cost, not what the running ones
+// do, given an index on (type, started_at) over the active statuses (the
+// bundled migration has it). Jobs of a type with no limit are listed once
+// they have run longer than the shortest limit, so that the sweep can report
+// them; rows with no start time are not listed. Create it with
+// NewTableSource.
 type TableSource struct {
 	guard *jobguard.Guard
 	db    jobguard.DB
@@ -117,18 +120,39 @@ func NewTableSource(guard *jobguard.Guard, db jobguard.DB) (*TableSource, error)
 	return &TableSource{guard: guard, db: db}, nil
 }
 
-// Active lists the jobs over their limit, one query per page, each with its
-// row.
+// Active lists the jobs over their limit, each with its row: one query for
+// the active types, then one per page.
 func (s *TableSource) Active(ctx context.Context, q Query, page func([]ActiveJob) error) error {
 	if q.PageSize <= 0 {
 		return fmt.Errorf("reclaim: table source: PageSize %d is not positive", q.PageSize)
 	}
-	oq := jobguard.OverdueQuery{Limits: q.Limits, Otherwise: q.Shortest(), Max: q.PageSize}
+	// A type that has no limit is listed once its jobs have run longer than
+	// the shortest limit, so that the sweep can report it.
+	types, err := s.guard.ActiveTypes(ctx, s.db)
+	if err != nil {
+		return fmt.Errorf("reclaim: table source: %w", err)
+	}
+	limits := make(map[string]time.Duration, len(types))
+	for _, typ := range types {
+		if d, ok := q.Limits[typ]; ok {
+			limits[typ] = d
+		} else if d := q.Shortest(); d > 0 {
+			limits[typ] = d
+		}
+	}
+	if len(limits) == 0 {
+		return nil
+	}
+	// One row past the page says whether another page follows, without a
+	// query that finds nothing.
+	oq := jobguard.OverdueQuery{Limits: limits, Max: q.PageSize + 1}
 	for {
 		rows, err := s.guard.Overdue(ctx, s.db, oq)
 		if err != nil {
 			return fmt.Errorf("reclaim: table source: %w", err)
 		}
+		more := len(rows) > q.PageSize
+		rows = rows[:min(len(rows), q.PageSize)]
 		if len(rows) == 0 {
 			return nil
 		}
@@ -139,7 +163,7 @@ func (s *TableSource) Active(ctx context.Context, q Query, page func([]ActiveJob
 		if err := page(jobs); err != nil {
 			return err
 		}
-		if len(rows) < q.PageSize {
+		if !more {
 			return nil
 		}
 		oq.After = rows[len(rows)-1].ID

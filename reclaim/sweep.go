@@ -17,7 +17,8 @@ import (
 // parent rules in the same transaction, and after the commit writes their
 // markers and publishes their notices.
 //
-// Without parent rules a page costs two statements, the read and the write;
+// Without parent rules a page costs two statements, the read and the write,
+// beside the limits (and a TableSource's active types) read once per sweep;
 // parent rules add the transaction's BEGIN and COMMIT, a savepoint, and what
 // each rule sends (SetParent: one statement per type).
 //

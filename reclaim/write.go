@@ -23,8 +23,8 @@ type outcome struct {
 
 func (o *outcome) add(res jobguard.FailResult) {
 	o.failed = append(o.failed, res.Failed...)
-	o.moved += len(res.Moved)
-	o.locked += len(res.Locked)
+	o.moved += res.Moved
+	o.locked += res.Locked
 }
 
 // write fails the chosen jobs whose rows are still as read. Without parent

@@ -85,7 +85,7 @@ func (w *Watcher) Check(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, e := range all {
-		row, found := rows[e.exec.JobID]
+		row, found := rows[e.key]
 		switch judge(w.rules, e.exec, row, found) {
 		case owned:
 		case ended:

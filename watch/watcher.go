@@ -91,6 +91,7 @@ type Watcher struct {
 // entry is one watched execution.
 type entry struct {
 	exec   jobguard.Execution
+	key    string // exec.JobID as the id column prints it
 	cancel context.CancelCauseFunc
 }
 
@@ -156,21 +157,21 @@ func New(cfg Config) (*Watcher, error) {
 // after jobguard's Start has returned exec (its write committed), and run the
 // execution's external calls under the returned context.
 //
-// Notices name the job as the id column prints it (a uuid in lower case),
-// and are matched against exec.JobID as given: an execution whose id is
-// spelled otherwise (an upper-case uuid) is caught by the check only.
+// Executions are keyed by the job id as the id column prints it (a uuid in
+// lower case), as notices name the job, so an execution whose id is spelled
+// otherwise (an upper-case uuid) is still found by its notice.
 //
 // The returned release function cancels the context and forgets exec; call
 // it when the execution ends, as with context.WithCancel. The watcher also
 // forgets exec when ctx ends.
 func (w *Watcher) Watch(ctx context.Context, exec jobguard.Execution) (context.Context, context.CancelFunc) {
 	wctx, cancel := context.WithCancelCause(ctx)
-	e := &entry{exec: exec, cancel: cancel}
+	e := &entry{exec: exec, key: w.key(exec.JobID), cancel: cancel}
 	w.mu.Lock()
-	set := w.jobs[exec.JobID]
+	set := w.jobs[e.key]
 	if set == nil {
 		set = make(map[*entry]struct{})
-		w.jobs[exec.JobID] = set
+		w.jobs[e.key] = set
 	}
 	set[e] = struct{}{}
 	w.mu.Unlock()
@@ -203,15 +204,24 @@ func (w *Watcher) Subscribed() bool { return w.up.Load() }
 func (w *Watcher) take(e *entry) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	set := w.jobs[e.exec.JobID]
+	set := w.jobs[e.key]
 	if _, ok := set[e]; !ok {
 		return false
 	}
 	delete(set, e)
 	if len(set) == 0 {
-		delete(w.jobs, e.exec.JobID)
+		delete(w.jobs, e.key)
 	}
 	return true
+}
+
+// key is jobID as the id column prints it, the form notices and checks name
+// a job by; an id that is no id of the table stays as given.
+func (w *Watcher) key(jobID string) string {
+	if id, err := w.cfg.Guard.CanonicalID(jobID); err == nil {
+		return id
+	}
+	return jobID
 }
 
 // cancelWhere cancels, with the cause made by why, every watched execution
@@ -259,8 +269,8 @@ func (w *Watcher) Lost(exec jobguard.Execution, err error) bool {
 	if !errors.Is(err, jobguard.ErrJobTerminal) {
 		return false
 	}
-	return w.cancelWhere(exec.JobID,
-		func(x jobguard.Execution) bool { return x == exec },
+	return w.cancelWhere(w.key(exec.JobID),
+		func(x jobguard.Execution) bool { return x.Generation == exec.Generation },
 		func(e *entry) *ReclaimedError {
 			return &ReclaimedError{JobID: exec.JobID, Generation: exec.Generation, Via: ViaHeartbeat, Err: err}
 		}) > 0
@@ -274,14 +284,14 @@ func (w *Watcher) Lost(exec jobguard.Execution, err error) bool {
 func (w *Watcher) notice(n Notice) {
 	if !w.rules.fenced {
 		w.mu.Lock()
-		watched := len(w.jobs[n.JobID]) > 0
+		watched := len(w.jobs[w.key(n.JobID)]) > 0
 		w.mu.Unlock()
 		if watched {
 			w.requestCheck()
 		}
 		return
 	}
-	w.cancelWhere(n.JobID,
+	w.cancelWhere(w.key(n.JobID),
 		func(x jobguard.Execution) bool { return x.Generation <= n.Generation },
 		func(e *entry) *ReclaimedError {
 			return &ReclaimedError{JobID: e.exec.JobID, Generation: e.exec.Generation, Via: ViaNotice, Seen: n.Generation}

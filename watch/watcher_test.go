@@ -394,3 +394,19 @@ func TestCheck_ExecutionThatEndedItsOwnJobIsNotCancelled(t *testing.T) {
 		})
 	}
 }
+
+// A worker that spells its job's uuid in upper case is still told by the
+// reclaim's notice, which names the job as the id column prints it.
+func TestWatch_NoticeFindsAnExecutionWhoseIDIsSpelledOtherwise(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "redis", fixture.Default, noChecks)
+	exec := b.start(t, 2)
+	upper := jobguard.Execution{JobID: strings.ToUpper(exec.JobID), Generation: exec.Generation}
+	ctx := b.watch(t, upper)
+
+	at := b.reclaim(t, true, exec.JobID)
+	cause, _ := cancelledWithin(t, ctx, at, time.Second)
+	require.Equal(t, watch.ViaNotice, cause.Via)
+	require.Equal(t, upper.JobID, cause.JobID, "the cause names the execution as it was watched")
+	require.Zero(t, b.w.Len())
+}

@@ -47,6 +47,16 @@
 //     only, as jobguard documents: a stale execution of a job that was
 //     restarted can still move its updated_at.
 //
+// # Inside your transaction
+//
+// Given a pgx.Tx, Beat writes in that transaction: the reclaimer sees the
+// progress only once it commits, and not at all if it rolls back, while the
+// slot is used up either way. Until then the transaction holds the job's
+// row, and a reclaimer skips a row that is held (it is being written), so
+// a long transaction delays the job's reclaim rather than hiding progress
+// from it. The stamp is the time of the statement, not the start of the
+// transaction.
+//
 // # Use
 //
 //	hb := heartbeat.New(guard, heartbeat.Config{})

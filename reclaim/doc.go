@@ -83,6 +83,14 @@
 // own page. A marker write that fails is counted and logged; the database
 // reason still refuses the job at start.
 //
+// # Transactions
+//
+// A sweep never runs inside a caller's transaction: Config.DB is a pool,
+// and each page's write commits on its own (one statement, or one
+// transaction with the parent rules). Parent rules run inside that
+// transaction, in a savepoint, and see the rows it changed. Markers and
+// notices go out only after it has committed.
+//
 // # Usage
 //
 //	r, err := reclaim.New(reclaim.Config{

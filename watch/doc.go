@@ -66,6 +66,15 @@
 //   - Contexts are not cancelled when Run returns; they are simply no
 //     longer watched.
 //
+// # Inside your transaction
+//
+// The watcher reads rows on its own pool (Config.DB), outside any
+// transaction of yours, so it sees only what has committed: a Start still
+// inside your transaction is not there yet, which is why Watch comes after
+// Start has committed. PostgresPublisher.PublishOn given the reclaim's
+// pgx.Tx sends its notices with that transaction's commit, and never if it
+// rolls back; Publish sends at once.
+//
 // # Use
 //
 //	// In the reclaimer, after the reclaim committed:

@@ -40,16 +40,7 @@ func TestOverdue_GenericPlanUsesThePartialIndex(t *testing.T) {
 	_, err = conn.Exec(ctx, `PREPARE overdue AS `+g.batch.overdue)
 	require.NoError(t, err)
 	defer func() { _, _ = conn.Exec(ctx, `DEALLOCATE overdue`) }()
-	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE overdue('{chapter}', '{1800000000}', 1000)`)
-	require.NoError(t, err)
-	var lines []string
-	for rows.Next() {
-		var l string
-		require.NoError(t, rows.Scan(&l))
-		lines = append(lines, l)
-	}
-	require.NoError(t, rows.Err())
-	text := strings.Join(lines, "\n")
+	text := explain(t, conn, `EXPLAIN EXECUTE overdue('{chapter}', '{1800000000}', 1000)`)
 	require.Contains(t, text, "jobs_active_idx", text)
 	require.Regexp(t, `Index Cond: \(\(type = \w+\.type\) AND \(started_at > '-infinity'`, text, "one index range per type")
 	require.NotContains(t, text, "Seq Scan on jobs", text)
@@ -98,8 +89,16 @@ func TestFailIfUnchanged_GenericPlanIsLinear(t *testing.T) {
 	var ids, statuses, updated, gens string
 	require.NoError(t, tx.QueryRow(ctx, `SELECT array_agg(id)::text, array_agg(status)::text,
 		array_agg(updated_at)::text, array_agg(generation)::text FROM jobs`).Scan(&ids, &statuses, &updated, &gens))
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) EXECUTE fail('FAILED', 'stuck', "+
+	plan := explain(t, tx, "EXPLAIN (ANALYZE, COSTS OFF) EXECUTE fail('FAILED', 'stuck', "+
 		ident.Literal(ids)+", "+ident.Literal(statuses)+", "+ident.Literal(updated)+", "+ident.Literal(gens)+")")
+	require.NotContains(t, plan, "Join Filter", "every join goes through the primary key or the ctid:\n"+plan)
+	require.Contains(t, plan, "Update on jobs", plan)
+}
+
+// explain runs an EXPLAIN and returns its lines as one text.
+func explain(t *testing.T, db DB, sql string) string {
+	t.Helper()
+	rows, err := db.Query(context.Background(), sql)
 	require.NoError(t, err)
 	var lines []string
 	for rows.Next() {
@@ -108,7 +107,5 @@ func TestFailIfUnchanged_GenericPlanIsLinear(t *testing.T) {
 		lines = append(lines, l)
 	}
 	require.NoError(t, rows.Err())
-	plan := strings.Join(lines, "\n")
-	require.NotContains(t, plan, "Join Filter", "every join goes through the primary key or the ctid:\n"+plan)
-	require.Contains(t, plan, "Update on jobs", plan)
+	return strings.Join(lines, "\n")
 }

@@ -2,7 +2,6 @@ package reclaim_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/fixture"
-	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
@@ -19,13 +17,7 @@ import (
 // setStartedAgo moves a job's started_at to now - ago.
 func setStartedAgo(t *testing.T, jobs *fixture.Jobs, id string, ago time.Duration) {
 	t.Helper()
-	tb := jobs.Table
-	val := "now() - $2::interval"
-	if jobs.Name == fixture.Prisma.Name {
-		val = "(now() - $2::interval) AT TIME ZONE 'UTC'"
-	}
-	jobs.Env.Exec(fmt.Sprintf("UPDATE %s SET %s = %s WHERE %s::text = $1", tb.QualifiedName(),
-		ident.Quote(tb.StartedAtColumn), val, ident.Quote(tb.IDColumn)), id, ago.String())
+	jobs.Backdate(t, id, jobs.Table.StartedAtColumn, ago)
 }
 
 func startGuard(t *testing.T, jobs *fixture.Jobs) *jobguard.StartGuard {

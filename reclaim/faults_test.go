@@ -22,6 +22,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/chaos"
 	"github.com/jobguard/jobguard/internal/fixture"
+	"github.com/jobguard/jobguard/internal/sourcetest"
 	"github.com/jobguard/jobguard/internal/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
@@ -384,7 +385,7 @@ func TestFaults_BullMQJobKeyOfAnotherType_IsSkippedNotFatal(t *testing.T) {
 
 	src, err := bullmq.New(bullmq.Config{Redis: rdb, Prefix: s.env.Prefix, Queue: "chapters"})
 	require.NoError(t, err)
-	jobs, err := listAll(ctx, src)
+	jobs, err := sourcetest.All(ctx, src, 100)
 	require.NoError(t, err, "one garbled key must not hide the rest of the queue")
 	require.Len(t, jobs, 1)
 	require.ErrorIs(t, jobs[0].Err, bullmq.ErrNoJobHash)
@@ -400,14 +401,4 @@ func TestFaults_BullMQJobKeyOfAnotherType_IsSkippedNotFatal(t *testing.T) {
 	require.Zero(t, rep.Reclaimed)
 	require.Equal(t, "PROCESSING", s.jobs.Read(t, s.stuck).Status)
 	require.Equal(t, "GENERATING", s.course(t))
-}
-
-// listAll collects every page of src.
-func listAll(ctx context.Context, src reclaim.Source) ([]reclaim.ActiveJob, error) {
-	var all []reclaim.ActiveJob
-	err := src.Active(ctx, reclaim.Query{PageSize: 100}, func(page []reclaim.ActiveJob) error {
-		all = append(all, page...)
-		return nil
-	})
-	return all, err
 }

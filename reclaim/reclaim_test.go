@@ -71,13 +71,7 @@ func newReclaimer(t testing.TB, jobs *fixture.Jobs, cfg reclaim.Config) (*reclai
 // setUpdatedAgo moves a job's updated_at to now - ago.
 func setUpdatedAgo(t *testing.T, jobs *fixture.Jobs, id string, ago time.Duration) {
 	t.Helper()
-	tb := jobs.Table
-	val := "now() - $2::interval"
-	if jobs.Name == fixture.Prisma.Name {
-		val = "(now() - $2::interval) AT TIME ZONE 'UTC'"
-	}
-	jobs.Env.Exec(fmt.Sprintf("UPDATE %s SET %s = %s WHERE %s::text = $1", tb.QualifiedName(),
-		ident.Quote(tb.UpdatedAtColumn), val, ident.Quote(tb.IDColumn)), id, ago.String())
+	jobs.Backdate(t, id, jobs.Table.UpdatedAtColumn, ago)
 }
 
 func markers(t testing.TB, jobs *fixture.Jobs) *jobguard.MarkerStore {

@@ -237,7 +237,7 @@ func generation(data, field string) (int64, error) {
 		return 0, nil
 	}
 	var n json.Number
-	if err := json.Unmarshal(raw, &n); err == nil {
+	if raw[0] != '"' && json.Unmarshal(raw, &n) == nil {
 		if g, err := n.Int64(); err == nil && g > 0 {
 			return g, nil
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/fixture"
+	"github.com/jobguard/jobguard/internal/sourcetest"
 	"github.com/jobguard/jobguard/internal/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
@@ -145,7 +146,7 @@ func TestActive_ReadsJobsARealWorkerHolds(t *testing.T) {
 	h := runBullMQ(t, env, prefix, "chapters", 3, "")
 	require.Len(t, h.Held, 3)
 
-	got, err := listAll(context.Background(), newSource(t, env, prefix, "chapters", ""))
+	got, err := sourcetest.All(context.Background(), newSource(t, env, prefix, "chapters", ""), 2)
 	require.NoError(t, err)
 	want := make([]reclaim.ActiveJob, len(h.Held))
 	for i, j := range h.Held {
@@ -156,7 +157,7 @@ func TestActive_ReadsJobsARealWorkerHolds(t *testing.T) {
 		require.NotContains(t, h.Finished, j.ID)
 	}
 
-	byRow, err := listAll(context.Background(), newSource(t, env, prefix, "chapters", "rowId"))
+	byRow, err := sourcetest.All(context.Background(), newSource(t, env, prefix, "chapters", "rowId"), 2)
 	require.NoError(t, err)
 	var rows []string
 	for _, j := range byRow {
@@ -177,7 +178,7 @@ func TestActive_ListedJobWithoutHashOrStartIsNotGuessed(t *testing.T) {
 	require.NoError(t, env.Redis.LPush(ctx, base+"active", "gone", "unstarted").Err())
 	require.NoError(t, env.Redis.HSet(ctx, base+"unstarted", "name", "chapter", "data", `{}`).Err())
 
-	got, err := listAll(ctx, newSource(t, env, prefix, "chapters", ""))
+	got, err := sourcetest.All(ctx, newSource(t, env, prefix, "chapters", ""), 2)
 	require.NoError(t, err)
 	require.Len(t, got, 4)
 	byID := map[string]reclaim.ActiveJob{}
@@ -215,7 +216,7 @@ func TestActive_SnapshotIsConsistentWhileJobsLeave(t *testing.T) {
 
 	seen := 0
 	for range 300 {
-		got, err := listAll(ctx, src)
+		got, err := sourcetest.All(ctx, src, 2)
 		require.NoError(t, err)
 		for _, j := range got {
 			// Read in two steps (the list, then the hashes), a job finishing in
@@ -283,7 +284,7 @@ func TestActive_RowIDFromData(t *testing.T) {
 		require.NoError(t, env.Redis.HSet(ctx, base+id, "name", "chapter", "processedOn", ms, "data", data).Err())
 		require.NoError(t, env.Redis.RPush(ctx, base+"active", id).Err())
 	}
-	got, err := listAll(ctx, newSource(t, env, env.Prefix+":{bull}", "q", "rowId"))
+	got, err := sourcetest.All(ctx, newSource(t, env, env.Prefix+":{bull}", "q", "rowId"), 2)
 	require.NoError(t, err)
 	require.Len(t, got, 5)
 	byID := map[string]reclaim.ActiveJob{}
@@ -304,17 +305,37 @@ func TestActive_UnreachableRedisFailsTheRead(t *testing.T) {
 	t.Cleanup(func() { _ = down.Close() })
 	src, err := bullmq.New(bullmq.Config{Redis: down, Queue: "q"})
 	require.NoError(t, err)
-	_, err = listAll(context.Background(), src)
+	_, err = sourcetest.All(context.Background(), src, 2)
 	require.ErrorContains(t, err, "bullmq: read bull:q:active")
 }
 
-// listAll collects every page of src, a few jobs a page so that paging is
-// exercised too.
-func listAll(ctx context.Context, src reclaim.Source) ([]reclaim.ActiveJob, error) {
-	var all []reclaim.ActiveJob
-	err := src.Active(ctx, reclaim.Query{PageSize: 2}, func(page []reclaim.ActiveJob) error {
-		all = append(all, page...)
-		return nil
-	})
-	return all, err
+// A worker that stores the generation Start returned in its job's data
+// names the execution each listing runs.
+func TestActive_GenerationFromData(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	base := env.Prefix + ":{bull}:q:"
+	ms := strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)
+	for i, data := range []string{`{"rowId":"row-1","generation":7}`, `{"rowId":"row-2"}`, `{"rowId":"row-3","generation":"7"}`, `{"rowId":"row-4","generation":-1}`} {
+		id := strconv.Itoa(i + 1)
+		require.NoError(t, env.Redis.HSet(ctx, base+id, "name", "chapter", "processedOn", ms, "data", data).Err())
+		require.NoError(t, env.Redis.RPush(ctx, base+"active", id).Err())
+	}
+	src, err := bullmq.New(bullmq.Config{Redis: env.Redis, Prefix: env.Prefix + ":{bull}", Queue: "q",
+		RowIDField: "rowId", GenerationField: "generation"})
+	require.NoError(t, err)
+	got, err := sourcetest.All(ctx, src, 3)
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+	byID := map[string]reclaim.ActiveJob{}
+	for _, j := range got {
+		byID[j.ID] = j
+	}
+	require.EqualValues(t, 7, byID["row-1"].Generation)
+	require.NoError(t, byID["row-1"].Err)
+	require.Zero(t, byID["row-2"].Generation, "no field: the generation is unknown")
+	require.NoError(t, byID["row-2"].Err)
+	require.ErrorContains(t, byID["row-3"].Err, "generation", "a generation that is not a number is not guessed")
+	require.ErrorContains(t, byID["row-4"].Err, "generation")
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobguard/jobguard/internal/sourcetest"
 	"github.com/jobguard/jobguard/internal/testenv"
 	"github.com/jobguard/jobguard/reclaim/bullmq"
 )
@@ -63,7 +64,7 @@ func FuzzSource_Active(f *testing.F) {
 			t.Fatal(err)
 		}
 
-		jobs, err := listAll(ctx, src)
+		jobs, err := sourcetest.All(ctx, src, 1000)
 		if err != nil {
 			t.Fatalf("Active: %v", err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/jobguard/jobguard/internal/sourcetest"
 	"github.com/jobguard/jobguard/internal/testenv"
 	"github.com/jobguard/jobguard/reclaim/riversource"
 )
@@ -53,7 +54,7 @@ func BenchmarkActive(b *testing.B) {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			jobs, err := listAll(ctx, src)
+			jobs, err := sourcetest.All(ctx, src, 1000)
 			if err != nil || len(jobs) != 1000 {
 				b.Fatal(err, len(jobs))
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/fixture"
+	"github.com/jobguard/jobguard/internal/sourcetest"
 	"github.com/jobguard/jobguard/internal/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
@@ -148,7 +149,7 @@ func TestActive_ReportsTheJobARealWorkerHoldsWithItsAttemptStart(t *testing.T) {
 	env.Exec(`INSERT INTO river_job (kind, args, state, attempt, max_attempts, attempted_at, finalized_at)
 		VALUES ('chapter', '{"job_id":"row-done"}', 'completed', 1, 25, now(), now())`)
 
-	got, err := listAll(ctx, newSource(t, env, riversource.Config{}))
+	got, err := sourcetest.All(ctx, newSource(t, env, riversource.Config{}), 2)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, "row-1", got[0].ID)
@@ -166,7 +167,7 @@ func TestActive_RunningJobWithoutRowIDIsAnErrorNotAGuess(t *testing.T) {
 	r := startRiver(t, env)
 	held := r.hold(t, chapterArgs{}) // no job_id in the args
 
-	got, err := listAll(ctx, newSource(t, env, riversource.Config{}))
+	got, err := sourcetest.All(ctx, newSource(t, env, riversource.Config{}), 2)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.ErrorIs(t, got[0].Err, riversource.ErrNoRowID)
@@ -210,7 +211,7 @@ func TestActive_RowIDFromArgs(t *testing.T) {
 	for i, c := range cases {
 		ids[i] = insertRunning(t, env, "chapter", "elsewhere", c.args)
 	}
-	got, err := listAll(ctx, newSource(t, env, riversource.Config{}))
+	got, err := sourcetest.All(ctx, newSource(t, env, riversource.Config{}), 2)
 	require.NoError(t, err)
 	require.Len(t, got, len(cases))
 	for i, c := range cases {
@@ -227,7 +228,7 @@ func TestActive_RowIDFromArgs(t *testing.T) {
 	}
 
 	// Another key, named by the configuration.
-	got, err = listAll(ctx, newSource(t, env, riversource.Config{RowIDKey: "row"}))
+	got, err = sourcetest.All(ctx, newSource(t, env, riversource.Config{RowIDKey: "row"}), 2)
 	require.NoError(t, err)
 	require.NoError(t, got[2].Err)
 	require.Equal(t, "x", got[2].ID)
@@ -244,7 +245,7 @@ func TestActive_FiltersQueuesAndMapsKinds(t *testing.T) {
 	insertRunning(t, env, "email", "courses", `{"to":"someone"}`)
 
 	ids := func(src *riversource.Source) map[string]string {
-		got, err := listAll(ctx, src)
+		got, err := sourcetest.All(ctx, src, 2)
 		require.NoError(t, err)
 		m := map[string]string{}
 		for _, j := range got {
@@ -269,7 +270,7 @@ func TestActive_SchemaFromSearchPath(t *testing.T) {
 	insertRunning(t, env, "chapter", "q", `{"job_id":"c1"}`)
 	src, err := riversource.New(riversource.Config{DB: env.Pool}) // the pool's search_path is the test's schema
 	require.NoError(t, err)
-	got, err := listAll(context.Background(), src)
+	got, err := sourcetest.All(context.Background(), src, 2)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, "c1", got[0].ID)
@@ -278,7 +279,7 @@ func TestActive_SchemaFromSearchPath(t *testing.T) {
 func TestActive_MissingRiverTableFailsTheRead(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t) // River's migrations not applied
-	_, err := listAll(context.Background(), newSource(t, env, riversource.Config{}))
+	_, err := sourcetest.All(context.Background(), newSource(t, env, riversource.Config{}), 2)
 	require.ErrorContains(t, err, "riversource: read river_job")
 }
 
@@ -330,15 +331,4 @@ func TestNew_ErrorsNameTheField(t *testing.T) {
 	require.ErrorContains(t, err, "Queues")
 	_, err = riversource.New(riversource.Config{DB: env.Pool, Types: map[string]string{"chapter": ""}})
 	require.ErrorContains(t, err, "Types")
-}
-
-// listAll collects every page of src, a few jobs a page so that paging is
-// exercised too.
-func listAll(ctx context.Context, src reclaim.Source) ([]reclaim.ActiveJob, error) {
-	var all []reclaim.ActiveJob
-	err := src.Active(ctx, reclaim.Query{PageSize: 2}, func(page []reclaim.ActiveJob) error {
-		all = append(all, page...)
-		return nil
-	})
-	return all, err
 }

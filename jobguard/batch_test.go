@@ -342,3 +342,40 @@ func TestOverdue_NeedsAStartedAtColumn(t *testing.T) {
 	_, err := jobs.Guard.Overdue(context.Background(), jobs.Env.Pool, jobguard.OverdueQuery{Max: 1})
 	require.ErrorIs(t, err, jobguard.ErrNoStartedAt)
 }
+
+// A type column that is a Postgres enum: the types come back as text, and a
+// limit naming a label the enum lacks selects nothing rather than failing
+// the cast.
+func TestOverdue_EnumTypeColumn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	env.Exec(`CREATE TYPE "JobKind" AS ENUM ('chapter', 'video')`)
+	env.Exec(`CREATE TABLE kinds_jobs (
+		id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+		kind "JobKind" NOT NULL,
+		status text NOT NULL,
+		generation int NOT NULL DEFAULT 0,
+		failure_reason text,
+		started_at timestamptz,
+		updated_at timestamptz NOT NULL DEFAULT now())`)
+	env.Exec(`CREATE INDEX ON kinds_jobs (kind, started_at) WHERE status IN ('QUEUED', 'PROCESSING')`)
+	env.Exec(`INSERT INTO kinds_jobs (kind, status, started_at) VALUES
+		('chapter', 'PROCESSING', now() - interval '2 hours'),
+		('video', 'PROCESSING', now() - interval '2 hours'),
+		('video', 'PROCESSING', now() - interval '5 minutes')`)
+	g, err := jobguard.New(ctx, env.Pool, jobguard.Table{Schema: env.Schema, Name: "kinds_jobs",
+		TypeColumn: "kind", GenerationColumn: "generation", StartedAtColumn: "started_at"})
+	require.NoError(t, err)
+
+	types, err := g.ActiveTypes(ctx, env.Pool)
+	require.NoError(t, err)
+	require.Equal(t, []string{"chapter", "video"}, types, "in the enum's order")
+	got, err := g.Overdue(ctx, env.Pool, jobguard.OverdueQuery{
+		Limits: map[string]time.Duration{"video": time.Hour, "no-such-label": time.Minute},
+		Max:    10,
+	})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, "video", got[0].Type)
+}

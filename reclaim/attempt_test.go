@@ -182,3 +182,21 @@ func fail(t *testing.T, jobs *fixture.Jobs, id string) string {
 		jobguard.Execution{JobID: id, Generation: row.Generation}, jobguard.ReclaimedReasonDefault))
 	return id
 }
+
+// The table source reads only the jobs over their limit, but a type that
+// has no limit at all is still reported, once its jobs have run longer than
+// the shortest limit: an operator who forgot a type's limit learns of it.
+func TestSweep_TableSourceReportsATypeWithoutALimit(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	jobs.Insert(t, fixture.Job{Type: "mystery", Generation: 1, UpdatedAgo: 2 * time.Hour})
+	jobs.Insert(t, fixture.Job{Type: "mystery", Generation: 1, UpdatedAgo: 5 * time.Minute}) // not yet
+	r, logs := newReclaimer(t, jobs, reclaim.Config{})                                       // chapter: 30 minutes
+
+	rep, err := r.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, reclaim.Report{Scanned: 1, UnknownType: 1}, rep)
+	require.Contains(t, logs.String(), `level=WARN msg="reclaim: sweep"`)
+	require.Contains(t, logs.String(), "types_without_limit=[mystery]")
+}

@@ -21,31 +21,13 @@ import (
 // before CompleteIfActive returns; given a pgx.Tx, it commits only when
 // that transaction does.
 func (g *Guard) CompleteIfActive(ctx context.Context, db DB, exec Execution) error {
-	id, err := g.idArg(exec.JobID)
-	if err != nil {
-		return fmt.Errorf("jobguard: complete: %w", err)
-	}
-	s := g.table.Statuses
-	args := []any{id, s.Completed, s.Queued, s.Processing}
-	if g.Fenced() {
-		args = append(args, exec.Generation)
-	}
-	return g.met.completed(ctx, g.write(ctx, db, "complete", g.sql.completeActive, args, exec, s.Queued, s.Processing))
+	return g.met.completed(ctx, g.run(ctx, db, g.sql.completeActive, exec))
 }
 
 // CompleteIfProcessing is CompleteIfActive for paths that must not complete
 // a job that was never started: it writes COMPLETED only from PROCESSING.
 func (g *Guard) CompleteIfProcessing(ctx context.Context, db DB, exec Execution) error {
-	id, err := g.idArg(exec.JobID)
-	if err != nil {
-		return fmt.Errorf("jobguard: complete: %w", err)
-	}
-	s := g.table.Statuses
-	args := []any{id, s.Completed, s.Processing}
-	if g.Fenced() {
-		args = append(args, exec.Generation)
-	}
-	return g.met.completed(ctx, g.write(ctx, db, "complete", g.sql.completeProcessing, args, exec, s.Processing))
+	return g.met.completed(ctx, g.run(ctx, db, g.sql.completeProcessing, exec))
 }
 
 // CompleteTx begins a transaction on db, runs CompleteIfActive as its first
@@ -82,19 +64,6 @@ func (g *Guard) CompleteTx(ctx context.Context, db DB, exec Execution, fn func(p
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("jobguard: complete: commit: %w", err)
-	}
-	return nil
-}
-
-// write runs one conditional UPDATE of exec and turns zero rows into a
-// *StateError wrapping ErrJobTerminal.
-func (g *Guard) write(ctx context.Context, db DB, op, sql string, args []any, exec Execution, allowed ...string) error {
-	tag, err := db.Exec(ctx, sql, args...)
-	if err != nil {
-		return fmt.Errorf("jobguard: %s: %w", op, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return g.refusal(ctx, db, op, args[0], exec, ErrJobTerminal, allowed...)
 	}
 	return nil
 }

@@ -88,7 +88,7 @@ func (r Reason) String() string {
 // StateError is a conditional write that affected zero rows, with what a read
 // right after it saw. It wraps ErrJobTerminal (ErrNotRetryable for Retry).
 type StateError struct {
-	Op     string // "complete", "fail", "retry", "start", "heartbeat", ...
+	Op     Op // the write that was refused: OpComplete, OpFail, OpTouch, ...
 	JobID  string
 	Reason Reason
 	// Status is the status seen, when the row exists.

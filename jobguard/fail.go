@@ -13,16 +13,7 @@ import (
 // *StateError wrapping ErrJobTerminal: a stale execution cannot fail a job it
 // no longer owns.
 func (g *Guard) Fail(ctx context.Context, db DB, exec Execution, reason string) error {
-	id, err := g.idArg(exec.JobID)
-	if err != nil {
-		return fmt.Errorf("jobguard: fail: %w", err)
-	}
-	s := g.table.Statuses
-	args := []any{id, s.Failed, reason, s.Queued, s.Processing}
-	if g.Fenced() {
-		args = append(args, exec.Generation)
-	}
-	return g.write(ctx, db, "fail", g.sql.fail, args, exec, s.Queued, s.Processing)
+	return g.run(ctx, db, g.sql.fail, exec, reason)
 }
 
 // Retry is an operator's explicit retry of a FAILED job: back to QUEUED, the
@@ -39,11 +30,10 @@ func (g *Guard) Retry(ctx context.Context, db DB, jobID string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("jobguard: retry: %w", err)
 	}
-	s := g.table.Statuses
 	var gen int64
-	err = db.QueryRow(ctx, g.sql.retry, id, s.Queued, s.Failed).Scan(&gen)
+	err = db.QueryRow(ctx, g.sql.retry.sql, id).Scan(&gen)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, g.refusal(ctx, db, "retry", id, Execution{JobID: jobID}, ErrNotRetryable, s.Failed)
+		return 0, g.refusal(ctx, db, g.sql.retry, id, Execution{JobID: jobID}, ErrNotRetryable)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("jobguard: retry: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -62,16 +63,16 @@ const (
 )
 
 // statements are built once by New. Parameter positions are fixed per
-// statement and documented beside each builder.
+// statement and documented beside each.
 type statements struct {
-	completeActive     string // $1 id, $2 completed, $3 queued, $4 processing [, $5 generation]
-	completeProcessing string // $1 id, $2 completed, $3 processing [, $4 generation]
-	fail               string // $1 id, $2 failed, $3 reason, $4 queued, $5 processing [, $6 generation]
-	retry              string // $1 id, $2 queued, $3 failed → generation
-	start              string // $1 id, $2 processing, $3 queued, $4 reclaimed reason [, $5 marker generation] → generation
-	inspect            string // $1 id → status, failure_reason, generation
-	touch              string // $1 id, $2 processing [, $3 generation]
-	touchProgress      string // $1 id, $2 processing, $3 progress [, $4 generation]
+	completeActive     guarded // $1 id [, $2 generation]
+	completeProcessing guarded // $1 id [, $2 generation]
+	fail               guarded // $1 id, $2 reason [, $3 generation]
+	touch              guarded // $1 id [, $2 generation]
+	touchProgress      guarded // $1 id, $2 progress [, $3 generation]
+	retry              guarded // $1 id → generation
+	start              string  // $1 id, $2 reclaimed reason [, $3 marker generation] → generation
+	inspect            string  // $1 id → status, failure_reason, generation
 }
 
 // New validates table against the database's catalog and builds every
@@ -134,12 +135,22 @@ func buildStatements(t Table, cat catalog) statements {
 	tbl := t.QualifiedName()
 	id, status, reason := q(t.IDColumn), q(t.StatusColumn), q(t.FailureReasonColumn)
 	touch := fmt.Sprintf("%s = %s", q(t.UpdatedAtColumn), nowExpr(cat.columns[t.UpdatedAtColumn]))
+	st := t.Statuses
+	lit := ident.Literal
 
-	fence := func(n int) string {
-		if t.GenerationColumn == "" {
-			return ""
+	// write builds a guarded UPDATE: set, then the job's id and one of the
+	// allowed statuses, then the execution's generation on a fenced table.
+	// values is how many parameters of the call's own come after the id.
+	write := func(op Op, set string, values int, allowed ...string) guarded {
+		in := make([]string, len(allowed))
+		for i, a := range allowed {
+			in[i] = lit(a)
 		}
-		return fmt.Sprintf(" AND %s = $%d", q(t.GenerationColumn), n)
+		sql := fmt.Sprintf(`UPDATE %s SET %s WHERE %s = $1 AND %s IN (%s)`, tbl, set, id, status, strings.Join(in, ", "))
+		if t.GenerationColumn != "" {
+			sql += fmt.Sprintf(" AND %s = $%d", q(t.GenerationColumn), values+2)
+		}
+		return guarded{op: op, sql: sql, allowed: allowed, fenced: t.GenerationColumn != ""}
 	}
 	genOut, bump := "0::int8", ""
 	if t.GenerationColumn != "" {
@@ -159,35 +170,29 @@ func buildStatements(t Table, cat catalog) statements {
 	}
 
 	var s statements
-	s.completeActive = fmt.Sprintf(
-		`UPDATE %s SET %s = $2, %s%s WHERE %s = $1 AND %s IN ($3, $4)%s`,
-		tbl, status, touch, done, id, status, fence(5))
-	s.completeProcessing = fmt.Sprintf(
-		`UPDATE %s SET %s = $2, %s%s WHERE %s = $1 AND %s = $3%s`,
-		tbl, status, touch, done, id, status, fence(4))
-	s.fail = fmt.Sprintf(
-		`UPDATE %s SET %s = $2, %s = $3, %s WHERE %s = $1 AND %s IN ($4, $5)%s`,
-		tbl, status, reason, touch, id, status, fence(6))
-	s.retry = fmt.Sprintf(
-		`UPDATE %s SET %s = $2, %s = NULL, %s%s%s%s WHERE %s = $1 AND %s = $3 RETURNING %s`,
-		tbl, status, reason, touch, bump, reset, unstart, id, status, genOut)
-	markerFence := ""
-	if t.GenerationColumn != "" {
-		markerFence = fmt.Sprintf(" AND %s > $5", q(t.GenerationColumn))
-	}
-	s.start = fmt.Sprintf(
-		`UPDATE %s SET %s = $2, %s%s%s WHERE %s = $1 AND %s IN ($3, $2)`+
-			` AND (%s IS NULL OR NOT starts_with(%s, $4))%s RETURNING %s`,
-		tbl, status, touch, bump, started, id, status, reason, reason, markerFence, genOut)
-	s.touch = fmt.Sprintf(
-		`UPDATE %s SET %s WHERE %s = $1 AND %s = $2%s`,
-		tbl, touch, id, status, fence(3))
+	completed := fmt.Sprintf("%s = %s, %s%s", status, lit(st.Completed), touch, done)
+	s.completeActive = write(OpComplete, completed, 0, st.Queued, st.Processing)
+	s.completeProcessing = write(OpComplete, completed, 0, st.Processing)
+	s.fail = write(OpFail, fmt.Sprintf("%s = %s, %s = $2, %s", status, lit(st.Failed), reason, touch), 1, st.Queued, st.Processing)
+	s.touch = write(OpTouch, touch, 0, st.Processing)
 	s.touchProgress = s.touch
 	if t.ProgressColumn != "" {
-		s.touchProgress = fmt.Sprintf(
-			`UPDATE %s SET %s, %s = $3 WHERE %s = $1 AND %s = $2%s`,
-			tbl, touch, q(t.ProgressColumn), id, status, fence(4))
+		s.touchProgress = write(OpTouch, fmt.Sprintf("%s, %s = $2", touch, q(t.ProgressColumn)), 1, st.Processing)
 	}
+	// Retry is no execution's write: it is not fenced, and it bumps the
+	// generation instead.
+	s.retry = guarded{op: OpRetry, allowed: []string{st.Failed}, sql: fmt.Sprintf(
+		`UPDATE %s SET %s = %s, %s = NULL, %s%s%s%s WHERE %s = $1 AND %s = %s RETURNING %s`,
+		tbl, status, lit(st.Queued), reason, touch, bump, reset, unstart, id, status, lit(st.Failed), genOut)}
+	markerFence := ""
+	if t.GenerationColumn != "" {
+		markerFence = fmt.Sprintf(" AND %s > $3", q(t.GenerationColumn))
+	}
+	s.start = fmt.Sprintf(
+		`UPDATE %s SET %s = %s, %s%s%s WHERE %s = $1 AND %s IN (%s, %s)`+
+			` AND (%s IS NULL OR NOT starts_with(%s, $2))%s RETURNING %s`,
+		tbl, status, lit(st.Processing), touch, bump, started, id, status, lit(st.Queued), lit(st.Processing),
+		reason, reason, markerFence, genOut)
 	s.inspect = fmt.Sprintf(
 		`SELECT %s::text, %s::text, %s FROM %s WHERE %s = $1`,
 		status, reason, genOut, tbl, id)
@@ -259,10 +264,10 @@ func (g *Guard) inspect(ctx context.Context, db DB, id any) (r row, found bool, 
 	return r, true, nil
 }
 
-// refusal explains a zero-row conditional write of exec by reading the row
-// right after it. allowed are the statuses the write accepts.
-func (g *Guard) refusal(ctx context.Context, db DB, op string, id any, exec Execution, kind error, allowed ...string) error {
-	e := &StateError{Op: op, JobID: exec.JobID, Want: exec.Generation, kind: kind}
+// refusal explains a zero-row write w of exec by reading the row right
+// after it, against the statuses w accepts.
+func (g *Guard) refusal(ctx context.Context, db DB, w guarded, id any, exec Execution, kind error) error {
+	e := &StateError{Op: w.op, JobID: exec.JobID, Want: exec.Generation, kind: kind}
 	r, found, err := g.inspect(ctx, db, id)
 	switch {
 	case err != nil:
@@ -273,9 +278,9 @@ func (g *Guard) refusal(ctx context.Context, db DB, op string, id any, exec Exec
 	default:
 		e.Status, e.Generation = r.status, r.generation
 		switch {
-		case g.Fenced() && op != "retry" && r.generation != exec.Generation:
+		case w.fenced && r.generation != exec.Generation:
 			e.Reason = ReasonSuperseded
-		case !slices.Contains(allowed, r.status):
+		case !slices.Contains(w.allowed, r.status):
 			e.Reason = ReasonStatus
 		}
 	}

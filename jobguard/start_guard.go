@@ -115,7 +115,7 @@ func (s *StartGuard) check(ctx context.Context, db DB, jobID string) error {
 			return err
 		}
 	} else if !found {
-		return &StateError{Op: "check", JobID: jobID, Reason: ReasonNotFound, kind: ErrJobTerminal}
+		return &StateError{Op: OpCheck, JobID: jobID, Reason: ReasonNotFound, kind: ErrJobTerminal}
 	} else if s.reclaimed(r.reason) {
 		return &ReclaimedError{JobID: jobID, Source: "database", Reason: r.reason}
 	}
@@ -164,8 +164,7 @@ func (s *StartGuard) start(ctx context.Context, db DB, jobID string) (Execution,
 			return Execution{}, err
 		}
 	}
-	st := g.table.Statuses
-	args := []any{id, st.Processing, st.Queued, s.reason}
+	args := []any{id, s.reason}
 	if g.Fenced() {
 		markerGen := int64(-1)
 		if marked {
@@ -194,14 +193,14 @@ func (s *StartGuard) startRefusal(ctx context.Context, db DB, id any, jobID stri
 	case err != nil:
 		return fmt.Errorf("jobguard: start: job %s was not started (reading it to explain: %w)", jobID, err)
 	case !found:
-		return &StateError{Op: "start", JobID: jobID, Reason: ReasonNotFound, kind: ErrJobTerminal}
+		return &StateError{Op: OpStart, JobID: jobID, Reason: ReasonNotFound, kind: ErrJobTerminal}
 	case s.reclaimed(r.reason):
 		return &ReclaimedError{JobID: jobID, Source: "database", Reason: r.reason}
 	case marked && s.markerApplies(m, r.generation):
 		return &ReclaimedError{JobID: jobID, Source: "marker", Reason: m.Reason, Generation: m.Generation}
 	}
 	st := s.guard.table.Statuses
-	e := &StateError{Op: "start", JobID: jobID, Status: r.status, Generation: r.generation, kind: ErrJobTerminal}
+	e := &StateError{Op: OpStart, JobID: jobID, Status: r.status, Generation: r.generation, kind: ErrJobTerminal}
 	if r.status != st.Queued && r.status != st.Processing {
 		e.Reason = ReasonStatus
 	}

@@ -1,0 +1,51 @@
+package jobguard
+
+import (
+	"context"
+	"fmt"
+)
+
+// Op names a guarded operation in a StateError.
+type Op string
+
+// The guarded operations.
+const (
+	OpComplete Op = "complete"
+	OpFail     Op = "fail"
+	OpTouch    Op = "touch"
+	OpRetry    Op = "retry"
+	OpStart    Op = "start"
+	OpCheck    Op = "check"
+)
+
+// guarded is one conditional write, built once by New: what it is, its SQL,
+// and the statuses its WHERE accepts. The SQL names the statuses from
+// allowed itself, so a refusal is always explained against the statuses the
+// write was made with.
+type guarded struct {
+	op      Op
+	sql     string   // $1 id, then the call's values, then the generation when fenced
+	allowed []string // the statuses the write accepts
+	fenced  bool     // the write carries the execution's generation
+}
+
+// run makes w as exec, with the call's own values after the id. Zero rows is
+// a *StateError wrapping ErrJobTerminal, explained by a read right after.
+func (g *Guard) run(ctx context.Context, db DB, w guarded, exec Execution, values ...any) error {
+	id, err := g.idArg(exec.JobID)
+	if err != nil {
+		return fmt.Errorf("jobguard: %s: %w", w.op, err)
+	}
+	args := append(append(make([]any, 0, len(values)+2), id), values...)
+	if w.fenced {
+		args = append(args, exec.Generation)
+	}
+	tag, err := db.Exec(ctx, w.sql, args...)
+	if err != nil {
+		return fmt.Errorf("jobguard: %s: %w", w.op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return g.refusal(ctx, db, w, id, exec, ErrJobTerminal)
+	}
+	return nil
+}

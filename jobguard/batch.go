@@ -123,62 +123,7 @@ func buildBatchStatements(t Table, cat catalog) batchStatements {
 	}
 
 	if t.StartedAtColumn != "" {
-		// Only the jobs over their type's limit, on the database's clock: one
-		// index range per type, whatever the number of running jobs. The
-		// status is a literal so that the planner can use a partial index on
-		// the active statuses, and the type and start columns are compared
-		// bare so that an index on them applies. An enum type is matched
-		// through pg_enum, so that a limit naming a label the enum lacks
-		// selects nothing instead of failing the cast.
-		//
-		// The lower bound '-infinity' changes no result; it makes the start
-		// condition a range, which the planner estimates at a fraction of the
-		// rows rather than a third of them. The cutoff is unknown until the
-		// statement runs, and with a third of every type's rows estimated, a
-		// server with JIT compiles the statement on every run, at a cost of
-		// tens of milliseconds.
-		now := "now()"
-		if isPlain(t.StartedAtColumn) {
-			now = "(now() AT TIME ZONE 'UTC')"
-		}
-		before := now + " - l.us * interval '1 microsecond' AS before"
-		limits := "unnest($1::text[], $2::int8[]) AS l(type, us)"
-		cut := "SELECT l.type, " + before + " FROM " + limits
-		typeMatch := ""
-		switch ti := cat.columns[t.TypeColumn]; {
-		case t.TypeColumn == "":
-			cut += " WHERE l.type = ''"
-		case ti.kind == 'e':
-			cut = fmt.Sprintf("SELECT e.enumlabel::text::%s AS type, %s FROM %s"+
-				" JOIN pg_catalog.pg_enum AS e ON e.enumtypid = %d AND e.enumlabel = l.type",
-				ti.quoted(), before, limits, ti.typeOID)
-			typeMatch = col("t.", t.TypeColumn) + " = cut.type AND "
-		default:
-			typeMatch = col("t.", t.TypeColumn) + " = cut.type AND "
-		}
-		started := col("t.", t.StartedAtColumn)
-		// Each of scanJobStates' columns gets a name, so that the order can
-		// be by the id in the column's own type (cheaper to sort than text)
-		// without returning it twice.
-		inner, outer := make([]string, len(exprs)), make([]string, len(exprs))
-		for i, e := range exprs {
-			inner[i] = fmt.Sprintf("%s AS c%d", e, i)
-			outer[i] = fmt.Sprintf("c.c%d", i)
-		}
-		idCast := strings.TrimPrefix(b.ids, "text[]")
-		idCast = strings.TrimSuffix(idCast, "[]")
-		overdue := func(after string) string {
-			// OFFSET 0 keeps each type's range a scan of its own, and the
-			// order by a subquery's output cannot be read off an index: LIMIT
-			// sorts the overdue rows only, never walks the table in id order.
-			return fmt.Sprintf(`WITH cut AS (%s) SELECT %s FROM cut CROSS JOIN LATERAL (SELECT %s AS k, %s FROM %s AS t`+
-				` WHERE %s = %s AND %s%s > '-infinity' AND %s < cut.before%s OFFSET 0) AS c ORDER BY c.k LIMIT $3`,
-				cut, strings.Join(outer, ", "), col("t.", t.IDColumn), strings.Join(inner, ", "), tbl,
-				col("t.", t.StatusColumn), ident.Literal(t.Statuses.Processing),
-				typeMatch, started, started, after)
-		}
-		b.overdue = overdue("")
-		b.overdueAfter = overdue(fmt.Sprintf(" AND %s > $4::text%s", col("t.", t.IDColumn), idCast))
+		b.overdue, b.overdueAfter = buildOverdue(t, cat, exprs, b.ids)
 	}
 
 	// The write locks the rows it may change first, skipping any row another
@@ -465,4 +410,66 @@ func (g *Guard) FailIfUnchanged(ctx context.Context, db DB, expected []JobState,
 	res.Moved = locked - len(res.Failed)
 	res.Locked = len(ids) - locked
 	return res, nil
+}
+
+// buildOverdue builds Overdue's statements, first page and next, over the
+// column list exprs of scanJobStates.
+func buildOverdue(t Table, cat catalog, exprs []string, ids string) (first, next string) {
+	tbl := t.QualifiedName()
+	col := func(alias, name string) string { return alias + ident.Quote(name) }
+	// Only the jobs over their type's limit, on the database's clock: one
+	// index range per type, whatever the number of running jobs. The
+	// status is a literal so that the planner can use a partial index on
+	// the active statuses, and the type and start columns are compared
+	// bare so that an index on them applies. An enum type is matched
+	// through pg_enum, so that a limit naming a label the enum lacks
+	// selects nothing instead of failing the cast.
+	//
+	// The lower bound '-infinity' changes no result; it makes the start
+	// condition a range, which the planner estimates at a fraction of the
+	// rows rather than a third of them. The cutoff is unknown until the
+	// statement runs, and with a third of every type's rows estimated, a
+	// server with JIT compiles the statement on every run, at a cost of
+	// tens of milliseconds.
+	now := "now()"
+	if cat.columns[t.StartedAtColumn].name == "timestamp" {
+		now = "(now() AT TIME ZONE 'UTC')"
+	}
+	before := now + " - l.us * interval '1 microsecond' AS before"
+	limits := "unnest($1::text[], $2::int8[]) AS l(type, us)"
+	cut := "SELECT l.type, " + before + " FROM " + limits
+	typeMatch := ""
+	switch ti := cat.columns[t.TypeColumn]; {
+	case t.TypeColumn == "":
+		cut += " WHERE l.type = ''"
+	case ti.kind == 'e':
+		cut = fmt.Sprintf("SELECT e.enumlabel::text::%s AS type, %s FROM %s"+
+			" JOIN pg_catalog.pg_enum AS e ON e.enumtypid = %d AND e.enumlabel = l.type",
+			ti.quoted(), before, limits, ti.typeOID)
+		typeMatch = col("t.", t.TypeColumn) + " = cut.type AND "
+	default:
+		typeMatch = col("t.", t.TypeColumn) + " = cut.type AND "
+	}
+	started := col("t.", t.StartedAtColumn)
+	// Each of scanJobStates' columns gets a name, so that the order can
+	// be by the id in the column's own type (cheaper to sort than text)
+	// without returning it twice.
+	inner, outer := make([]string, len(exprs)), make([]string, len(exprs))
+	for i, e := range exprs {
+		inner[i] = fmt.Sprintf("%s AS c%d", e, i)
+		outer[i] = fmt.Sprintf("c.c%d", i)
+	}
+	idCast := strings.TrimPrefix(ids, "text[]")
+	idCast = strings.TrimSuffix(idCast, "[]")
+	overdue := func(after string) string {
+		// OFFSET 0 keeps each type's range a scan of its own, and the
+		// order by a subquery's output cannot be read off an index: LIMIT
+		// sorts the overdue rows only, never walks the table in id order.
+		return fmt.Sprintf(`WITH cut AS (%s) SELECT %s FROM cut CROSS JOIN LATERAL (SELECT %s AS k, %s FROM %s AS t`+
+			` WHERE %s = %s AND %s%s > '-infinity' AND %s < cut.before%s OFFSET 0) AS c ORDER BY c.k LIMIT $3`,
+			cut, strings.Join(outer, ", "), col("t.", t.IDColumn), strings.Join(inner, ", "), tbl,
+			col("t.", t.StatusColumn), ident.Literal(t.Statuses.Processing),
+			typeMatch, started, started, after)
+	}
+	return overdue(""), overdue(fmt.Sprintf(" AND %s > $4::text%s", col("t.", t.IDColumn), idCast))
 }

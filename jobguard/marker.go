@@ -125,20 +125,108 @@ func (s *MarkerStore) Write(ctx context.Context, markers ...Marker) error {
 	if len(markers) == 0 {
 		return nil
 	}
-	// The markers of one sweep share their reason and time: those are
-	// encoded once, and each marker adds its generation. The result is what
-	// json.Marshal gives for a Marker.
+	values, err := encodeMarkers(markers)
+	if err != nil {
+		return fmt.Errorf("jobguard: write markers: %w", err)
+	}
+	per := 1
+	if _, single := s.rdb.(*redis.Client); single {
+		per = markersPerCall
+	}
+	var calls []markerCall
+	for from := 0; from < len(markers); from += per {
+		c := markerCall{from: from, to: min(from+per, len(markers))}
+		for i := c.from; i < c.to; i++ {
+			c.keys = append(c.keys, s.Key(markers[i].JobID))
+			c.args = append(c.args, values[i], markers[i].Generation)
+		}
+		c.args = append(c.args, s.ttl.Milliseconds())
+		calls = append(calls, c)
+	}
+	failed := s.runCalls(ctx, calls)
+	if len(failed) == 0 {
+		return nil
+	}
+	var errs []error
+	for _, c := range calls {
+		if e, ok := failed[c.from]; ok {
+			for i := c.from; i < c.to; i++ {
+				errs = append(errs, fmt.Errorf("job %s: %w", markers[i].JobID, e))
+			}
+		}
+	}
+	return fmt.Errorf("jobguard: write markers: %w", errors.Join(errs...))
+}
+
+// markerCall is one script call: the markers from..to and their keys and
+// arguments.
+type markerCall struct {
+	from, to int
+	keys     []string
+	args     []any
+}
+
+// runCalls makes the calls in one pipeline, by the script's hash first; a
+// server that has not seen the script yet (or lost it in a restart) gets it
+// whole, for the calls it refused. It returns the error of each failed
+// call, keyed by its first marker.
+func (s *MarkerStore) runCalls(ctx context.Context, calls []markerCall) map[int]error {
+	run := func(calls []markerCall, whole bool) ([]*redis.Cmd, error) {
+		cmds := make([]*redis.Cmd, len(calls))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, c := range calls {
+				if whole {
+					cmds[i] = p.Eval(ctx, writeMarkersLua, c.keys, c.args...)
+				} else {
+					cmds[i] = p.EvalSha(ctx, writeMarkers.Hash(), c.keys, c.args...)
+				}
+			}
+			return nil
+		})
+		return cmds, err
+	}
+	failed := map[int]error{}
+	collect := func(calls []markerCall, cmds []*redis.Cmd, err error) (noScript []markerCall) {
+		for i, c := range cmds {
+			switch {
+			case c == nil:
+				failed[calls[i].from] = err
+			case redis.HasErrorPrefix(c.Err(), "NOSCRIPT"):
+				noScript = append(noScript, calls[i])
+			case c.Err() != nil:
+				failed[calls[i].from] = c.Err()
+			}
+		}
+		return noScript
+	}
+	cmds, err := run(calls, false)
+	if err == nil {
+		return nil
+	}
+	if retry := collect(calls, cmds, err); len(retry) > 0 {
+		cmds, err := run(retry, true)
+		for _, c := range collect(retry, cmds, err) {
+			failed[c.from] = errors.New("NOSCRIPT after the script was sent whole")
+		}
+	}
+	return failed
+}
+
+// encodeMarkers returns what json.Marshal gives for each marker. The markers
+// of one sweep share their reason and time: those are encoded once, and
+// each marker adds its generation.
+func encodeMarkers(markers []Marker) ([]string, error) {
 	values := make([]string, len(markers))
 	var tail []byte
 	for i, m := range markers {
 		if i == 0 || m.Reason != markers[i-1].Reason || !m.At.Equal(markers[i-1].At) {
 			reason, err := json.Marshal(m.Reason)
 			if err != nil {
-				return fmt.Errorf("jobguard: write markers: job %s: %w", m.JobID, err)
+				return nil, fmt.Errorf("job %s: %w", m.JobID, err)
 			}
 			at, err := json.Marshal(m.At)
 			if err != nil {
-				return fmt.Errorf("jobguard: write markers: job %s: %w", m.JobID, err)
+				return nil, fmt.Errorf("job %s: %w", m.JobID, err)
 			}
 			tail = append(append(append(append([]byte(`,"reason":`), reason...), `,"at":`...), at...), '}')
 		}
@@ -146,79 +234,7 @@ func (s *MarkerStore) Write(ctx context.Context, markers ...Marker) error {
 		v = strconv.AppendInt(append(v, `{"generation":`...), m.Generation, 10)
 		values[i] = string(append(v, tail...))
 	}
-	per := 1
-	if _, single := s.rdb.(*redis.Client); single {
-		per = markersPerCall
-	}
-	var groups [][2]int // [from, to) of markers
-	for from := 0; from < len(markers); from += per {
-		groups = append(groups, [2]int{from, min(from+per, len(markers))})
-	}
-	call := func(g [2]int) ([]string, []any) {
-		keys := make([]string, 0, g[1]-g[0])
-		args := make([]any, 0, 2*(g[1]-g[0])+1)
-		for i := g[0]; i < g[1]; i++ {
-			keys = append(keys, s.Key(markers[i].JobID))
-			args = append(args, values[i], markers[i].Generation)
-		}
-		return keys, append(args, s.ttl.Milliseconds())
-	}
-	run := func(groups [][2]int, eval func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd) ([]*redis.Cmd, error) {
-		cmds := make([]*redis.Cmd, len(groups))
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, g := range groups {
-				keys, args := call(g)
-				cmds[i] = eval(p, keys, args...)
-			}
-			return nil
-		})
-		return cmds, err
-	}
-	// By hash first; a server that has not seen the script yet (or lost it
-	// in a restart) gets it whole, for the calls it refused.
-	cmds, err := run(groups, func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
-		return p.EvalSha(ctx, writeMarkers.Hash(), keys, args...)
-	})
-	if err == nil {
-		return nil
-	}
-	failed := map[[2]int]error{}
-	var retry [][2]int
-	for i, c := range cmds {
-		switch {
-		case c == nil:
-			failed[groups[i]] = err
-		case redis.HasErrorPrefix(c.Err(), "NOSCRIPT"):
-			retry = append(retry, groups[i])
-		case c.Err() != nil:
-			failed[groups[i]] = c.Err()
-		}
-	}
-	if len(retry) > 0 {
-		again, rerr := run(retry, func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
-			return p.Eval(ctx, writeMarkersLua, keys, args...)
-		})
-		for i, c := range again {
-			switch {
-			case c == nil:
-				failed[retry[i]] = rerr
-			case c.Err() != nil:
-				failed[retry[i]] = c.Err()
-			}
-		}
-	}
-	if len(failed) == 0 {
-		return nil
-	}
-	var errs []error
-	for _, g := range groups {
-		if e, ok := failed[g]; ok {
-			for i := g[0]; i < g[1]; i++ {
-				errs = append(errs, fmt.Errorf("job %s: %w", markers[i].JobID, e))
-			}
-		}
-	}
-	return fmt.Errorf("jobguard: write markers: %w", errors.Join(errs...))
+	return values, nil
 }
 
 // Read returns jobID's marker; found is false when there is none. A key that

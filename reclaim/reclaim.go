@@ -117,60 +117,82 @@ type Reclaimer struct {
 
 // New validates cfg and fills in its defaults.
 func New(cfg Config) (*Reclaimer, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("reclaim: new: %w", err)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("reclaim: new: %w", err)
+	}
+	markers, err := jobguard.NewMarkerStore(cfg.Redis, cfg.Markers)
+	if err != nil {
+		return nil, fmt.Errorf("reclaim: new: Markers: %w", err)
+	}
+	return &Reclaimer{cfg: cfg, markers: markers, log: cfg.Logger, met: newSweepMetrics(cfg.MeterProvider)}, nil
+}
+
+// validate checks what New cannot default, naming the field.
+func (cfg Config) validate() error {
 	switch {
 	case cfg.Guard == nil:
-		return nil, errors.New("reclaim: new: Guard is nil")
+		return errors.New("Guard is nil")
 	case cfg.DB == nil:
-		return nil, errors.New("reclaim: new: DB is nil")
+		return errors.New("DB is nil")
 	case cfg.Redis == nil:
-		return nil, errors.New("reclaim: new: Redis is nil")
-	case cfg.NoProgress < 0:
-		return nil, fmt.Errorf("reclaim: new: NoProgress %v is negative", cfg.NoProgress)
-	case cfg.Interval < 0:
-		return nil, fmt.Errorf("reclaim: new: Interval %v is negative", cfg.Interval)
-	case cfg.SweepTimeout < 0:
-		return nil, fmt.Errorf("reclaim: new: SweepTimeout %v is negative", cfg.SweepTimeout)
-	case cfg.PageSize < 0:
-		return nil, fmt.Errorf("reclaim: new: PageSize %d is negative", cfg.PageSize)
-	case cfg.LivenessTimeout < 0:
-		return nil, fmt.Errorf("reclaim: new: LivenessTimeout %v is negative", cfg.LivenessTimeout)
+		return errors.New("Redis is nil")
 	}
+	for _, d := range []struct {
+		field string
+		value time.Duration
+	}{
+		{"NoProgress", cfg.NoProgress}, {"Interval", cfg.Interval},
+		{"SweepTimeout", cfg.SweepTimeout}, {"LivenessTimeout", cfg.LivenessTimeout},
+	} {
+		if d.value < 0 {
+			return fmt.Errorf("%s %v is negative", d.field, d.value)
+		}
+	}
+	if cfg.PageSize < 0 {
+		return fmt.Errorf("PageSize %d is negative", cfg.PageSize)
+	}
+	for typ, pr := range cfg.OnReclaim {
+		if pr == nil {
+			return fmt.Errorf("OnReclaim[%q] is nil", typ)
+		}
+	}
+	return nil
+}
+
+// withDefaults fills in every field left at its zero value.
+func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Source == nil {
 		src, err := NewTableSource(cfg.Guard, cfg.DB)
 		if err != nil {
-			return nil, fmt.Errorf("reclaim: new: Source: %w", err)
+			return cfg, fmt.Errorf("Source: %w", err)
 		}
 		cfg.Source = src
 	}
 	if cfg.Limits == nil {
 		limits, err := NewTableLimits(TableLimitsConfig{DB: cfg.DB})
 		if err != nil {
-			return nil, fmt.Errorf("reclaim: new: Limits: %w", err)
+			return cfg, fmt.Errorf("Limits: %w", err)
 		}
 		cfg.Limits = limits
 	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&cfg.NoProgress, NoProgressDefault)
+	def(&cfg.Interval, IntervalDefault)
+	def(&cfg.SweepTimeout, cfg.Interval)
+	def(&cfg.LivenessTimeout, LivenessTimeoutDefault)
 	if cfg.PageSize == 0 {
 		cfg.PageSize = PageSizeDefault
 	}
-	if cfg.NoProgress == 0 {
-		cfg.NoProgress = NoProgressDefault
-	}
 	if cfg.Reason == "" {
 		cfg.Reason = jobguard.ReclaimedReasonDefault
-	}
-	for typ, pr := range cfg.OnReclaim {
-		if pr == nil {
-			return nil, fmt.Errorf("reclaim: new: OnReclaim[%q] is nil", typ)
-		}
-	}
-	if cfg.Interval == 0 {
-		cfg.Interval = IntervalDefault
-	}
-	if cfg.SweepTimeout == 0 {
-		cfg.SweepTimeout = cfg.Interval
-	}
-	if cfg.LivenessTimeout == 0 {
-		cfg.LivenessTimeout = LivenessTimeoutDefault
 	}
 	if cfg.LeaderKey == 0 {
 		cfg.LeaderKey = LeaderKeyDefault
@@ -181,11 +203,7 @@ func New(cfg Config) (*Reclaimer, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	markers, err := jobguard.NewMarkerStore(cfg.Redis, cfg.Markers)
-	if err != nil {
-		return nil, fmt.Errorf("reclaim: new: Markers: %w", err)
-	}
-	return &Reclaimer{cfg: cfg, markers: markers, log: cfg.Logger, met: newSweepMetrics(cfg.MeterProvider)}, nil
+	return cfg, nil
 }
 
 // Publisher announces reclaimed executions, once their reclaim has

@@ -60,74 +60,89 @@ func (r *Reclaimer) sweep(ctx context.Context, n *notes) (Report, error) {
 
 // page reads, decides, writes and announces one page of listings.
 func (r *Reclaimer) page(ctx context.Context, listed []ActiveJob, limits map[string]time.Duration, rep *Report, n *notes) error {
-	g := r.cfg.Guard
 	now := r.cfg.Now()
 	ruleOf := func(jobType string) rule {
 		limit, known := limits[jobType]
 		return rule{limit: limit, known: known, now: now, noProgress: r.cfg.NoProgress}
 	}
-
-	// One job per row, whatever the spelling of its id.
-	jobs := make(map[string]ActiveJob, len(listed))
-	order := make([]string, 0, len(listed))
-	for _, l := range listed {
-		if id, err := g.CanonicalID(l.ID); err == nil {
-			l.ID = id
-		} else if l.Err == nil {
-			l.Err = err
-		}
-		if prev, seen := jobs[l.ID]; seen {
-			jobs[l.ID] = mergeListings(prev, l)
-			continue
-		}
-		jobs[l.ID] = l
-		order = append(order, l.ID)
-	}
-	rep.Scanned += len(order)
-
-	// Read: the rows of the listings that need one and came without it.
-	var unread []string
-	for _, id := range order {
-		l := jobs[id]
-		if _, settled := screen(l, ruleOf(l.Type)); !settled && l.Row == nil {
-			unread = append(unread, id)
-		}
-	}
-	if len(unread) > 0 {
-		rows, err := g.Snapshot(ctx, r.cfg.DB, unread)
-		if err != nil {
-			return fmt.Errorf("read rows: %w", err)
-		}
-		for id, row := range rows {
-			l := jobs[id]
-			l.Row = &row
-			jobs[id] = l
-		}
+	jobs := r.fold(listed)
+	rep.Scanned += len(jobs)
+	if err := r.readRows(ctx, jobs, ruleOf); err != nil {
+		return err
 	}
 
-	// Decide.
 	var chosen []jobguard.JobState
 	typeOf := map[string]string{} // id → the type its limit and parent rule are keyed by
-	st := g.Table().Statuses
-	for _, id := range order {
-		l := jobs[id]
+	st := r.cfg.Guard.Table().Statuses
+	for _, l := range jobs {
 		d := decide(l, l.Row, ruleOf(l.Type), st)
-		if d == reclaim {
-			chosen = append(chosen, *l.Row)
-			typeOf[id] = l.Type
+		if d != reclaim {
+			r.count(ctx, rep, n, l, d)
 			continue
 		}
-		r.count(ctx, rep, n, l, d)
+		chosen = append(chosen, *l.Row)
+		typeOf[l.ID] = l.Type
 	}
 	if len(chosen) == 0 {
 		return nil
 	}
-
-	// Write, then announce what committed.
 	out, err := r.write(ctx, chosen, typeOf)
 	if err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
+	r.tally(ctx, rep, n, out, typeOf)
+	r.announce(ctx, out.failed, rep, n)
+	return nil
+}
+
+// fold returns one job per row, whatever the spelling of its id, in the
+// order the rows were first listed: the listings of one row merged, and a
+// listing whose id is no id of the table marked unreadable.
+func (r *Reclaimer) fold(listed []ActiveJob) []ActiveJob {
+	jobs := make([]ActiveJob, 0, len(listed))
+	at := make(map[string]int, len(listed))
+	for _, l := range listed {
+		if id, err := r.cfg.Guard.CanonicalID(l.ID); err == nil {
+			l.ID = id
+		} else if l.Err == nil {
+			l.Err = err
+		}
+		if i, seen := at[l.ID]; seen {
+			jobs[i] = mergeListings(jobs[i], l)
+			continue
+		}
+		at[l.ID] = len(jobs)
+		jobs = append(jobs, l)
+	}
+	return jobs
+}
+
+// readRows reads, in one query, the rows of the jobs that need one to be
+// decided and came without it.
+func (r *Reclaimer) readRows(ctx context.Context, jobs []ActiveJob, ruleOf func(string) rule) error {
+	var unread []string
+	for _, l := range jobs {
+		if _, settled := screen(l, ruleOf(l.Type)); !settled && l.Row == nil {
+			unread = append(unread, l.ID)
+		}
+	}
+	if len(unread) == 0 {
+		return nil
+	}
+	rows, err := r.cfg.Guard.Snapshot(ctx, r.cfg.DB, unread)
+	if err != nil {
+		return fmt.Errorf("read rows: %w", err)
+	}
+	for i := range jobs {
+		if row, found := rows[jobs[i].ID]; found && jobs[i].Row == nil {
+			jobs[i].Row = &row
+		}
+	}
+	return nil
+}
+
+// tally adds what the write did to the report.
+func (r *Reclaimer) tally(ctx context.Context, rep *Report, n *notes, out outcome, typeOf map[string]string) {
 	rep.Reclaimed += len(out.failed)
 	rep.LostRace += out.moved
 	rep.Locked += out.locked
@@ -141,8 +156,6 @@ func (r *Reclaimer) page(ctx context.Context, listed []ActiveJob, limits map[str
 			slog.String("job_type", typeOf[f.ID]), slog.Int64("generation", f.Generation),
 			slog.String("parent_id", f.ParentID))
 	}
-	r.announce(ctx, out.failed, rep, n)
-	return nil
 }
 
 // count adds a decision other than reclaim to the report.

@@ -46,6 +46,17 @@ type JobState struct {
 	FailureReason string
 }
 
+// Batch is the guard's set-oriented side: reading the rows of many jobs in
+// one query (Snapshot, Overdue, ActiveTypes) and failing, in one statement,
+// those still exactly as read (FailIfUnchanged). It is what services built
+// on the guard use, the reclaimer and the watcher; an application
+// completes, fails and touches one job at a time through the Guard's own
+// methods. Get it with Guard.Batch.
+type Batch struct{ g *Guard }
+
+// Batch returns the guard's set-oriented operations.
+func (g *Guard) Batch() *Batch { return g.set }
+
 // batchStatements are the set-oriented statements of the reclaimer, built
 // once by New from the validated mapping.
 type batchStatements struct {
@@ -228,7 +239,8 @@ func isLowerUUID(s string) bool {
 // Snapshot reads the rows of ids in one query and returns them keyed by the
 // id as given. Ids with no row, and ids that cannot be values of the id
 // column (not a uuid, not an integer), are absent from the map.
-func (g *Guard) Snapshot(ctx context.Context, db DB, ids []string) (map[string]JobState, error) {
+func (b *Batch) Snapshot(ctx context.Context, db DB, ids []string) (map[string]JobState, error) {
+	g := b.g
 	given := make(map[string][]string, len(ids)) // canonical id → ids as given
 	norm := make([]string, 0, len(ids))
 	for _, id := range ids {
@@ -265,7 +277,8 @@ func (g *Guard) Snapshot(ctx context.Context, db DB, ids []string) (map[string]J
 // jobs, in one statement that probes an index on the type column once per
 // type (the bundled migration's partial index on the active jobs) rather
 // than reading the jobs. A table without a type column has one type, "".
-func (g *Guard) ActiveTypes(ctx context.Context, db DB) ([]string, error) {
+func (b *Batch) ActiveTypes(ctx context.Context, db DB) ([]string, error) {
+	g := b.g
 	rows, err := db.Query(ctx, g.batch.types)
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: active types: %w", err)
@@ -303,7 +316,8 @@ var ErrNoStartedAt = errors.New("jobguard: table has no StartedAtColumn")
 // started_at) over the active statuses (the bundled migration's) does the
 // filtering, and the plan stays the same under a prepared statement's
 // generic plan. Rows with no start time are never returned.
-func (g *Guard) Overdue(ctx context.Context, db DB, q OverdueQuery) ([]JobState, error) {
+func (b *Batch) Overdue(ctx context.Context, db DB, q OverdueQuery) ([]JobState, error) {
+	g := b.g
 	if g.batch.overdue == "" {
 		return nil, fmt.Errorf("jobguard: overdue: %w", ErrNoStartedAt)
 	}
@@ -358,7 +372,8 @@ type FailResult struct {
 // time zone (read as UTC wall time). Pass states read by Snapshot or
 // Overdue. Give it a pgx.Tx to make the follow-up writes (parents) part of
 // the same transaction.
-func (g *Guard) FailIfUnchanged(ctx context.Context, db DB, expected []JobState, reason string) (FailResult, error) {
+func (b *Batch) FailIfUnchanged(ctx context.Context, db DB, expected []JobState, reason string) (FailResult, error) {
+	g := b.g
 	byID := make(map[string]JobState, len(expected))
 	for _, e := range expected {
 		n, err := g.CanonicalID(e.ID)

@@ -34,7 +34,7 @@ func TestSnapshot_ReadsRowsKeyedByGivenID(t *testing.T) {
 		a := jobs.Insert(t, fixture.Job{Generation: 4, ParentID: "7", UpdatedAgo: time.Hour})
 		b := jobs.Insert(t, fixture.Job{Status: jobs.Table.Statuses.Queued})
 
-		got, err := jobs.Guard.Snapshot(ctx, jobs.Env.Pool, []string{a, b, a, "not-a-row", ""})
+		got, err := jobs.Guard.Batch().Snapshot(ctx, jobs.Env.Pool, []string{a, b, a, "not-a-row", ""})
 		require.NoError(t, err)
 		require.Len(t, got, 2)
 		sa := got[a]
@@ -68,7 +68,7 @@ func TestSnapshot_AcceptsUUIDInAnyCase(t *testing.T) {
 	u := uuid.MustParse(id)
 	upper := fmt.Sprintf("%X", u[:]) // no dashes, upper case
 
-	got, err := jobs.Guard.Snapshot(context.Background(), env.Pool, []string{upper})
+	got, err := jobs.Guard.Batch().Snapshot(context.Background(), env.Pool, []string{upper})
 	require.NoError(t, err)
 	require.Equal(t, id, got[upper].ID)
 }
@@ -84,7 +84,7 @@ func TestFailIfUnchanged_FailsOnlyRowsStillAsRead(t *testing.T) {
 		completed := jobs.Insert(t, fixture.Job{Generation: 2, UpdatedAgo: time.Hour})
 		restarted := jobs.Insert(t, fixture.Job{Generation: 2, UpdatedAgo: time.Hour})
 
-		snap, err := jobs.Guard.Snapshot(ctx, db, []string{stalled, progressed, completed, restarted})
+		snap, err := jobs.Guard.Batch().Snapshot(ctx, db, []string{stalled, progressed, completed, restarted})
 		require.NoError(t, err)
 		// Between the read and the write: progress, a completion, a new start.
 		require.NoError(t, jobs.Guard.Touch(ctx, db, jobguard.Execution{JobID: progressed, Generation: 2}))
@@ -94,7 +94,7 @@ func TestFailIfUnchanged_FailsOnlyRowsStillAsRead(t *testing.T) {
 		}
 
 		expected := []jobguard.JobState{snap[stalled], snap[progressed], snap[completed], snap[restarted]}
-		res, err := jobs.Guard.FailIfUnchanged(ctx, db, expected, "stuck")
+		res, err := jobs.Guard.Batch().FailIfUnchanged(ctx, db, expected, "stuck")
 		require.NoError(t, err)
 
 		ids := []string{}
@@ -130,14 +130,14 @@ func TestFailIfUnchanged_SecondWriteChangesNothing(t *testing.T) {
 	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		id := jobs.Insert(t, fixture.Job{UpdatedAgo: time.Hour})
-		snap, err := jobs.Guard.Snapshot(ctx, jobs.Env.Pool, []string{id})
+		snap, err := jobs.Guard.Batch().Snapshot(ctx, jobs.Env.Pool, []string{id})
 		require.NoError(t, err)
 
-		first, err := jobs.Guard.FailIfUnchanged(ctx, jobs.Env.Pool, []jobguard.JobState{snap[id]}, "stuck")
+		first, err := jobs.Guard.Batch().FailIfUnchanged(ctx, jobs.Env.Pool, []jobguard.JobState{snap[id]}, "stuck")
 		require.NoError(t, err)
 		require.Len(t, first.Failed, 1)
 		require.True(t, jobs.Read(t, id).UpdatedAt.After(snap[id].UpdatedAt), "the write moves updated_at")
-		second, err := jobs.Guard.FailIfUnchanged(ctx, jobs.Env.Pool, []jobguard.JobState{snap[id]}, "stuck")
+		second, err := jobs.Guard.Batch().FailIfUnchanged(ctx, jobs.Env.Pool, []jobguard.JobState{snap[id]}, "stuck")
 		require.NoError(t, err)
 		require.Empty(t, second.Failed)
 		require.Equal(t, 1, second.Moved)
@@ -149,10 +149,10 @@ func TestFailIfUnchanged_InvalidIDSendsNothing(t *testing.T) {
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	id := jobs.Insert(t, fixture.Job{UpdatedAgo: time.Hour})
-	snap, err := jobs.Guard.Snapshot(context.Background(), env.Pool, []string{id})
+	snap, err := jobs.Guard.Batch().Snapshot(context.Background(), env.Pool, []string{id})
 	require.NoError(t, err)
 
-	_, err = jobs.Guard.FailIfUnchanged(context.Background(), env.Pool,
+	_, err = jobs.Guard.Batch().FailIfUnchanged(context.Background(), env.Pool,
 		[]jobguard.JobState{snap[id], {ID: "nope"}}, "stuck")
 	require.ErrorIs(t, err, jobguard.ErrInvalidJobID)
 	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
@@ -160,7 +160,7 @@ func TestFailIfUnchanged_InvalidIDSendsNothing(t *testing.T) {
 
 // A reclaim by hand: read the rows, decide, and fail in one statement only
 // those still exactly as read.
-func ExampleGuard_FailIfUnchanged() {
+func ExampleBatch_FailIfUnchanged() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 	if err != nil {
@@ -171,7 +171,7 @@ func ExampleGuard_FailIfUnchanged() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	rows, err := guard.Snapshot(ctx, pool, []string{"7c9e6679-7425-40de-944b-e07fc1f90ae7"})
+	rows, err := guard.Batch().Snapshot(ctx, pool, []string{"7c9e6679-7425-40de-944b-e07fc1f90ae7"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func ExampleGuard_FailIfUnchanged() {
 			stalled = append(stalled, r)
 		}
 	}
-	res, err := guard.FailIfUnchanged(ctx, pool, stalled, jobguard.ReclaimedReasonDefault)
+	res, err := guard.Batch().FailIfUnchanged(ctx, pool, stalled, jobguard.ReclaimedReasonDefault)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestFailIfUnchanged_SkipsARowAnotherTransactionHolds(t *testing.T) {
 		db := jobs.Env.Pool
 		held := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: time.Hour})
 		free := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: time.Hour})
-		snap, err := jobs.Guard.Snapshot(ctx, db, []string{held, free})
+		snap, err := jobs.Guard.Batch().Snapshot(ctx, db, []string{held, free})
 		require.NoError(t, err)
 
 		// A worker's transaction holds the row and sits idle.
@@ -208,7 +208,7 @@ func TestFailIfUnchanged_SkipsARowAnotherTransactionHolds(t *testing.T) {
 
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		res, err := jobs.Guard.FailIfUnchanged(wctx, db, []jobguard.JobState{snap[held], snap[free]}, "stuck")
+		res, err := jobs.Guard.Batch().FailIfUnchanged(wctx, db, []jobguard.JobState{snap[held], snap[free]}, "stuck")
 		require.NoError(t, err, "the write does not wait for the held row")
 		require.Equal(t, 1, res.Locked)
 		require.Len(t, res.Failed, 1)
@@ -265,7 +265,7 @@ func TestOverdue_ReadsOnlyJobsOverTheirTypesLimit(t *testing.T) {
 				env.Exec(fmt.Sprintf("UPDATE %s SET %s = NULL WHERE %s = $1", jobs.Table.QualifiedName(),
 					ident.Quote(jobs.Table.StartedAtColumn), ident.Quote(jobs.Table.IDColumn)), noStart)
 
-				got, err := jobs.Guard.Overdue(ctx, env.Pool, jobguard.OverdueQuery{
+				got, err := jobs.Guard.Batch().Overdue(ctx, env.Pool, jobguard.OverdueQuery{
 					Limits: map[string]time.Duration{"chapter": 30 * time.Minute, "video": 3 * time.Hour, "mystery": time.Hour},
 					Max:    100,
 				})
@@ -287,14 +287,14 @@ func TestOverdue_ReadsOnlyJobsOverTheirTypesLimit(t *testing.T) {
 					}
 				}
 
-				none, err := jobs.Guard.Overdue(ctx, env.Pool, jobguard.OverdueQuery{
+				none, err := jobs.Guard.Batch().Overdue(ctx, env.Pool, jobguard.OverdueQuery{
 					Limits: map[string]time.Duration{"chapter": 30 * time.Minute, "video": 3 * time.Hour},
 					Max:    100,
 				})
 				require.NoError(t, err)
 				require.Len(t, none, 1, "a type with no limit is left out")
 
-				types, err := jobs.Guard.ActiveTypes(ctx, env.Pool)
+				types, err := jobs.Guard.Batch().ActiveTypes(ctx, env.Pool)
 				require.NoError(t, err)
 				require.ElementsMatch(t, []string{"chapter", "video", "mystery"}, types, "the types of QUEUED and PROCESSING jobs")
 			})
@@ -318,7 +318,7 @@ func TestOverdue_PagesThroughEveryJobOnce(t *testing.T) {
 			var got []string
 			pages := 0
 			for {
-				page, err := jobs.Guard.Overdue(ctx, env.Pool, q)
+				page, err := jobs.Guard.Batch().Overdue(ctx, env.Pool, q)
 				require.NoError(t, err)
 				if len(page) == 0 {
 					break
@@ -339,7 +339,7 @@ func TestOverdue_PagesThroughEveryJobOnce(t *testing.T) {
 func TestOverdue_NeedsAStartedAtColumn(t *testing.T) {
 	t.Parallel()
 	jobs := fixture.Create(t, testenv.New(t), fixture.IntID)
-	_, err := jobs.Guard.Overdue(context.Background(), jobs.Env.Pool, jobguard.OverdueQuery{Max: 1})
+	_, err := jobs.Guard.Batch().Overdue(context.Background(), jobs.Env.Pool, jobguard.OverdueQuery{Max: 1})
 	require.ErrorIs(t, err, jobguard.ErrNoStartedAt)
 }
 
@@ -368,10 +368,10 @@ func TestOverdue_EnumTypeColumn(t *testing.T) {
 		TypeColumn: "kind", GenerationColumn: "generation", StartedAtColumn: "started_at"})
 	require.NoError(t, err)
 
-	types, err := g.ActiveTypes(ctx, env.Pool)
+	types, err := g.Batch().ActiveTypes(ctx, env.Pool)
 	require.NoError(t, err)
 	require.Equal(t, []string{"chapter", "video"}, types, "in the enum's order")
-	got, err := g.Overdue(ctx, env.Pool, jobguard.OverdueQuery{
+	got, err := g.Batch().Overdue(ctx, env.Pool, jobguard.OverdueQuery{
 		Limits: map[string]time.Duration{"video": time.Hour, "no-such-label": time.Minute},
 		Max:    10,
 	})

@@ -66,6 +66,25 @@
 // Migration holds the SQL of the default table; Table maps a table of your
 // own, including Prisma-style names and a Postgres enum for the status.
 //
+// # Which write do I call
+//
+//   - CompleteIfActive: the first statement of a save transaction of your
+//     own; COMPLETED from QUEUED or PROCESSING.
+//   - CompleteIfProcessing: the same, for a path that must not complete a
+//     job that never started.
+//   - CompleteTx: the save transaction itself, with CompleteIfActive first
+//     and your writes after it; the usual choice.
+//   - Finalize: the completion in its own transaction, then metadata
+//     updates elsewhere once it committed, with a result that says whether
+//     all of it happened (what usage billing needs).
+//   - compensate's Finalize: Finalize that also undoes the files and rows
+//     the execution made if its completion is refused.
+//   - Fail, Touch, TouchProgress: the execution's own failure and progress;
+//     Retry: an operator's retry of a FAILED job.
+//
+// The set-oriented reads and writes of the services built on the guard
+// (the reclaimer, the watcher) live apart, on Batch.
+//
 // # Inside your transaction
 //
 // Every call takes a DB, which may be your pgx.Tx. What that means differs

@@ -51,6 +51,7 @@ type Guard struct {
 	idBits int // width of an integer id column: 16, 32 or 64
 	sql    statements
 	batch  batchStatements
+	set    *Batch
 	met    *guardMetrics
 }
 
@@ -101,6 +102,7 @@ func New(ctx context.Context, db DB, table Table) (*Guard, error) {
 	}
 	g.sql = buildStatements(table, cat)
 	g.batch = buildBatchStatements(table, cat)
+	g.set = &Batch{g: g}
 	return g, nil
 }
 

@@ -253,7 +253,7 @@ func TestGuard_RefusesIntegerIDOutOfTheColumnsRange(t *testing.T) {
 						return err
 					},
 					"FailIfUnchanged": func(db jobguard.DB, id string) error {
-						_, err := guard.FailIfUnchanged(ctx, db, []jobguard.JobState{{ID: id, Status: "PROCESSING"}}, "x")
+						_, err := guard.Batch().FailIfUnchanged(ctx, db, []jobguard.JobState{{ID: id, Status: "PROCESSING"}}, "x")
 						return err
 					},
 				}
@@ -268,7 +268,7 @@ func TestGuard_RefusesIntegerIDOutOfTheColumnsRange(t *testing.T) {
 				}
 				err = guard.Touch(ctx, tx, jobguard.Execution{JobID: w.outOfRange})
 				require.ErrorContains(t, err, sqlf(`%q is out of range for column "id"`, w.outOfRange))
-				rows, err := guard.Snapshot(ctx, tx, []string{w.outOfRange, "1"})
+				rows, err := guard.Batch().Snapshot(ctx, tx, []string{w.outOfRange, "1"})
 				require.NoError(t, err)
 				require.NotContains(t, rows, w.outOfRange)
 				require.Contains(t, rows, "1")

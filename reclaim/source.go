@@ -128,7 +128,7 @@ func (s *TableSource) Active(ctx context.Context, q Query, page func([]ActiveJob
 	}
 	// A type that has no limit is listed once its jobs have run longer than
 	// the shortest limit, so that the sweep can report it.
-	types, err := s.guard.ActiveTypes(ctx, s.db)
+	types, err := s.guard.Batch().ActiveTypes(ctx, s.db)
 	if err != nil {
 		return fmt.Errorf("reclaim: table source: %w", err)
 	}
@@ -147,7 +147,7 @@ func (s *TableSource) Active(ctx context.Context, q Query, page func([]ActiveJob
 	// query that finds nothing.
 	oq := jobguard.OverdueQuery{Limits: limits, Max: q.PageSize + 1}
 	for {
-		rows, err := s.guard.Overdue(ctx, s.db, oq)
+		rows, err := s.guard.Batch().Overdue(ctx, s.db, oq)
 		if err != nil {
 			return fmt.Errorf("reclaim: table source: %w", err)
 		}

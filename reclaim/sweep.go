@@ -129,7 +129,7 @@ func (r *Reclaimer) readRows(ctx context.Context, jobs []ActiveJob, ruleOf func(
 	if len(unread) == 0 {
 		return nil
 	}
-	rows, err := r.cfg.Guard.Snapshot(ctx, r.cfg.DB, unread)
+	rows, err := r.cfg.Guard.Batch().Snapshot(ctx, r.cfg.DB, unread)
 	if err != nil {
 		return fmt.Errorf("read rows: %w", err)
 	}

@@ -59,7 +59,7 @@ func BenchmarkCheck(b *testing.B) {
 		require.NoError(b, rows.Err())
 		b.Run(fmt.Sprintf("n=%d/baseline=snapshot", n), func(b *testing.B) {
 			for b.Loop() {
-				_, err := jobs.Guard.Snapshot(ctx, env.Pool, ids)
+				_, err := jobs.Guard.Batch().Snapshot(ctx, env.Pool, ids)
 				require.NoError(b, err)
 			}
 		})

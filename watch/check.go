@@ -79,7 +79,7 @@ func (w *Watcher) Check(ctx context.Context) (int, error) {
 	}
 	// Only executions registered before the read are judged by it: one
 	// watched after the query began may be newer than the row it saw.
-	rows, err := w.cfg.Guard.Snapshot(ctx, w.cfg.DB, ids)
+	rows, err := w.cfg.Guard.Batch().Snapshot(ctx, w.cfg.DB, ids)
 	if err != nil {
 		return 0, fmt.Errorf("watch: check: %w", err)
 	}

@@ -32,8 +32,8 @@ func newExample() (example, func()) {
 // reclaim fails the example's job the way the reclaimer does, with the
 // reclaimer's reason and without publishing a notice.
 func reclaim(ctx context.Context, ex example) {
-	rows, _ := ex.guard.Snapshot(ctx, ex.env.Pool, []string{ex.exec.JobID})
-	_, _ = ex.guard.FailIfUnchanged(ctx, ex.env.Pool, []jobguard.JobState{rows[ex.exec.JobID]}, jobguard.ReclaimedReasonDefault)
+	rows, _ := ex.guard.Batch().Snapshot(ctx, ex.env.Pool, []string{ex.exec.JobID})
+	_, _ = ex.guard.Batch().FailIfUnchanged(ctx, ex.env.Pool, []jobguard.JobState{rows[ex.exec.JobID]}, jobguard.ReclaimedReasonDefault)
 }
 
 // untilSubscribed stands in for a readiness probe.
@@ -65,8 +65,8 @@ func ExampleWatcher_Watch() {
 	// Meanwhile the reclaimer fails the job and, once that committed,
 	// publishes a notice for it.
 	pub, _ := watch.NewPublisher(transport)
-	rows, _ := ex.guard.Snapshot(ctx, ex.env.Pool, []string{ex.exec.JobID})
-	reclaimed, _ := ex.guard.FailIfUnchanged(ctx, ex.env.Pool, []jobguard.JobState{rows[ex.exec.JobID]}, "reclaimed: runtime limit exceeded")
+	rows, _ := ex.guard.Batch().Snapshot(ctx, ex.env.Pool, []string{ex.exec.JobID})
+	reclaimed, _ := ex.guard.Batch().FailIfUnchanged(ctx, ex.env.Pool, []jobguard.JobState{rows[ex.exec.JobID]}, "reclaimed: runtime limit exceeded")
 	_ = pub.Publish(ctx, watch.NoticesFrom(reclaimed.Failed)...)
 
 	<-runCtx.Done() // the model call sees this and stops

@@ -58,7 +58,7 @@ func TestSweep_NoticeCancelsTheReclaimedExecution(t *testing.T) {
 		t.Fatal("the reclaimed execution was not cancelled within a second of the sweep")
 	}
 	t.Logf("cancelled %v after the sweep returned", time.Since(swept))
-	var cause *watch.ReclaimedError
+	var cause *watch.LostError
 	require.ErrorAs(t, context.Cause(stalledCtx), &cause)
 	require.EqualValues(t, 2, cause.Generation)
 	require.ErrorIs(t, cause, jobguard.ErrJobTerminal)

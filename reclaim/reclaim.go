@@ -64,8 +64,10 @@ type Config struct {
 	// reclaim has committed and its markers are written, so that a
 	// watch.Watcher in the worker cancels the execution's context and its
 	// external call stops costing money. watch.NewPublisher returns one, for
-	// Redis pub/sub or Postgres LISTEN/NOTIFY. Defaults to nil: no notices.
-	Notices Publisher
+	// Redis pub/sub or Postgres LISTEN/NOTIFY. Defaults to nil: no notices
+	// (leave the field unset; a nil *watch.Publisher stored in it is not a
+	// nil Notifier).
+	Notices Notifier
 	// OnReclaim holds the parent rule of each job type, run in the reclaim's
 	// transaction for the rows that changed. Defaults to no rules.
 	OnReclaim map[string]ParentRule
@@ -206,10 +208,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, nil
 }
 
-// Publisher announces reclaimed executions, once their reclaim has
+// Notifier announces reclaimed executions, once their reclaim has
 // committed: a notice cancels work at once, so it must never announce a
-// reclaim that rolled back. watch's *RedisPublisher and *PostgresPublisher
-// satisfy it.
-type Publisher interface {
+// reclaim that rolled back. watch's *Publisher satisfies it.
+type Notifier interface {
 	Publish(ctx context.Context, reclaimed ...jobguard.Execution) error
 }

@@ -91,7 +91,7 @@ func (w *Watcher) Check(ctx context.Context) (int, error) {
 		case ended:
 			w.take(e)
 		case lost:
-			cause := &ReclaimedError{JobID: e.exec.JobID, Generation: e.exec.Generation, Via: ViaCheck}
+			cause := &LostError{JobID: e.exec.JobID, Generation: e.exec.Generation, Via: ViaCheck}
 			if found {
 				cause.Status, cause.Seen = row.Status, row.Generation
 			}

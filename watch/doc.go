@@ -8,13 +8,16 @@
 //
 // The reclaimer publishes a Notice (job id and reclaimed generation) for
 // every job it reclaimed, once its write has committed, through a Publisher:
-// Redis pub/sub, or Postgres LISTEN/NOTIFY for deployments without Redis,
-// chosen by Transport. Every worker process runs one Watcher with one
-// subscription for all its executions.
+// Redis pub/sub, or Postgres LISTEN/NOTIFY, chosen by Transport. The start
+// guard and the reclaimer need Redis for their markers either way; notices
+// over Postgres suit a deployment whose Redis should not carry pub/sub (a
+// managed Redis without it, or one shared with other tenants), and they can
+// be sent inside the reclaim's own transaction. Every worker process runs
+// one Watcher with one subscription for all its executions.
 //
 // # What it guarantees
 //
-//   - A watched context is cancelled, with a *ReclaimedError cause that
+//   - A watched context is cancelled, with a *LostError cause that
 //     wraps jobguard.ErrJobTerminal (so jobguard.IsPermanent reports true),
 //     when (a) a notice for its job arrives at its generation or a later one,
 //     (b) the caller reports a heartbeat that affected zero rows (Lost), or
@@ -41,7 +44,7 @@
 //   - One subscription per process: Watch and release only touch a map.
 //     Run owns the goroutines and leaves none behind when its context ends.
 //   - With Postgres, a notice published inside the reclaim's transaction
-//     (PostgresPublisher.PublishOn) is delivered only if it commits.
+//     (Publisher.PublishOn) is delivered only if it commits.
 //     Payloads are JSON arrays split to stay under the 8000-byte NOTIFY
 //     limit.
 //
@@ -71,7 +74,7 @@
 // The watcher reads rows on its own pool (Config.DB), outside any
 // transaction of yours, so it sees only what has committed: a Start still
 // inside your transaction is not there yet, which is why Watch comes after
-// Start has committed. PostgresPublisher.PublishOn given the reclaim's
+// Start has committed. Publisher.PublishOn given the reclaim's
 // pgx.Tx sends its notices with that transaction's commit, and never if it
 // rolls back; Publish sends at once.
 //
@@ -92,6 +95,6 @@
 //	if res, err := hb.Beat(ctx, pool, exec, ev); res == heartbeat.Lost {
 //		w.Lost(exec, err) // cancels runCtx at once
 //	}
-//	var lost *watch.ReclaimedError
+//	var lost *watch.LostError
 //	if errors.As(context.Cause(runCtx), &lost) { /* do not retry; nothing to save */ }
 package watch

@@ -36,11 +36,11 @@ func (v Via) String() string {
 	}
 }
 
-// ReclaimedError is the cause of a watched context that was cancelled
+// LostError is the cause of a watched context that was cancelled
 // because its execution lost the job. Read it with context.Cause. It wraps
 // jobguard.ErrJobTerminal, so jobguard.IsPermanent reports true for it: the
 // queue must not retry this execution's attempt.
-type ReclaimedError struct {
+type LostError struct {
 	// JobID and Generation are the watched execution's.
 	JobID      string
 	Generation int64
@@ -58,7 +58,7 @@ type ReclaimedError struct {
 }
 
 // Error says which execution lost its job and how the watcher learned it.
-func (e *ReclaimedError) Error() string {
+func (e *LostError) Error() string {
 	msg := fmt.Sprintf("watch: job %s generation %d was reclaimed", e.JobID, e.Generation)
 	switch e.Via {
 	case ViaNotice:
@@ -76,7 +76,7 @@ func (e *ReclaimedError) Error() string {
 
 // Unwrap returns jobguard.ErrJobTerminal and, for ViaHeartbeat, the
 // reported error.
-func (e *ReclaimedError) Unwrap() []error {
+func (e *LostError) Unwrap() []error {
 	if e.Err != nil {
 		return []error{jobguard.ErrJobTerminal, e.Err}
 	}

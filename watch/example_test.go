@@ -70,7 +70,7 @@ func ExampleWatcher_Watch() {
 	_ = pub.Publish(ctx, watch.NoticesFrom(reclaimed.Failed)...)
 
 	<-runCtx.Done() // the model call sees this and stops
-	var lost *watch.ReclaimedError
+	var lost *watch.LostError
 	fmt.Println(errors.As(context.Cause(runCtx), &lost), lost.Via, lost.Generation)
 	fmt.Println(jobguard.IsPermanent(context.Cause(runCtx)))
 	// Output:
@@ -110,7 +110,7 @@ func ExampleWatcher_Check() {
 	reclaim(ctx, ex)
 	n, err := w.Check(ctx)
 	fmt.Println(n, err)
-	var lost *watch.ReclaimedError
+	var lost *watch.LostError
 	if errors.As(context.Cause(runCtx), &lost) {
 		fmt.Println(lost.Via, lost.Status, lost.Seen)
 	}

@@ -33,7 +33,7 @@ type bundle struct {
 	env  *testenv.Env
 	jobs *fixture.Jobs
 	w    *watch.Watcher
-	pub  watch.Publisher
+	pub  *watch.Publisher
 	logs *testenv.Logs
 }
 
@@ -124,7 +124,7 @@ func (b *bundle) reclaim(t *testing.T, publish bool, ids ...string) time.Time {
 
 // cancelledWithin waits until d after from for ctx to end and returns its
 // cause and how long after from it ended.
-func cancelledWithin(t *testing.T, ctx context.Context, from time.Time, d time.Duration) (*watch.ReclaimedError, time.Duration) {
+func cancelledWithin(t *testing.T, ctx context.Context, from time.Time, d time.Duration) (*watch.LostError, time.Duration) {
 	t.Helper()
 	select {
 	case <-ctx.Done():
@@ -135,7 +135,7 @@ func cancelledWithin(t *testing.T, ctx context.Context, from time.Time, d time.D
 	cause := context.Cause(ctx)
 	require.ErrorIs(t, cause, jobguard.ErrJobTerminal)
 	require.True(t, jobguard.IsPermanent(cause))
-	var re *watch.ReclaimedError
+	var re *watch.LostError
 	require.ErrorAs(t, cause, &re)
 	return re, took
 }

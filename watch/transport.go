@@ -86,41 +86,49 @@ func (t Transport) withDefaults() (Transport, error) {
 // redisChannel is the one Redis channel of the transport.
 func (t Transport) redisChannel() string { return t.Prefix + ":reclaim-notices" }
 
-// Publisher sends notices to every Watcher on the same Transport.
-type Publisher interface {
-	// Publish sends the notices. Call it after the reclaim's write has
-	// committed: a notice cancels work at once, so it must never announce a
-	// reclaim that rolled back. An empty call sends nothing.
-	Publish(ctx context.Context, notices ...Notice) error
+// ErrNotTransactional is returned by PublishOn on a Redis transport:
+// Redis pub/sub cannot wait for a database transaction to commit.
+var ErrNotTransactional = errors.New("watch: a Redis transport cannot publish inside a transaction")
+
+// Publisher sends notices to every Watcher on the same Transport: as JSON
+// arrays of at most RedisPayloadMax bytes on the transport's Redis channel,
+// or with pg_notify on its Postgres channel, at most PostgresPayloadMax
+// bytes each. Redis pub/sub delivers a message only to subscribers
+// connected at that moment, and PostgreSQL a notification only to sessions
+// listening when it commits: a watcher that is reconnecting misses it, and
+// finds the reclaim by its check instead. It satisfies reclaim.Notifier.
+// Create it with NewPublisher.
+type Publisher struct {
+	t       Transport
+	channel string
 }
 
-// NewPublisher returns the Publisher of t: a *RedisPublisher or a
-// *PostgresPublisher.
-func NewPublisher(t Transport) (Publisher, error) {
+// NewPublisher returns the publisher of t.
+func NewPublisher(t Transport) (*Publisher, error) {
 	t, err := t.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("watch: new publisher: %w", err)
 	}
 	if t.Redis != nil {
-		return &RedisPublisher{rdb: t.Redis, channel: t.redisChannel()}, nil
+		return &Publisher{t: t, channel: t.redisChannel()}, nil
 	}
-	return &PostgresPublisher{pool: t.Postgres, channel: t.Channel}, nil
+	return &Publisher{t: t, channel: t.Channel}, nil
 }
 
-// RedisPublisher publishes notices on the transport's Redis channel, as JSON
-// arrays of at most RedisPayloadMax bytes. Redis pub/sub delivers a message
-// only to subscribers connected at that moment: a watcher that is
-// reconnecting misses it, and finds the reclaim by its check instead.
-type RedisPublisher struct {
-	rdb     Redis
-	channel string
-}
+// notifySQL sends every payload of $2 on channel $1 in one statement, so a
+// batch is one round trip and, outside a transaction, one commit.
+const notifySQL = `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`
 
-// Publish sends the notices, one message per RedisPayloadMax bytes.
-func (p *RedisPublisher) Publish(ctx context.Context, notices ...Notice) error {
+// Publish sends the notices. Call it after the reclaim's write has
+// committed: a notice cancels work at once, so it must never announce a
+// reclaim that rolled back. An empty call sends nothing.
+func (p *Publisher) Publish(ctx context.Context, notices ...Notice) error {
+	if p.t.Postgres != nil {
+		return p.PublishOn(ctx, p.t.Postgres, notices...)
+	}
 	msgs, encErr := payloads(notices, RedisPayloadMax)
 	for _, m := range msgs {
-		if err := p.rdb.Publish(ctx, p.channel, m).Err(); err != nil {
+		if err := p.t.Redis.Publish(ctx, p.channel, m).Err(); err != nil {
 			return fmt.Errorf("watch: publish: %w", errors.Join(err, encErr))
 		}
 	}
@@ -130,26 +138,14 @@ func (p *RedisPublisher) Publish(ctx context.Context, notices ...Notice) error {
 	return nil
 }
 
-// PostgresPublisher publishes notices with pg_notify on the transport's
-// channel, as JSON arrays of at most PostgresPayloadMax bytes. PostgreSQL
-// delivers notifications only to sessions listening at commit time.
-type PostgresPublisher struct {
-	pool    *pgxpool.Pool
-	channel string
-}
-
-// notifySQL sends every payload of $2 on channel $1 in one statement, so a
-// batch is one round trip and, outside a transaction, one commit.
-const notifySQL = `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`
-
-// Publish sends the notices on the transport's pool.
-func (p *PostgresPublisher) Publish(ctx context.Context, notices ...Notice) error {
-	return p.PublishOn(ctx, p.pool, notices...)
-}
-
-// PublishOn sends the notices through db. Given the reclaim's own pgx.Tx,
-// the notices are delivered when, and only if, that transaction commits.
-func (p *PostgresPublisher) PublishOn(ctx context.Context, db jobguard.DB, notices ...Notice) error {
+// PublishOn sends the notices through db, on a Postgres transport. Given
+// the reclaim's own pgx.Tx, the notices are delivered when, and only if,
+// that transaction commits. On a Redis transport it sends nothing and
+// returns ErrNotTransactional.
+func (p *Publisher) PublishOn(ctx context.Context, db jobguard.DB, notices ...Notice) error {
+	if p.t.Postgres == nil {
+		return ErrNotTransactional
+	}
 	msgs, encErr := payloads(notices, PostgresPayloadMax)
 	if len(msgs) > 0 {
 		tag, err := db.Exec(ctx, notifySQL, p.channel, msgs)

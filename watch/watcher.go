@@ -153,7 +153,7 @@ func New(cfg Config) (*Watcher, error) {
 }
 
 // Watch returns a context derived from ctx that the watcher cancels, with a
-// *ReclaimedError as its cause, once exec has lost its job. Call it right
+// *LostError as its cause, once exec has lost its job. Call it right
 // after jobguard's Start has returned exec (its write committed), and run the
 // execution's external calls under the returned context.
 //
@@ -226,7 +226,7 @@ func (w *Watcher) key(jobID string) string {
 
 // cancelWhere cancels, with the cause made by why, every watched execution
 // of jobID that match accepts, and returns how many.
-func (w *Watcher) cancelWhere(jobID string, match func(jobguard.Execution) bool, why func(*entry) *ReclaimedError) int {
+func (w *Watcher) cancelWhere(jobID string, match func(jobguard.Execution) bool, why func(*entry) *LostError) int {
 	w.mu.Lock()
 	var hit []*entry
 	for e := range w.jobs[jobID] {
@@ -246,7 +246,7 @@ func (w *Watcher) cancelWhere(jobID string, match func(jobguard.Execution) bool,
 }
 
 // fire cancels e's context with cause.
-func (w *Watcher) fire(e *entry, cause *ReclaimedError) {
+func (w *Watcher) fire(e *entry, cause *LostError) {
 	defer e.cancel(cause)
 	attrs := []any{slog.String("job_id", e.exec.JobID), slog.Int64("generation", e.exec.Generation),
 		slog.String("via", cause.Via.String())}
@@ -271,8 +271,8 @@ func (w *Watcher) Lost(exec jobguard.Execution, err error) bool {
 	}
 	return w.cancelWhere(w.key(exec.JobID),
 		func(x jobguard.Execution) bool { return x.Generation == exec.Generation },
-		func(e *entry) *ReclaimedError {
-			return &ReclaimedError{JobID: exec.JobID, Generation: exec.Generation, Via: ViaHeartbeat, Err: err}
+		func(e *entry) *LostError {
+			return &LostError{JobID: exec.JobID, Generation: exec.Generation, Via: ViaHeartbeat, Err: err}
 		}) > 0
 }
 
@@ -293,8 +293,8 @@ func (w *Watcher) notice(n Notice) {
 	}
 	w.cancelWhere(w.key(n.JobID),
 		func(x jobguard.Execution) bool { return x.Generation <= n.Generation },
-		func(e *entry) *ReclaimedError {
-			return &ReclaimedError{JobID: e.exec.JobID, Generation: e.exec.Generation, Via: ViaNotice, Seen: n.Generation}
+		func(e *entry) *LostError {
+			return &LostError{JobID: e.exec.JobID, Generation: e.exec.Generation, Via: ViaNotice, Seen: n.Generation}
 		})
 }
 

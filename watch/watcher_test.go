@@ -186,7 +186,7 @@ func TestWatch_UnfencedTableNoticeIsCheckedAgainstTheRow(t *testing.T) {
 	})
 }
 
-func TestPostgresPublisher_NoticeInTransactionArrivesOnCommit(t *testing.T) {
+func TestPublisher_PostgresNoticeInTransactionArrivesOnCommit(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "postgres", fixture.Default, noChecks)
 	ctx := context.Background()
@@ -201,7 +201,7 @@ func TestPostgresPublisher_NoticeInTransactionArrivesOnCommit(t *testing.T) {
 	changed, err := b.jobs.Guard.Batch().FailIfUnchanged(ctx, tx, []jobguard.JobState{rows[exec.JobID]}, "reclaimed")
 	require.NoError(t, err)
 	require.Len(t, changed.Failed, 1)
-	require.NoError(t, b.pub.(*watch.PostgresPublisher).PublishOn(ctx, tx, watch.NoticesFrom(changed.Failed)...))
+	require.NoError(t, b.pub.PublishOn(ctx, tx, watch.NoticesFrom(changed.Failed)...))
 
 	time.Sleep(200 * time.Millisecond)
 	requireAlive(t, execCtx, "the execution before the reclaim committed")
@@ -409,4 +409,16 @@ func TestWatch_NoticeFindsAnExecutionWhoseIDIsSpelledOtherwise(t *testing.T) {
 	require.Equal(t, watch.ViaNotice, cause.Via)
 	require.Equal(t, upper.JobID, cause.JobID, "the cause names the execution as it was watched")
 	require.Zero(t, b.w.Len())
+}
+
+func TestPublisher_RedisCannotPublishInATransaction(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	pub, err := watch.NewPublisher(watch.Transport{Redis: env.Redis, Prefix: env.Prefix})
+	require.NoError(t, err)
+	tx, err := env.Pool.Begin(context.Background())
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	err = pub.PublishOn(context.Background(), tx, jobguard.Execution{JobID: "j", Generation: 1})
+	require.ErrorIs(t, err, watch.ErrNotTransactional)
 }

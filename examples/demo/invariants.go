@@ -249,7 +249,7 @@ func (d *demo) refusalsVisible(ctx context.Context) (bool, string, error) {
 		told := false
 		for _, err := range d.refusals[x.id] {
 			var se *jobguard.StateError
-			var lost *watch.ReclaimedError
+			var lost *watch.LostError
 			told = told || (errors.As(err, &se) && errors.Is(err, jobguard.ErrJobTerminal) && se.Want == x.gen) ||
 				(errors.As(err, &lost) && errors.Is(err, jobguard.ErrJobTerminal) && lost.Generation == x.gen)
 		}

@@ -110,7 +110,7 @@ func (d *demo) hungChapterAndSlowVideo(ctx context.Context) error {
 	// The watched call: the sweep published a notice after its commit.
 	err = cancelErr
 	tl.at("model call of job %s cancelled: %v", short(chapterJob), err)
-	var lost *watch.ReclaimedError
+	var lost *watch.LostError
 	tl.expect(cancelled && errors.As(err, &lost) && lost.Via == watch.ViaNotice && jobguard.IsPermanent(err),
 		"the reclaim's notice cancelled the call within a second: it stopped costing money; the refusal is permanent, not retried")
 	chapterRows, _ := d.count(ctx, `SELECT count(*) FROM chapters WHERE course_id = 'course-1'`)
@@ -188,7 +188,7 @@ func (d *demo) reclaimedMidEncode(ctx context.Context) error {
 
 	err = cancelErr
 	tl.at("encode cancelled: %v", err)
-	var lost *watch.ReclaimedError
+	var lost *watch.LostError
 	tl.expect(cancelled && errors.As(err, &lost) && lost.Via == watch.ViaNotice && jobguard.IsPermanent(err) && !res.Finalize.Confirmed(),
 		"the reclaim's notice cancelled the mux within a second; no finalize ran")
 	_, statErr := os.Stat(res.File)

@@ -153,7 +153,7 @@ func TestReclaimer_NoticesCancelTheReclaimedModelCall(t *testing.T) {
 			case err := <-processed:
 				// The check runs hourly: only the notice can have been this fast.
 				require.Less(t, time.Since(reclaimedAt), 2*time.Second)
-				var lost *watch.ReclaimedError
+				var lost *watch.LostError
 				require.ErrorAs(t, err, &lost)
 				require.Equal(t, watch.ViaNotice, lost.Via)
 				require.Equal(t, int64(1), lost.Generation)

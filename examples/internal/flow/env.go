@@ -121,7 +121,7 @@ type Env struct {
 	Log *slog.Logger
 	// Notices publishes reclaim notices; NewReclaimer gives it to the
 	// reclaimer. Nil when Config.Notices is NoticesOff.
-	Notices watch.Publisher
+	Notices *watch.Publisher
 	// Watcher is the process's one Watcher, subscribed and running from
 	// Open to Close: the processors run each execution's external calls
 	// under the context it gives them (see Watch). Nil when notices are off
@@ -257,7 +257,7 @@ func (e *Env) openNotices(ctx context.Context, cfg Config) error {
 }
 
 // Watch returns the context to run exec's external calls under: the
-// Watcher cancels it, with a *watch.ReclaimedError cause, as soon as exec
+// Watcher cancels it, with a *watch.LostError cause, as soon as exec
 // loses its job. Call release when the execution ends. Without a Watcher
 // it returns ctx itself.
 func (e *Env) Watch(ctx context.Context, exec jobguard.Execution) (_ context.Context, release func()) {
@@ -278,10 +278,10 @@ func (e *Env) WithoutWatcher() *Env {
 	return &c
 }
 
-// Reclaimed returns the *watch.ReclaimedError that cancelled ctx, or nil
+// Reclaimed returns the *watch.LostError that cancelled ctx, or nil
 // when ctx was not cancelled because its execution lost the job.
-func Reclaimed(ctx context.Context) *watch.ReclaimedError {
-	var lost *watch.ReclaimedError
+func Reclaimed(ctx context.Context) *watch.LostError {
+	var lost *watch.LostError
 	if errors.As(context.Cause(ctx), &lost) {
 		return lost
 	}

@@ -28,7 +28,7 @@ func TestOpen_NoticesAndWatcher(t *testing.T) {
 
 	e, err := open(Config{})
 	require.NoError(t, err)
-	require.IsType(t, &watch.RedisPublisher{}, e.Notices)
+	require.ErrorIs(t, e.Notices.PublishOn(context.Background(), e.Pool), watch.ErrNotTransactional, "notices over Redis")
 	require.NotNil(t, e.Watcher)
 	require.True(t, e.Watcher.Subscribed(), "Open returns once the watcher hears notices")
 	require.Nil(t, e.WithoutWatcher().Watcher)
@@ -36,7 +36,7 @@ func TestOpen_NoticesAndWatcher(t *testing.T) {
 
 	e, err = open(Config{Notices: NoticesPostgres})
 	require.NoError(t, err)
-	require.IsType(t, &watch.PostgresPublisher{}, e.Notices)
+	require.NoError(t, e.Notices.PublishOn(context.Background(), e.Pool), "notices over Postgres")
 	require.True(t, e.Watcher.Subscribed())
 
 	e, err = open(Config{NoWatcher: true})

@@ -61,6 +61,10 @@ func NewReclaimer(e *Env, cfg ReclaimConfig) (*reclaim.Reclaimer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = e.Log
 	}
+	var notices reclaim.Notifier
+	if e.Notices != nil { // a nil *watch.Publisher is not a nil Notifier
+		notices = e.Notices
+	}
 	return reclaim.New(reclaim.Config{
 		Guard:      e.Guard,
 		DB:         e.Pool,
@@ -73,7 +77,7 @@ func NewReclaimer(e *Env, cfg ReclaimConfig) (*reclaim.Reclaimer, error) {
 		Interval:   cfg.Interval,
 		LeaderKey:  leaderKey(e.Schema),
 		Logger:     cfg.Logger,
-		Notices:    e.Notices,
+		Notices:    notices,
 
 		MeterProvider: e.MeterProvider,
 	})

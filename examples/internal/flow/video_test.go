@@ -108,7 +108,7 @@ func TestVideos_LostHeartbeatStopsTheEncodeAndUndoesTheFile(t *testing.T) {
 	require.True(t, errors.Is(err, jobguard.ErrJobTerminal), "%v", err)
 	// No notice was sent: the lost heartbeat told the watcher, which
 	// cancelled the encode's context.
-	var lost *watch.ReclaimedError
+	var lost *watch.LostError
 	require.ErrorAs(t, err, &lost)
 	require.Equal(t, watch.ViaHeartbeat, lost.Via)
 	requireUndone(t, e, res)

@@ -135,33 +135,51 @@ type statements struct {
 // to it, so the sweep's join uses the jobs table's primary key), and builds
 // every statement once.
 func New(ctx context.Context, cfg Config) (*Artifacts, error) {
-	switch {
-	case cfg.Guard == nil:
-		return nil, errors.New("compensate: new: Guard is nil")
-	case !cfg.Guard.Fenced():
-		return nil, errors.New("compensate: new: Guard: the jobs table has no generation column, so executions cannot be told apart")
-	case cfg.DB == nil:
-		return nil, errors.New("compensate: new: DB is nil")
-	case len(cfg.Compensators) == 0:
-		return nil, errors.New("compensate: new: Compensators is empty")
-	case cfg.Interval < 0:
-		return nil, fmt.Errorf("compensate: new: Interval %v is negative", cfg.Interval)
-	case cfg.MaxPerSweep < 0:
-		return nil, fmt.Errorf("compensate: new: MaxPerSweep %d is negative", cfg.MaxPerSweep)
-	case cfg.RecheckAfter < 0:
-		return nil, fmt.Errorf("compensate: new: RecheckAfter %v is negative", cfg.RecheckAfter)
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("compensate: new: %w", err)
 	}
-	for kind, fn := range cfg.Compensators {
-		if kind == "" || fn == nil {
-			return nil, fmt.Errorf("compensate: new: Compensators[%q]: kind is empty or func is nil", kind)
-		}
-	}
-	if cfg.Table == "" {
-		cfg.Table = TableDefault
-	}
+	cfg = cfg.withDefaults()
 	art, err := ident.QuoteTable(cfg.Schema, cfg.Table)
 	if err != nil {
 		return nil, fmt.Errorf("compensate: new: %w", err)
+	}
+	idType, err := inspect(ctx, cfg, art)
+	if err != nil {
+		return nil, fmt.Errorf("compensate: new: %w", err)
+	}
+	return &Artifacts{cfg: cfg, log: cfg.Logger, sql: buildStatements(cfg, idType), met: newCompensateMetrics(cfg.MeterProvider)}, nil
+}
+
+// validate checks what New cannot default, naming the field.
+func (cfg Config) validate() error {
+	switch {
+	case cfg.Guard == nil:
+		return errors.New("Guard is nil")
+	case !cfg.Guard.Fenced():
+		return errors.New("Guard: the jobs table has no generation column, so executions cannot be told apart")
+	case cfg.DB == nil:
+		return errors.New("DB is nil")
+	case len(cfg.Compensators) == 0:
+		return errors.New("Compensators is empty")
+	case cfg.Interval < 0:
+		return fmt.Errorf("Interval %v is negative", cfg.Interval)
+	case cfg.MaxPerSweep < 0:
+		return fmt.Errorf("MaxPerSweep %d is negative", cfg.MaxPerSweep)
+	case cfg.RecheckAfter < 0:
+		return fmt.Errorf("RecheckAfter %v is negative", cfg.RecheckAfter)
+	}
+	for kind, fn := range cfg.Compensators {
+		if kind == "" || fn == nil {
+			return fmt.Errorf("Compensators[%q]: kind is empty or func is nil", kind)
+		}
+	}
+	return nil
+}
+
+// withDefaults fills in every field left at its zero value.
+func (cfg Config) withDefaults() Config {
+	if cfg.Table == "" {
+		cfg.Table = TableDefault
 	}
 	if cfg.Interval == 0 {
 		cfg.Interval = IntervalDefault
@@ -178,31 +196,38 @@ func New(ctx context.Context, cfg Config) (*Artifacts, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	return cfg
+}
+
+// inspect checks that the artifacts table art exists with every column of
+// Migrations, and returns the type of the jobs table's id column as the
+// catalog prints it: job ids are stored as text and cast to it, so the
+// sweep's join uses the jobs table's primary key.
+func inspect(ctx context.Context, cfg Config, art string) (idType string, err error) {
 	var exists bool
 	if err := cfg.DB.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, art).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("compensate: new: %w", err)
+		return "", err
 	}
 	if !exists {
-		return nil, fmt.Errorf("compensate: new: Table: %s does not exist (apply Migration)", art)
+		return "", fmt.Errorf("Table: %s does not exist (apply Migration)", art)
 	}
 	var recheck bool
 	err = cfg.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute`+
 		` WHERE attrelid = to_regclass($1) AND attname = 'recheck_at' AND NOT attisdropped)`, art).Scan(&recheck)
 	if err != nil {
-		return nil, fmt.Errorf("compensate: new: %w", err)
+		return "", err
 	}
 	if !recheck {
-		return nil, fmt.Errorf("compensate: new: Table: %s has no column recheck_at (apply every file of Migrations)", art)
+		return "", fmt.Errorf("Table: %s has no column recheck_at (apply every file of Migrations)", art)
 	}
 	jt := cfg.Guard.Table()
-	var idType string
 	err = cfg.DB.QueryRow(ctx, `SELECT format_type(atttypid, NULL) FROM pg_attribute`+
 		` WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped`,
 		jt.QualifiedName(), jt.IDColumn).Scan(&idType)
 	if err != nil {
-		return nil, fmt.Errorf("compensate: new: Guard: reading the type of %s.%s: %w", jt.QualifiedName(), jt.IDColumn, err)
+		return "", fmt.Errorf("Guard: reading the type of %s.%s: %w", jt.QualifiedName(), jt.IDColumn, err)
 	}
-	return &Artifacts{cfg: cfg, log: cfg.Logger, sql: buildStatements(cfg, idType), met: newCompensateMetrics(cfg.MeterProvider)}, nil
+	return idType, nil
 }
 
 // buildStatements builds the statements; idType is the jobs table's id

@@ -148,15 +148,9 @@ func (a *Artifacts) drain(ctx context.Context, p pass, exec *jobguard.Execution,
 	return max, nil
 }
 
-// compensateNext locks the next artifact of pass p after the given id,
-// runs its compensator and records the outcome, all in one transaction.
-func (a *Artifacts) compensateNext(ctx context.Context, p pass, after int64, exec *jobguard.Execution, rep *Report) (Artifact, bool, error) {
-	tx, err := a.cfg.DB.Begin(ctx)
-	if err != nil {
-		return Artifact{}, false, fmt.Errorf("compensate: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
-	now := a.cfg.Now()
+// next locks the next artifact of pass p after the given id: for the owed
+// pass, of exec only when it is given.
+func (a *Artifacts) next(ctx context.Context, tx pgx.Tx, p pass, after int64, exec *jobguard.Execution, now time.Time) (Artifact, bool, error) {
 	var row pgx.Row
 	if p == passRecheck {
 		row = tx.QueryRow(ctx, a.sql.due, after, now)
@@ -169,12 +163,45 @@ func (a *Artifacts) compensateNext(ctx context.Context, p pass, after int64, exe
 		row = tx.QueryRow(ctx, a.sql.owed, after, jobID, gen)
 	}
 	var art Artifact
-	err = row.Scan(&art.ID, &art.JobID, &art.Generation, &art.Kind, &art.Ref, &art.Attempts)
+	err := row.Scan(&art.ID, &art.JobID, &art.Generation, &art.Kind, &art.Ref, &art.Attempts)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Artifact{}, false, nil
 	}
 	if err != nil {
 		return Artifact{}, false, fmt.Errorf("compensate: next artifact: %w", err)
+	}
+	return art, true, nil
+}
+
+// undoAndRecord runs the artifact's compensator and records the outcome: done
+// (with, after the owed pass, the time of its one recheck), or owed still
+// with the compensator's error. undoErr is the compensator's; err, the
+// record's.
+func (a *Artifacts) undoAndRecord(ctx context.Context, tx pgx.Tx, p pass, art Artifact, now time.Time) (undoErr, err error) {
+	undoErr = a.undo(ctx, tx, art)
+	if undoErr != nil {
+		return undoErr, a.finish(ctx, tx, art, a.sql.retry, art.ID, now, undoErr.Error())
+	}
+	var recheckAt *time.Time // the second compensation is the last
+	if p == passOwed {
+		t := now.Add(a.cfg.RecheckAfter)
+		recheckAt = &t
+	}
+	return nil, a.finish(ctx, tx, art, a.sql.done, art.ID, now, recheckAt)
+}
+
+// compensateNext locks the next artifact of pass p after the given id,
+// runs its compensator and records the outcome, all in one transaction.
+func (a *Artifacts) compensateNext(ctx context.Context, p pass, after int64, exec *jobguard.Execution, rep *Report) (Artifact, bool, error) {
+	tx, err := a.cfg.DB.Begin(ctx)
+	if err != nil {
+		return Artifact{}, false, fmt.Errorf("compensate: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
+	now := a.cfg.Now()
+	art, found, err := a.next(ctx, tx, p, after, exec, now)
+	if !found || err != nil {
+		return art, false, err
 	}
 
 	// Hold the ref against Record until this transaction ends. The other
@@ -202,17 +229,7 @@ func (a *Artifacts) compensateNext(ctx context.Context, p pass, after int64, exe
 		return art, true, nil
 	}
 
-	undoErr := a.undo(ctx, tx, art)
-	if undoErr == nil {
-		var recheckAt *time.Time // the second compensation is the last
-		if p == passOwed {
-			t := now.Add(a.cfg.RecheckAfter)
-			recheckAt = &t
-		}
-		err = a.finish(ctx, tx, art, a.sql.done, art.ID, now, recheckAt)
-	} else {
-		err = a.finish(ctx, tx, art, a.sql.retry, art.ID, now, undoErr.Error())
-	}
+	undoErr, err := a.undoAndRecord(ctx, tx, p, art, now)
 	if err != nil {
 		return art, false, err
 	}

@@ -275,28 +275,10 @@ func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 		}
 		return catalog{}, fmt.Errorf("table %s does not exist %s (Table.Name %q)", name, where, t.Name)
 	}
-	rows, err := db.Query(ctx, `
-SELECT a.attname, t.typname, n.nspname, t.typtype::text, t.oid::int8, a.attnotnull
-FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid JOIN pg_namespace n ON n.oid = t.typnamespace
-WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, name)
+	cat, err := readColumns(ctx, db, name)
 	if err != nil {
 		return catalog{}, fmt.Errorf("read columns of %s: %w", name, err)
 	}
-	cat := catalog{columns: map[string]typeInfo{}}
-	for rows.Next() {
-		var col, kind string
-		var ti typeInfo
-		if err := rows.Scan(&col, &ti.name, &ti.schema, &kind, &ti.typeOID, &ti.notNull); err != nil {
-			rows.Close()
-			return catalog{}, fmt.Errorf("read columns of %s: %w", name, err)
-		}
-		ti.kind = kind[0]
-		cat.columns[col] = ti
-	}
-	if err := rows.Err(); err != nil {
-		return catalog{}, fmt.Errorf("read columns of %s: %w", name, err)
-	}
-
 	var errs []error
 	for _, c := range t.columns() {
 		if c.name == "" {
@@ -321,6 +303,27 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, nam
 		}
 	}
 	return cat, nil
+}
+
+// readColumns reads what the catalog says of every column of the table
+// name.
+func readColumns(ctx context.Context, db DB, name string) (catalog, error) {
+	rows, err := db.Query(ctx, `
+SELECT a.attname, t.typname, n.nspname, t.typtype::text, t.oid::int8, a.attnotnull
+FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid JOIN pg_namespace n ON n.oid = t.typnamespace
+WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, name)
+	if err != nil {
+		return catalog{}, err
+	}
+	cat := catalog{columns: map[string]typeInfo{}}
+	var col, kind string
+	var ti typeInfo
+	_, err = pgx.ForEachRow(rows, []any{&col, &ti.name, &ti.schema, &kind, &ti.typeOID, &ti.notNull}, func() error {
+		ti.kind = kind[0]
+		cat.columns[col] = ti
+		return nil
+	})
+	return cat, err
 }
 
 func checkEnumLabels(ctx context.Context, db DB, ti typeInfo, s Statuses) error {

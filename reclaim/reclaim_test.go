@@ -246,18 +246,6 @@ func failCourse(t *testing.T) reclaim.ParentRule {
 	return rule
 }
 
-// waitBlockedBy waits until some session waits for a lock that pid holds.
-func waitBlockedBy(t *testing.T, env *testenv.Env, pid uint32) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		var n int
-		err := env.Pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM pg_stat_activity WHERE $1::int4 = ANY(pg_blocking_pids(pid))`, int32(pid)).Scan(&n)
-		require.NoError(t, err)
-		return n > 0
-	}, 10*time.Second, 5*time.Millisecond)
-}
-
 // afterRead is a source that runs between after every page is read and
 // before the sweep decides on it: a worker's write in that window.
 type afterRead struct {

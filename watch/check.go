@@ -96,7 +96,7 @@ func (w *Watcher) Check(ctx context.Context) (int, error) {
 				cause.Status, cause.Seen = row.Status, row.Generation
 			}
 			if w.take(e) {
-				w.fire(e, cause)
+				w.fire(ctx, e, cause)
 				n++
 			}
 		}

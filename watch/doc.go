@@ -93,7 +93,7 @@
 //	defer release()
 //	result, err := callTheModel(runCtx) // stops when the job is reclaimed
 //	if res, err := hb.Beat(ctx, pool, exec, ev); res == heartbeat.Lost {
-//		w.Lost(exec, err) // cancels runCtx at once
+//		w.Lost(ctx, exec, err) // cancels runCtx at once
 //	}
 //	var lost *watch.LostError
 //	if errors.As(context.Cause(runCtx), &lost) { /* do not retry; nothing to save */ }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jobguard/jobguard/heartbeat"
 	"github.com/jobguard/jobguard/internal/fixture"
@@ -36,13 +35,6 @@ func reclaim(ctx context.Context, ex example) {
 	_, _ = ex.guard.Batch().FailIfUnchanged(ctx, ex.env.Pool, []jobguard.JobState{rows[ex.exec.JobID]}, jobguard.ReclaimedReasonDefault)
 }
 
-// untilSubscribed stands in for a readiness probe.
-func untilSubscribed(w *watch.Watcher) {
-	for !w.Subscribed() {
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func ExampleWatcher_Watch() {
 	ex, done := newExample()
 	defer done()
@@ -56,7 +48,7 @@ func ExampleWatcher_Watch() {
 		panic(err)
 	}
 	go w.Run(ctx)
-	untilSubscribed(w)
+	<-w.Ready() // take jobs once notices reach the watcher
 
 	// Each execution runs its external call under the watched context.
 	runCtx, release := w.Watch(ctx, ex.exec)
@@ -91,7 +83,7 @@ func ExampleWatcher_Lost() {
 	// The worker's next heartbeat finds the job gone and says so.
 	hb := heartbeat.New(ex.guard, heartbeat.Config{})
 	if res, err := hb.Beat(ctx, ex.env.Pool, ex.exec, heartbeat.Progress(40)); res == heartbeat.Lost {
-		w.Lost(ex.exec, err)
+		w.Lost(ctx, ex.exec, err)
 	}
 	fmt.Println(runCtx.Err(), errors.Is(context.Cause(runCtx), jobguard.ErrJobTerminal))
 	// Output: context canceled true

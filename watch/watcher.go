@@ -84,7 +84,9 @@ type Watcher struct {
 
 	checkNow chan struct{}
 	running  atomic.Bool
-	up       atomic.Bool  // subscribed right now
+	up       atomic.Bool   // subscribed right now
+	ready    chan struct{} // closed at the first subscription
+	readyOne sync.Once
 	checks   atomic.Int64 // checks run by Run, for tests
 }
 
@@ -143,6 +145,7 @@ func New(cfg Config) (*Watcher, error) {
 		rules:    rules{fenced: cfg.Guard.Fenced(), statuses: cfg.Guard.Table().Statuses, reclaimed: cfg.ReclaimedReason},
 		jobs:     make(map[string]map[*entry]struct{}),
 		checkNow: make(chan struct{}, 1),
+		ready:    make(chan struct{}),
 	}
 	if t.Redis != nil {
 		w.lis = redisListener{rdb: t.Redis, channel: t.redisChannel(), ping: cfg.PingInterval}
@@ -199,6 +202,12 @@ func (w *Watcher) Len() int {
 // during an outage and after Run returns; a readiness probe can use it.
 func (w *Watcher) Subscribed() bool { return w.up.Load() }
 
+// Ready returns a channel that is closed once Run has subscribed for the
+// first time: from then on a notice published reaches the watcher (until an
+// outage, which Subscribed reports). A worker can wait for it before taking
+// jobs, instead of polling Subscribed.
+func (w *Watcher) Ready() <-chan struct{} { return w.ready }
+
 // take forgets e and reports whether it was still watched, so that exactly
 // one caller goes on to cancel it.
 func (w *Watcher) take(e *entry) bool {
@@ -226,7 +235,7 @@ func (w *Watcher) key(jobID string) string {
 
 // cancelWhere cancels, with the cause made by why, every watched execution
 // of jobID that match accepts, and returns how many.
-func (w *Watcher) cancelWhere(jobID string, match func(jobguard.Execution) bool, why func(*entry) *LostError) int {
+func (w *Watcher) cancelWhere(ctx context.Context, jobID string, match func(jobguard.Execution) bool, why func(*entry) *LostError) int {
 	w.mu.Lock()
 	var hit []*entry
 	for e := range w.jobs[jobID] {
@@ -238,7 +247,7 @@ func (w *Watcher) cancelWhere(jobID string, match func(jobguard.Execution) bool,
 	n := 0
 	for _, e := range hit {
 		if w.take(e) {
-			w.fire(e, why(e))
+			w.fire(ctx, e, why(e))
 			n++
 		}
 	}
@@ -246,7 +255,7 @@ func (w *Watcher) cancelWhere(jobID string, match func(jobguard.Execution) bool,
 }
 
 // fire cancels e's context with cause.
-func (w *Watcher) fire(e *entry, cause *LostError) {
+func (w *Watcher) fire(ctx context.Context, e *entry, cause *LostError) {
 	defer e.cancel(cause)
 	attrs := []any{slog.String("job_id", e.exec.JobID), slog.Int64("generation", e.exec.Generation),
 		slog.String("via", cause.Via.String())}
@@ -258,18 +267,18 @@ func (w *Watcher) fire(e *entry, cause *LostError) {
 	case ViaHeartbeat:
 		attrs = append(attrs, slog.Any("error", cause.Err))
 	}
-	w.log.Info("watch: execution lost its job; its context is cancelled", attrs...)
+	w.log.InfoContext(ctx, "watch: execution lost its job; its context is cancelled", attrs...)
 }
 
 // Lost cancels exec's context when err wraps jobguard.ErrJobTerminal: a
 // heartbeat (heartbeat's Lost result) or another conditional write of exec
 // affected zero rows. It reports whether a watched context was cancelled;
 // any other error is left to the caller.
-func (w *Watcher) Lost(exec jobguard.Execution, err error) bool {
+func (w *Watcher) Lost(ctx context.Context, exec jobguard.Execution, err error) bool {
 	if !errors.Is(err, jobguard.ErrJobTerminal) {
 		return false
 	}
-	return w.cancelWhere(w.key(exec.JobID),
+	return w.cancelWhere(ctx, w.key(exec.JobID),
 		func(x jobguard.Execution) bool { return x.Generation == exec.Generation },
 		func(e *entry) *LostError {
 			return &LostError{JobID: exec.JobID, Generation: exec.Generation, Via: ViaHeartbeat, Err: err}
@@ -281,7 +290,7 @@ func (w *Watcher) Lost(exec jobguard.Execution, err error) bool {
 // them out, while an execution started after it has a higher generation and
 // is left alone. Without generations a notice cannot tell the executions of
 // a job apart, so it asks for a check of the rows instead.
-func (w *Watcher) notice(n Notice) {
+func (w *Watcher) notice(ctx context.Context, n Notice) {
 	if !w.rules.fenced {
 		w.mu.Lock()
 		watched := len(w.jobs[w.key(n.JobID)]) > 0
@@ -291,7 +300,7 @@ func (w *Watcher) notice(n Notice) {
 		}
 		return
 	}
-	w.cancelWhere(w.key(n.JobID),
+	w.cancelWhere(ctx, w.key(n.JobID),
 		func(x jobguard.Execution) bool { return x.Generation <= n.Generation },
 		func(e *entry) *LostError {
 			return &LostError{JobID: e.exec.JobID, Generation: e.exec.Generation, Via: ViaNotice, Seen: n.Generation}
@@ -300,15 +309,15 @@ func (w *Watcher) notice(n Notice) {
 
 // deliver applies a received payload. One it cannot read may still have
 // announced a reclaim, so it asks for a check.
-func (w *Watcher) deliver(payload string) {
+func (w *Watcher) deliver(ctx context.Context, payload string) {
 	ns, err := decode(payload)
 	if err != nil {
-		w.log.Warn("watch: ignoring an unreadable notice; checking every execution instead", slog.Any("error", err))
+		w.log.WarnContext(ctx, "watch: ignoring an unreadable notice; checking every execution instead", slog.Any("error", err))
 		w.requestCheck()
 		return
 	}
 	for _, n := range ns {
-		w.notice(n)
+		w.notice(ctx, n)
 	}
 }
 
@@ -357,7 +366,7 @@ func (w *Watcher) checkLoop(ctx context.Context) {
 		_, err := w.Check(cctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			w.log.Warn("watch: check failed; trying again at the next interval",
+			w.log.WarnContext(ctx, "watch: check failed; trying again at the next interval",
 				slog.Any("error", err), slog.Duration("check_interval", w.cfg.CheckInterval))
 		}
 		w.checks.Add(1)
@@ -370,25 +379,26 @@ func (w *Watcher) listen(ctx context.Context) {
 	var downSince time.Time // zero while subscribed
 	subscribed := func() {
 		if !downSince.IsZero() {
-			w.log.Info("watch: subscription restored; checking every execution",
+			w.log.InfoContext(ctx, "watch: subscription restored; checking every execution",
 				slog.Duration("outage", w.cfg.Now().Sub(downSince)))
 		}
 		downSince, delay = time.Time{}, w.cfg.ReconnectMin
 		w.up.Store(true)
+		w.readyOne.Do(func() { close(w.ready) })
 		w.requestCheck()
 	}
 	defer w.up.Store(false)
 	for {
-		err := w.lis.session(ctx, subscribed, w.deliver)
+		err := w.lis.session(ctx, subscribed, func(p string) { w.deliver(ctx, p) })
 		w.up.Store(false)
 		if ctx.Err() != nil {
 			return
 		}
 		if downSince.IsZero() {
 			downSince = w.cfg.Now()
-			w.log.Warn("watch: subscription lost; reconnecting", slog.Any("error", err))
+			w.log.WarnContext(ctx, "watch: subscription lost; reconnecting", slog.Any("error", err))
 		} else {
-			w.log.Debug("watch: resubscribe failed", slog.Any("error", err), slog.Duration("retry_in", delay))
+			w.log.DebugContext(ctx, "watch: resubscribe failed", slog.Any("error", err), slog.Duration("retry_in", delay))
 		}
 		t := time.NewTimer(delay/2 + rand.N(delay/2+1))
 		select {

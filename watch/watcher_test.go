@@ -101,7 +101,7 @@ func TestWatch_LateNoticeSparesExecutionStartedAfterRetry(t *testing.T) {
 	secondCtx := b.watch(t, second)
 
 	// The first reclaim's notice arrives only now.
-	require.NoError(t, b.pub.Publish(ctx, watch.Notice{JobID: first.JobID, Generation: first.Generation}))
+	require.NoError(t, b.pub.Publish(ctx, first))
 	b.sync(t)
 	requireAlive(t, secondCtx, "the execution started after the retry")
 }
@@ -158,14 +158,14 @@ func TestLost_TerminalHeartbeatCancelsExecution(t *testing.T) {
 
 	res, err := heartbeat.New(b.jobs.Guard, heartbeat.Config{}).Beat(ctx, b.env.Pool, exec, heartbeat.Progress(50))
 	require.Equal(t, heartbeat.Lost, res)
-	require.False(t, b.w.Lost(other, errors.New("connection refused")), "a non-terminal error must not cancel")
-	require.True(t, b.w.Lost(exec, err))
+	require.False(t, b.w.Lost(context.Background(), other, errors.New("connection refused")), "a non-terminal error must not cancel")
+	require.True(t, b.w.Lost(context.Background(), exec, err))
 
 	cause, _ := cancelledWithin(t, execCtx, time.Now(), time.Second)
 	require.Equal(t, watch.ViaHeartbeat, cause.Via)
 	require.ErrorIs(t, cause, err)
 	requireAlive(t, otherCtx, "the other execution")
-	require.False(t, b.w.Lost(exec, err), "an execution is cancelled once")
+	require.False(t, b.w.Lost(context.Background(), exec, err), "an execution is cancelled once")
 }
 
 func TestWatch_UnfencedTableNoticeIsCheckedAgainstTheRow(t *testing.T) {
@@ -421,4 +421,27 @@ func TestPublisher_RedisCannotPublishInATransaction(t *testing.T) {
 	defer func() { _ = tx.Rollback(context.Background()) }()
 	err = pub.PublishOn(context.Background(), tx, jobguard.Execution{JobID: "j", Generation: 1})
 	require.ErrorIs(t, err, watch.ErrNotTransactional)
+}
+
+func TestReady_ClosesAtTheFirstSubscription(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	w, err := watch.New(watch.Config{Guard: jobs.Guard, DB: env.Pool, Transport: watch.Transport{Redis: env.Redis, Prefix: env.Prefix}})
+	require.NoError(t, err)
+	select {
+	case <-w.Ready():
+		t.Fatal("ready before Run subscribed")
+	default:
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-w.Ready():
+		require.True(t, w.Subscribed())
+	case <-time.After(10 * time.Second):
+		t.Fatal("not ready after Run subscribed")
+	}
 }

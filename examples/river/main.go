@@ -129,14 +129,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg.Logger = log
 	// River logs its routine work at info; its warnings and errors are enough here.
 	riverLog := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if err := run1(ctx, cfg, beside, o, log, riverLog, stdout); err != nil {
+	if err := runWorker(ctx, cfg, beside, o, log, riverLog, stdout); err != nil {
 		fmt.Fprintf(stderr, "river: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-func run1(ctx context.Context, cfg flow.Config, beside flow.Beside, o options, log, riverLog *slog.Logger, stdout io.Writer) error {
+func runWorker(ctx context.Context, cfg flow.Config, beside flow.Beside, o options, log, riverLog *slog.Logger, stdout io.Writer) error {
 	if beside.Limit >= o.rescueAfter {
 		// Then River's rescuer re-queues a stuck job before jobguard could
 		// decide on it, and jobguard's limit never applies.

@@ -241,19 +241,14 @@ func (e *Env) openNotices(ctx context.Context, cfg Config) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = w.Run(runCtx) }) // returns nil when runCtx ends
 	e.Watcher, e.stopWatcher = w, func() { cancel(); wg.Wait() }
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
-	for !w.Subscribed() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			return errors.New("watcher: not subscribed to reclaim notices after 10s")
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	select {
+	case <-w.Ready():
+		return nil
+	case <-time.After(10 * time.Second):
+		return errors.New("watcher: not subscribed to reclaim notices after 10s")
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return nil
 }
 
 // Watch returns the context to run exec's external calls under: the

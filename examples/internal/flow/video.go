@@ -207,7 +207,7 @@ func (v *Videos) encode(ctx, runCtx context.Context, exec jobguard.Execution, pa
 		switch res {
 		case heartbeat.Lost:
 			if e.Watcher != nil {
-				e.Watcher.Lost(exec, err)
+				e.Watcher.Lost(ctx, exec, err)
 			}
 			return err
 		case heartbeat.Failed:

@@ -81,8 +81,15 @@ func nodeOrSkip(t *testing.T) string {
 // its report. The process is stopped at cleanup.
 func runBullMQ(t *testing.T, env *testenv.Env, prefix, queue string, n int, mode string) holding {
 	t.Helper()
+	return runBullMQAt(t, env.RedisURL, prefix, queue, n, mode)
+}
+
+// runBullMQAt is runBullMQ against the Redis at url, which may name a Redis
+// Cluster as hold.mjs describes.
+func runBullMQAt(t *testing.T, url, prefix, queue string, n int, mode string) holding {
+	t.Helper()
 	node := nodeOrSkip(t)
-	args := []string{"hold.mjs", env.RedisURL, prefix, queue, itoa(n)}
+	args := []string{"hold.mjs", url, prefix, queue, itoa(n)}
 	if mode != "" {
 		args = append(args, mode)
 	}

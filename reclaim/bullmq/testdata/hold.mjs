@@ -2,6 +2,11 @@
 //
 // usage: node hold.mjs <redis url> <prefix> <queue> <n> [churn]
 //
+// <redis url> is redis://host:port/db for one server, or
+// redis-cluster://host:port[,host:port...] for a Redis Cluster, whose other
+// nodes are found from these (the prefix must then carry a hash tag, such as
+// "{bull}", as BullMQ requires on a Cluster).
+//
 // Default mode: adds one job that finishes at once and n "chapter" jobs
 // (data {"rowId": "row-<i>"}) that the worker keeps active until the process
 // is stopped. Once all n are active and the quick one has completed it
@@ -16,18 +21,34 @@
 //
 // Either mode stops on SIGTERM or when stdin closes.
 import { Queue, Worker } from 'bullmq';
+import { Cluster } from 'ioredis';
 
 const [url, prefix, queueName, count, mode] = process.argv.slice(2);
-const u = new URL(url);
-const connection = {
-  host: u.hostname,
-  port: Number(u.port || 6379),
-  db: Number(u.pathname.slice(1) || 0),
-  password: u.password || undefined,
-  maxRetriesPerRequest: null,
-};
+const clusterScheme = 'redis-cluster://';
+
+// connection returns what a Queue or a Worker connects with: options from
+// which BullMQ makes its own clients, or, on a Cluster, a client of its own
+// for each (BullMQ takes a Cluster only as a client).
+function connection() {
+  if (url.startsWith(clusterScheme)) {
+    const nodes = url.slice(clusterScheme.length).split(',').map((hostPort) => {
+      const at = hostPort.lastIndexOf(':');
+      return { host: hostPort.slice(0, at), port: Number(hostPort.slice(at + 1)) };
+    });
+    return new Cluster(nodes, { redisOptions: { maxRetriesPerRequest: null } });
+  }
+  const u = new URL(url);
+  return {
+    host: u.hostname,
+    port: Number(u.port || 6379),
+    db: Number(u.pathname.slice(1) || 0),
+    password: u.password || undefined,
+    maxRetriesPerRequest: null,
+  };
+}
+
 const n = Number(count);
-const queue = new Queue(queueName, { connection, prefix });
+const queue = new Queue(queueName, { connection: connection(), prefix });
 const cleanups = [];
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -49,7 +70,7 @@ async function hold() {
       process.stdout.write(JSON.stringify({ held, finished: [quick.id] }) + '\n');
     }
     await stop;
-  }, { connection, prefix, concurrency: n + 1, lockDuration: 60000 });
+  }, { connection: connection(), prefix, concurrency: n + 1, lockDuration: 60000 });
   cleanups.push(() => worker.close(true));
 }
 
@@ -65,7 +86,7 @@ async function churn() {
   await feed();
   const timer = setInterval(() => { feed().catch(() => {}); }, 20);
   cleanups.push(() => clearInterval(timer));
-  const worker = new Worker(queueName, async () => { await sleep(1); }, { connection, prefix, concurrency: n });
+  const worker = new Worker(queueName, async () => { await sleep(1); }, { connection: connection(), prefix, concurrency: n });
   cleanups.push(() => worker.close(true));
   await new Promise((r) => worker.once('completed', r));
   process.stdout.write(JSON.stringify({ held: [], finished: [] }) + '\n');

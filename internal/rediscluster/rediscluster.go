@@ -45,8 +45,8 @@ const startTimeout = 30 * time.Second
 
 // Cluster is a running Redis Cluster.
 type Cluster struct {
-	// Addrs are the masters' host:port addresses, in the order their slot
-	// ranges run (the first serves slot 0).
+	// Addrs are the masters' host:port addresses, in the order redis-cli
+	// was given them: it assigns the lowest slots to the first.
 	Addrs []string
 
 	nodes []*node
@@ -273,4 +273,107 @@ func (c *Cluster) KeysPerMaster(ctx context.Context, pattern string) ([]int, err
 		}
 	}
 	return counts, nil
+}
+
+// MasterOf returns the index in Addrs of the master that serves key's slot.
+func (c *Cluster) MasterOf(ctx context.Context, key string) (int, error) {
+	rdb := c.nodes[0].client()
+	defer rdb.Close()
+	slot, err := rdb.ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		return 0, fmt.Errorf("rediscluster: slot of %s: %w", key, err)
+	}
+	ranges, err := rdb.ClusterSlots(ctx).Result()
+	if err != nil {
+		return 0, fmt.Errorf("rediscluster: slots: %w", err)
+	}
+	for _, r := range ranges {
+		if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
+			for i, a := range c.Addrs {
+				if a == r.Nodes[0].Addr {
+					return i, nil
+				}
+			}
+		}
+	}
+	return 0, fmt.Errorf("rediscluster: no master serves slot %d of %s", slot, key)
+}
+
+// MoveSlot moves key's slot to the master Addrs[to] the way a resharding
+// does: the target imports the slot, its owner migrates it, and, with finish
+// set, the owner's keys of the slot are migrated and every master is told
+// the target serves it. A client that still holds the old slot map is then
+// answered MOVED. Without finish the slot stays mid-migration: its owner
+// serves the keys it still holds and sends a client to the target with ASK
+// for any other.
+func (c *Cluster) MoveSlot(ctx context.Context, key string, to int, finish bool) error {
+	from, err := c.MasterOf(ctx, key)
+	if err != nil {
+		return err
+	}
+	if from == to {
+		return fmt.Errorf("rediscluster: move slot of %s: %s serves it already", key, c.Addrs[to])
+	}
+	clients := make([]*redis.Client, len(c.nodes))
+	ids := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		clients[i] = n.client()
+		defer clients[i].Close()
+		if ids[i], err = clients[i].Do(ctx, "CLUSTER", "MYID").Text(); err != nil {
+			return fmt.Errorf("rediscluster: id of %s: %w", n.addr, err)
+		}
+	}
+	slot, err := clients[from].ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		return fmt.Errorf("rediscluster: slot of %s: %w", key, err)
+	}
+	fail := func(step string, err error) error {
+		return fmt.Errorf("rediscluster: move slot %d from %s to %s: %s: %w", slot, c.Addrs[from], c.Addrs[to], step, err)
+	}
+	if err := clients[to].Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[from]).Err(); err != nil {
+		return fail("importing", err)
+	}
+	if err := clients[from].Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to]).Err(); err != nil {
+		return fail("migrating", err)
+	}
+	if !finish {
+		return nil
+	}
+	host, port, _ := net.SplitHostPort(c.Addrs[to])
+	for {
+		keys, err := clients[from].ClusterGetKeysInSlot(ctx, int(slot), 100).Result()
+		if err != nil {
+			return fail("keys", err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		if err := clients[from].Do(ctx, args...).Err(); err != nil {
+			return fail("migrate", err)
+		}
+	}
+	// The target first, then the owner, as the cluster specification
+	// orders it: the target must serve the slot before the owner sends
+	// clients there with MOVED.
+	for _, i := range append([]int{to, from}, others(from, to)...) {
+		if err := clients[i].Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[to]).Err(); err != nil {
+			return fail("assign", err)
+		}
+	}
+	return nil
+}
+
+// others returns the masters that are neither a nor b.
+func others(a, b int) []int {
+	var out []int
+	for i := range Masters {
+		if i != a && i != b {
+			out = append(out, i)
+		}
+	}
+	return out
 }

@@ -80,6 +80,46 @@ func TestSweep_MarkersOnACluster(t *testing.T) {
 	t.Parallel()
 	c := rediscluster.Start(t)
 
+	// A resharding moves markers between masters while a reclaimer's
+	// client still holds the old slot map: its writes follow MOVED and ASK,
+	// and an older generation still never replaces a newer one. Not
+	// parallel: the slots are moved before the other tests start.
+	t.Run("MarkersFollowTheirSlotToAnotherMaster", func(t *testing.T) {
+		ctx := context.Background()
+		b := clusterSetup(t, c)
+		ids := b.stuck(t, 3, 3)
+		moved, migrating, fresh := ids[0], ids[1], ids[2]
+		newer := []jobguard.Marker{{JobID: moved, Generation: 7, At: time.Now()}, {JobID: migrating, Generation: 7, At: time.Now()}}
+		require.NoError(t, b.sg.Markers().Write(ctx, newer...))
+		// The client now holds the slot map from before the moves.
+		owner := map[string]int{}
+		for _, id := range ids {
+			i, err := c.MasterOf(ctx, b.sg.Markers().Key(id))
+			require.NoError(t, err)
+			owner[id] = i
+		}
+		// moved's slot, with its marker, now belongs to another master;
+		// migrating's and fresh's are on their way, their keys not yet.
+		require.NoError(t, c.MoveSlot(ctx, b.sg.Markers().Key(moved), (owner[moved]+1)%rediscluster.Masters, true))
+		require.NoError(t, c.MoveSlot(ctx, b.sg.Markers().Key(migrating), (owner[migrating]+1)%rediscluster.Masters, false))
+		slots, err := b.rdb.ClusterKeySlot(ctx, b.sg.Markers().Key(fresh)).Result()
+		require.NoError(t, err)
+		if other, err := b.rdb.ClusterKeySlot(ctx, b.sg.Markers().Key(migrating)).Result(); err == nil && other != slots {
+			require.NoError(t, c.MoveSlot(ctx, b.sg.Markers().Key(fresh), (owner[fresh]+1)%rediscluster.Masters, false))
+		}
+
+		require.Equal(t, len(ids), b.sweep(t, ids).Reclaimed)
+		require.EqualValues(t, 7, b.marker(t, moved).Generation)
+		require.EqualValues(t, 7, b.marker(t, migrating).Generation)
+		require.EqualValues(t, 3, b.marker(t, fresh).Generation)
+		// Where the markers really are, reading each master alone.
+		for id, why := range map[string]string{moved: "migrated with its slot", fresh: "written on the importing master, sent there with ASK"} {
+			counts, err := c.KeysPerMaster(ctx, b.sg.Markers().Key(id))
+			require.NoError(t, err)
+			require.Equal(t, 1, counts[(owner[id]+1)%rediscluster.Masters], why)
+		}
+	})
+
 	// A late worker that puts the row back to work and clears the reason
 	// leaves only the marker to refuse the redelivered job.
 	t.Run("RedeliveredJobIsRefusedByItsMarker", func(t *testing.T) {

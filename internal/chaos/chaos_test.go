@@ -596,8 +596,7 @@ func (r *run) table(jobs int, elapsed time.Duration, violations int) string {
 		{"heartbeats that found the job lost", strconv.Itoa(event(chaos.EventHeartbeatLost))},
 		{"saves failed and redelivered", strconv.Itoa(event(chaos.EventSaveError))},
 		{"usage accrued / finalizes unconfirmed", fmt.Sprintf("%d / %d", count(`SELECT count(*) FROM usage_ledger`), event(chaos.EventUnconfirmed))},
-		{"confirmed finalizes unbilled (worker killed)", strconv.Itoa(count(`SELECT count(*) FROM confirmed c
-			WHERE NOT EXISTS (SELECT 1 FROM usage_ledger l WHERE l.job_id = c.job_id::text)`))},
+		{"confirmed finalizes unbilled", strconv.Itoa(count(chaos.Unbilled))},
 		{"operator retries", strconv.Itoa(int(r.retries.Load()))},
 		{"sweeps (errors)", fmt.Sprintf("%d (%d)", r.sweeps.Load(), rep.SweepErrors)},
 		{"marker write errors", strconv.Itoa(rep.MarkerErrors)},

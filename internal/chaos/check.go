@@ -90,10 +90,7 @@ var checks = []query{
 	{3, "a usage ledger row for an execution whose completion was rejected", `
 		SELECT l.*, e.kind, e.detail FROM usage_ledger l JOIN events e ON e.job_id = l.job_id::uuid AND e.generation = l.generation
 		WHERE e.kind IN ('late_rejected', 'stale_refused', 'other_rejected', 'unconfirmed')`},
-	{3, "a confirmed finalize without its usage, by a worker that was not killed", `
-		SELECT c.* FROM confirmed c
-		WHERE NOT EXISTS (SELECT 1 FROM usage_ledger l WHERE l.job_id = c.job_id::text AND l.meter = 'video_ms')
-		  AND c.incarnation NOT IN (SELECT incarnation FROM kills)`},
+	{3, "a completed video finalize not billed exactly once (whether or not its worker was killed)", unbilled},
 	{3, "a job confirmed more than once", `
 		SELECT job_id, count(*) FROM confirmed GROUP BY job_id HAVING count(*) > 1`},
 	{3, "an account billed other than the sum of its ledger rows", `
@@ -145,6 +142,21 @@ var checks = []query{
 		SELECT id, type, status, generation, failure_reason FROM jobs
 		WHERE status IN ('QUEUED', 'PROCESSING') AND NOT EXISTS (SELECT 1 FROM queue q WHERE q.job_id = jobs.id)`},
 }
+
+// unbilled lists the video jobs whose completion committed and whose usage
+// is not in the ledger exactly once: a worker killed between its completion
+// and its billing, or a finalize whose metadata update failed, must still
+// be billed once the run has settled.
+const unbilled = `
+	SELECT j.id, j.generation, (SELECT count(*) FROM usage_ledger l
+	    WHERE l.job_id = j.id::text AND l.meter = 'video_ms') AS ledger_rows
+	FROM jobs j
+	WHERE j.type = 'video' AND j.status = 'COMPLETED'
+	  AND (SELECT count(*) FROM usage_ledger l WHERE l.job_id = j.id::text AND l.meter = 'video_ms') <> 1`
+
+// Unbilled is the query of completed video finalizes not billed exactly
+// once, for the run's table.
+const Unbilled = `SELECT count(*) FROM (` + unbilled + `) u`
 
 // Check runs every invariant against the database and the markers in rdb.
 func Check(ctx context.Context, db jobguard.DB, rdb *redis.Client, markerPrefix string, rep Reported) ([]Violation, error) {

@@ -107,6 +107,31 @@ func TestCheck_ReportsEachBrokenInvariant(t *testing.T) {
 	}
 }
 
+func TestCheck_CompletedVideoMustBeBilledOnceEvenIfItsWorkerWasKilled(t *testing.T) {
+	t.Parallel()
+	env := checkEnv(t)
+	ctx := context.Background()
+	id := uuid.NewString()
+	env.Exec(`INSERT INTO jobs (id, type, status, generation, parent_id) VALUES ($1, 'video', 'PROCESSING', 1, 'video-1')`, id)
+	env.Exec(`INSERT INTO videos (id, account) VALUES ('video-1', 'acct-0')`)
+	env.Exec(`INSERT INTO accounts (id) VALUES ('acct-0')`)
+	write(t, env, "worker", 1, `UPDATE jobs SET status = 'COMPLETED' WHERE id = $1`, id)
+	// The worker that completed it was killed before it billed.
+	env.Exec(`INSERT INTO confirmed (job_id, generation, incarnation) VALUES ($1, 1, 3)`, id)
+	env.Exec(`INSERT INTO kills (incarnation, mid_transaction) VALUES (3, false)`)
+
+	vs, err := chaos.Check(ctx, env.Pool, env.Redis, env.Prefix, chaos.Reported{})
+	require.NoError(t, err)
+	require.Len(t, vs, 1, "%v", vs)
+	require.Equal(t, 3, vs[0].Invariant)
+
+	env.Exec(`INSERT INTO usage_ledger (job_id, meter, generation, account, quantity) VALUES ($1, 'video_ms', 1, 'acct-0', 10)`, id)
+	env.Exec(`UPDATE accounts SET video_ms = 10 WHERE id = 'acct-0'`)
+	vs, err = chaos.Check(ctx, env.Pool, env.Redis, env.Prefix, chaos.Reported{})
+	require.NoError(t, err)
+	require.Empty(t, vs)
+}
+
 func TestCheck_ReclaimsMustMatchReports(t *testing.T) {
 	t.Parallel()
 	env := checkEnv(t)

@@ -115,6 +115,8 @@ func (s *Settler) sweep(ctx context.Context, n *notes) (Report, error) {
 type claimed struct {
 	record
 	attempt int
+	// unreadable is why the record's columns could not be read, if so.
+	unreadable error
 }
 
 // claim takes the next record due by dueBy, if any.
@@ -131,12 +133,8 @@ func (s *Settler) claim(ctx context.Context, dueBy time.Time) (claimed, bool, er
 	}
 	// A record that cannot be read is still an attempt: it fails, and is
 	// given up in the end, visibly.
-	var derr error
-	if c.updates, derr = decodeUpdates(updates); derr == nil {
-		c.usage, derr = decodeUsage(entries)
-	}
-	if derr != nil {
-		c.updates, c.pending = nil, []string{"(unreadable record: " + derr.Error() + ")"}
+	if c.updates, c.unreadable = decodeUpdates(updates); c.unreadable == nil {
+		c.usage, c.unreadable = decodeUsage(entries)
 	}
 	return c, true, nil
 }
@@ -184,6 +182,9 @@ func (s *Settler) attempt(ctx context.Context, c claimed) attemptResult {
 func (s *Settler) run(ctx context.Context, c claimed, res *attemptResult) (outcome, error) {
 	if !s.pol.runs(c.attempt) {
 		return exhausted, fmt.Errorf("attempt %d of %d: a sweep stopped during the last attempt", c.attempt, s.pol.maxAttempts)
+	}
+	if c.unreadable != nil {
+		return failed, fmt.Errorf("unreadable record: %w", c.unreadable)
 	}
 	var todo []storedUpdate
 	var missing []string

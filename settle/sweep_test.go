@@ -260,3 +260,50 @@ func TestSweep_CancelledContextStopsAndReportsIt(t *testing.T) {
 	_, err := b.s.Sweep(ctx)
 	require.True(t, errors.Is(err, context.Canceled), "%v", err)
 }
+
+func TestSweep_TakesAtMostMaxPerSweep(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for range 5 {
+		b.pendingRecord(t, b.s, 100)
+	}
+	s := b.settler(t, quick(settle.Config{MaxPerSweep: 2, Concurrency: 3}))
+	rep, err := s.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 2, rep.Taken)
+	rep, err = s.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 2, rep.Taken)
+}
+
+func TestSweep_UnreadableRecordFailsVisibly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	exec := b.pendingRecord(t, b.s, 100)
+	b.env.Exec(`UPDATE job_settlements SET usage = '{"not": "a list"}' WHERE job_id = $1`, exec.JobID)
+	rep, err := b.s.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, settle.Report{Taken: 1, Retrying: 1}, rep)
+	rec, _ := b.record(t, exec)
+	require.Contains(t, rec.Error, "unreadable record: usage:")
+	require.Zero(t, b.billed(t, exec).LedgerRows)
+}
+
+func TestRun_SweepsUntilItsContextEnds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	exec := b.pendingRecord(t, b.s, 100)
+	s := b.settler(t, quick(settle.Config{Interval: 5 * time.Millisecond}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	require.Eventually(t, func() bool { rec, _ := b.record(t, exec); return rec.State == "confirmed" }, 5*time.Second, 5*time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	require.Contains(t, b.logs.String(), `msg="settle: sweep" taken=1 settled=1`)
+}

@@ -51,7 +51,9 @@
 //     anything runs, as jobguard's Finalize does: the record must commit
 //     with the completion, and nothing may run or bill before that commit.
 //     The increments run inside settle's billing transaction (the pgx.Tx
-//     they are given); the handlers run outside any transaction.
+//     they are given); the handlers run outside any transaction. Sweep,
+//     Run and Reopen run on Config.DB, each write in a short transaction of
+//     its own, never in a caller's.
 //
 // What it does not do:
 //

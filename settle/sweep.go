@@ -69,11 +69,11 @@ func (s *Settler) Run(ctx context.Context) error {
 // sweep is Sweep without its metrics and summary.
 func (s *Settler) sweep(ctx context.Context, n *notes) (Report, error) {
 	var (
-		mu     sync.Mutex
-		rep    Report
-		errs   []error
-		budget atomic.Int64
-		wg     sync.WaitGroup
+		mu       sync.Mutex
+		rep      Report
+		claimErr error // the first; the other workers meet the same
+		budget   atomic.Int64
+		wg       sync.WaitGroup
 	)
 	budget.Store(int64(s.cfg.MaxPerSweep))
 	// Every record due when the sweep starts, and none that a failed
@@ -88,11 +88,11 @@ func (s *Settler) sweep(ctx context.Context, n *notes) (Report, error) {
 			for ctx.Err() == nil && budget.Add(-1) >= 0 {
 				rec, found, err := s.claim(ctx, dueBy)
 				if err != nil || !found {
-					if err != nil {
-						mu.Lock()
-						errs = append(errs, err)
-						mu.Unlock()
+					mu.Lock()
+					if claimErr == nil && ctx.Err() == nil {
+						claimErr = err
 					}
+					mu.Unlock()
 					return
 				}
 				res := s.attempt(ctx, rec)
@@ -106,9 +106,9 @@ func (s *Settler) sweep(ctx context.Context, n *notes) (Report, error) {
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		errs = append(errs, fmt.Errorf("settle: sweep: %w", err))
+		return rep, fmt.Errorf("settle: sweep: %w", err)
 	}
-	return rep, errors.Join(errs...)
+	return rep, claimErr
 }
 
 // claimed is a record a sweep has taken, and the attempt it is on.

@@ -307,3 +307,15 @@ func TestRun_SweepsUntilItsContextEnds(t *testing.T) {
 	}
 	require.Contains(t, b.logs.String(), `msg="settle: sweep" taken=1 settled=1`)
 }
+
+func TestSweep_UnreachableDatabaseIsTheSweepsError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pool := b.env.Connect(testenv.Options{MaxConns: 2})
+	s := b.settler(t, quick(settle.Config{DB: pool}))
+	pool.Close()
+	rep, err := s.Sweep(context.Background())
+	require.ErrorContains(t, err, "settle: sweep")
+	require.Zero(t, rep.Taken)
+	require.Contains(t, b.logs.String(), `level=WARN msg="settle: sweep" taken=0`)
+}

@@ -72,24 +72,24 @@ func (g *Guard) Resume(ctx context.Context, db DB, exec Execution, spec Finalize
 // completedBy returns nil when the job's committed row is COMPLETED at
 // exec's generation, and otherwise a *StateError that says what the row is.
 func (g *Guard) completedBy(ctx context.Context, db DB, exec Execution) error {
-	if _, err := g.CanonicalID(exec.JobID); err != nil {
+	id, err := g.idArg(exec.JobID)
+	if err != nil {
 		return fmt.Errorf("jobguard: resume: %w", err)
 	}
-	rows, err := g.Snapshot(ctx, db, []string{exec.JobID})
+	r, found, err := g.inspect(ctx, db, id)
 	if err != nil {
 		return fmt.Errorf("jobguard: resume: %w", err)
 	}
 	e := &StateError{Op: "resume", JobID: exec.JobID, Want: exec.Generation, kind: ErrJobTerminal}
-	r, found := rows[exec.JobID]
 	switch {
 	case !found:
 		e.Reason = ReasonNotFound
 		return e
-	case g.Fenced() && r.Generation != exec.Generation:
-		e.Reason, e.Status, e.Generation = ReasonSuperseded, r.Status, r.Generation
+	case g.Fenced() && r.generation != exec.Generation:
+		e.Reason, e.Status, e.Generation = ReasonSuperseded, r.status, r.generation
 		return e
-	case r.Status != g.table.Statuses.Completed:
-		e.Reason, e.Status, e.Generation = ReasonStatus, r.Status, r.Generation
+	case r.status != g.table.Statuses.Completed:
+		e.Reason, e.Status, e.Generation = ReasonStatus, r.status, r.generation
 		return e
 	}
 	return nil

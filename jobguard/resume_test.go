@@ -52,7 +52,7 @@ func TestResume_ExecutionThatDidNotCompleteIsRejectedAndRunsNothing(t *testing.T
 			require.ErrorIs(t, err, jobguard.ErrJobTerminal)
 			var se *jobguard.StateError
 			require.ErrorAs(t, err, &se)
-			require.Equal(t, "resume", se.Op)
+			require.Equal(t, "resume", string(se.Op))
 			require.Equal(t, tc.reason, se.Reason)
 			require.True(t, fin.Rejected())
 			require.False(t, fin.Completed())

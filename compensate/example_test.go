@@ -113,3 +113,36 @@ func ExampleArtifacts_Record() {
 	// delete videos/v1-g1.mp4
 	// ten minutes on: {Kept:0 Rejected:0 Compensated:0 Rechecked:1 Spared:0 Failed:0}
 }
+
+// A completion made other than through Finalize keeps the execution's
+// artifacts in its own transaction.
+func ExampleArtifacts_Keep() {
+	tb, done := testenv.ExampleTB()
+	defer done()
+	env := testenv.New(tb)
+	jobs := fixture.Create(tb, env, fixture.Default)
+	env.Exec(compensate.Migration)
+	ctx, pool := context.Background(), env.Pool
+
+	arts, err := compensate.New(ctx, compensate.Config{
+		Guard: jobs.Guard, DB: pool,
+		Compensators: map[string]compensate.Func{
+			"file": func(context.Context, pgx.Tx, compensate.Artifact) error { return nil },
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	exec := jobguard.Execution{JobID: jobs.Insert(tb, fixture.Job{Generation: 1}), Generation: 1}
+	_ = arts.Record(ctx, pool, exec, "file", "videos/v1-g1.mp4")
+
+	err = jobs.Guard.CompleteTx(ctx, pool, exec, func(tx pgx.Tx) error {
+		return arts.Keep(ctx, tx, exec) // kept if and only if the completion commits
+	})
+	var state string
+	_ = pool.QueryRow(ctx, `SELECT state FROM job_artifacts`).Scan(&state)
+	fmt.Println(state, err)
+	// Output:
+	// kept <nil>
+}

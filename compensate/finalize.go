@@ -34,12 +34,9 @@ import (
 func (a *Artifacts) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Execution, spec jobguard.FinalizeSpec) (jobguard.Finalized, error) {
 	complete := spec.Complete
 	spec.Complete = func(ctx context.Context, tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, a.sql.keep, exec.JobID, exec.Generation, a.cfg.Now())
-		if err != nil {
-			return fmt.Errorf("compensate: finalize: keep artifacts: %w", err)
+		if err := a.Keep(ctx, tx, exec); err != nil {
+			return err
 		}
-		a.log.DebugContext(ctx, "compensate: artifacts kept", slog.String("job_id", exec.JobID),
-			slog.Int64("generation", exec.Generation), slog.Int64("artifacts", tag.RowsAffected()))
 		if complete != nil {
 			return complete(ctx, tx)
 		}
@@ -76,4 +73,20 @@ func (a *Artifacts) CompensateExecution(ctx context.Context, exec jobguard.Execu
 	rep.Rejected = int(tag.RowsAffected())
 	_, err = a.drain(ctx, passOwed, &exec, a.cfg.MaxPerSweep, &rep)
 	return rep, err
+}
+
+// Keep marks exec's pending artifacts kept, in tx: call it inside the
+// transaction of exec's conditional completion when you complete other than
+// through Finalize (settle.Settler.Finalize's Spec.Complete, CompleteTx's
+// fn), so that the artifacts are kept if and only if the completion
+// commits. Finalize calls it for you. When the completion is rejected,
+// call CompensateExecution, as Finalize does.
+func (a *Artifacts) Keep(ctx context.Context, tx pgx.Tx, exec jobguard.Execution) error {
+	tag, err := tx.Exec(ctx, a.sql.keep, exec.JobID, exec.Generation, a.cfg.Now())
+	if err != nil {
+		return fmt.Errorf("compensate: keep artifacts: %w", err)
+	}
+	a.log.DebugContext(ctx, "compensate: artifacts kept", slog.String("job_id", exec.JobID),
+		slog.Int64("generation", exec.Generation), slog.Int64("artifacts", tag.RowsAffected()))
+	return nil
 }

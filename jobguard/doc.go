@@ -31,6 +31,11 @@
 //     forged outside this package (package usage bills only confirmed
 //     results). "Confirmed" means committed: Finalize refuses a caller's
 //     transaction rather than report a completion that may roll back.
+//     Resume finishes a finalize whose completion committed earlier (its
+//     worker died, an update failed): it runs the updates again only for a
+//     job COMPLETED at the execution's generation. Package settle records
+//     what each finalize still owes, in the completion's transaction, and
+//     resumes it from a sweep, so that usage is billed exactly once.
 //   - Bad input is refused before SQL is sent: a mapping that does not match
 //     the catalog fails in New, a malformed job id fails with ErrInvalidJobID.
 //     Identifiers are quoted once; values are always parameters.
@@ -97,11 +102,11 @@
 //     written there, not that they committed.
 //   - CompleteTx given a pgx.Tx runs as a savepoint of it: the completion
 //     and fn's writes commit when you commit, or not at all.
-//   - Finalize refuses a pgx.Tx with ErrInTransaction before anything runs.
-//     What it reports (Completed, Confirmed) and what it runs afterwards
-//     (the updates, and the usage billed from its result) must follow a
-//     commit, and inside your transaction that commit happens after
-//     Finalize returns, if at all.
+//   - Finalize and Resume refuse a pgx.Tx with ErrInTransaction before
+//     anything runs. What they report (Completed, Confirmed) and what they
+//     run afterwards (the updates, and the usage billed from the result)
+//     must follow a commit, and inside your transaction that commit happens
+//     after they return, if at all.
 //   - A connection (*pgx.Conn, *pgxpool.Conn) on which a transaction is open
 //     that you do not pass as its pgx.Tx (a plain BEGIN, say) is refused
 //     with ErrInTransaction by every call that begins a transaction

@@ -70,3 +70,48 @@ func Example() {
 	// chapters saved: 0
 	// redelivery refused: true
 }
+
+// A metadata update fails after the completion committed; Resume runs it
+// again later and confirms the finalize, so its usage can still be billed.
+func ExampleGuard_Resume() {
+	tb, done := testenv.ExampleTB()
+	defer done()
+	env := testenv.New(tb)
+	ctx := context.Background()
+	pool := env.Pool
+	if _, err := pool.Exec(ctx, jobguard.Migration); err != nil {
+		panic(err)
+	}
+	guard, err := jobguard.New(ctx, pool, jobguard.DefaultTable())
+	if err != nil {
+		panic(err)
+	}
+	var jobID string
+	if err := pool.QueryRow(ctx, `INSERT INTO jobs (type, status, generation) VALUES ('video', 'PROCESSING', 1)
+		RETURNING id::text`).Scan(&jobID); err != nil {
+		panic(err)
+	}
+	exec := jobguard.Execution{JobID: jobID, Generation: 1}
+	storeUp := false
+	publish := jobguard.Update{Name: "content", Run: func(context.Context) error {
+		if !storeUp {
+			return errors.New("content store unavailable")
+		}
+		return nil // idempotent: publishing twice is publishing
+	}}
+
+	fin, err := guard.Finalize(ctx, pool, exec, jobguard.FinalizeSpec{Updates: []jobguard.Update{publish}})
+	fmt.Println("completed:", fin.Completed(), "confirmed:", fin.Confirmed(), "failed:", fin.Failed(), err != nil)
+
+	storeUp = true
+	fin, err = guard.Resume(ctx, pool, exec, jobguard.FinalizeSpec{Updates: []jobguard.Update{publish}})
+	fmt.Println("resumed, confirmed:", fin.Confirmed(), err)
+
+	// Another execution's Resume is refused: it never completed the job.
+	_, err = guard.Resume(ctx, pool, jobguard.Execution{JobID: jobID, Generation: 2}, jobguard.FinalizeSpec{})
+	fmt.Println("other execution:", errors.Is(err, jobguard.ErrJobTerminal))
+	// Output:
+	// completed: true confirmed: false failed: [content] true
+	// resumed, confirmed: true <nil>
+	// other execution: true
+}

@@ -65,12 +65,13 @@ func (e *UpdateError) Error() string { return fmt.Sprintf("update %s: %v", e.Nam
 // Unwrap returns the update's own error.
 func (e *UpdateError) Unwrap() error { return e.Err }
 
-// Finalized is the outcome of Finalize. Only Finalize builds one: its fields
-// are unexported, the zero value is neither completed nor confirmed, and
-// Finalize refuses a caller's transaction, so it never sees a completion it
-// did not commit itself. A Finalized that says Completed is proof that the
-// completion committed; one that says Confirmed, that every update then
-// succeeded too. Copies say the same, and say it of one execution only.
+// Finalized is the outcome of Finalize, or of Resume. Only they build one:
+// its fields are unexported, the zero value is neither completed nor
+// confirmed, and both refuse a caller's transaction, so neither reports a
+// completion that has not committed. A Finalized that says Completed is
+// proof that the completion committed; one that says Confirmed, that every
+// update then succeeded too. Copies say the same, and say it of one
+// execution only.
 type Finalized struct {
 	exec      Execution
 	completed bool

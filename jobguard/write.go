@@ -16,6 +16,7 @@ const (
 	OpRetry    Op = "retry"
 	OpStart    Op = "start"
 	OpCheck    Op = "check"
+	OpResume   Op = "resume"
 )
 
 // guarded is one conditional write, built once by New: what it is, its SQL,

@@ -78,41 +78,81 @@ func Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finalized, entry E
 // its pgx.Tx is refused with jobguard.ErrInTransaction: the server would
 // ignore Accrue's BEGIN, and its COMMIT would commit your transaction.
 func (l *Ledger) Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finalized, entry Entry, increment func(ctx context.Context, tx pgx.Tx) error) (Accrual, error) {
-	exec := fin.Execution()
-	if !fin.Confirmed() {
-		l.met.count(ctx, l.met.notConfirmed)
-		return Accrual{}, fmt.Errorf("usage: accrue: job %s: %w", exec.JobID, ErrNotConfirmed)
+	attrs, err := l.admit(ctx, fin, entry)
+	if err != nil {
+		return Accrual{}, err
 	}
 	if s := txstate.Of(db); s == txstate.Open {
 		return Accrual{}, fmt.Errorf("usage: accrue: %w: db is %v; pass its pgx.Tx, or a connection outside any transaction", jobguard.ErrInTransaction, s)
 	}
-	if err := entry.validate(); err != nil {
-		return Accrual{}, fmt.Errorf("usage: accrue: %w", err)
-	}
-	var attrs *string
-	if entry.Attributes != nil {
-		b, err := json.Marshal(entry.Attributes)
-		if err != nil {
-			return Accrual{}, fmt.Errorf("usage: accrue: Attributes: %w", err)
-		}
-		s := string(b)
-		attrs = &s
-	}
-	at := l.now()
-
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return Accrual{}, fmt.Errorf("usage: accrue: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
+	acc, err := l.write(ctx, tx, fin.Execution(), entry, attrs, increment)
+	if err != nil || !acc.Accrued {
+		return acc, err // a duplicate wrote nothing: nothing to commit
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Accrual{}, fmt.Errorf("usage: accrue: commit: %w", err)
+	}
+	l.met.count(ctx, l.met.accrued)
+	return acc, nil
+}
+
+// AccrueTx is Accrue's ledger row and increment written straight into tx,
+// without a savepoint of their own: for a caller that bills inside a
+// transaction it rolls back whole on any error (package settle confirms
+// its record and bills in one). When AccrueTx returns an error, tx may be
+// unusable: roll it back. The gate is Accrue's: ErrNotConfirmed, with
+// nothing sent, unless fin is confirmed. The accrual counts only once you
+// commit, and is counted in the metrics when AccrueTx returns.
+func (l *Ledger) AccrueTx(ctx context.Context, tx pgx.Tx, fin jobguard.Finalized, entry Entry, increment func(ctx context.Context, tx pgx.Tx) error) (Accrual, error) {
+	attrs, err := l.admit(ctx, fin, entry)
+	if err != nil {
+		return Accrual{}, err
+	}
+	acc, err := l.write(ctx, tx, fin.Execution(), entry, attrs, increment)
+	if err == nil && acc.Accrued {
+		l.met.count(ctx, l.met.accrued)
+	}
+	return acc, err
+}
+
+// admit is the gate of Accrue and AccrueTx: fin must be confirmed and
+// entry valid. It returns entry's attributes as JSON, or nil.
+func (l *Ledger) admit(ctx context.Context, fin jobguard.Finalized, entry Entry) (*string, error) {
+	if !fin.Confirmed() {
+		l.met.count(ctx, l.met.notConfirmed)
+		return nil, fmt.Errorf("usage: accrue: job %s: %w", fin.Execution().JobID, ErrNotConfirmed)
+	}
+	if err := entry.validate(); err != nil {
+		return nil, fmt.Errorf("usage: accrue: %w", err)
+	}
+	if entry.Attributes == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(entry.Attributes)
+	if err != nil {
+		return nil, fmt.Errorf("usage: accrue: Attributes: %w", err)
+	}
+	s := string(b)
+	return &s, nil
+}
+
+// write inserts the ledger row through tx and, only when it is new, runs
+// increment. A duplicate reports the earlier accrual and is counted.
+func (l *Ledger) write(ctx context.Context, tx pgx.Tx, exec jobguard.Execution, entry Entry, attrs *string, increment func(ctx context.Context, tx pgx.Tx) error) (Accrual, error) {
+	at := l.now()
 	tag, err := tx.Exec(ctx, l.insert, exec.JobID, entry.Meter, exec.Generation, entry.Account, entry.Quantity, attrs, at)
 	if err != nil {
 		return Accrual{}, fmt.Errorf("usage: accrue: insert: %w", err)
 	}
-	acc := Accrual{Accrued: true, Execution: exec, Entry: entry, RecordedAt: at}
 	if tag.RowsAffected() == 0 {
 		// An earlier accrual committed first; report it and change nothing.
-		if acc, err = l.earlier(ctx, tx, exec.JobID, entry.Meter); err != nil {
+		acc, err := l.earlier(ctx, tx, exec.JobID, entry.Meter)
+		if err != nil {
 			return Accrual{}, err
 		}
 		l.met.count(ctx, l.met.duplicate)
@@ -123,11 +163,7 @@ func (l *Ledger) Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finali
 			return Accrual{}, err
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return Accrual{}, fmt.Errorf("usage: accrue: commit: %w", err)
-	}
-	l.met.count(ctx, l.met.accrued)
-	return acc, nil
+	return Accrual{Accrued: true, Execution: exec, Entry: entry, RecordedAt: at}, nil
 }
 
 // earlier reads the accrual that an earlier call recorded.

@@ -349,3 +349,46 @@ func TestAccrue_ConnectionInsideATransactionIsRefused(t *testing.T) {
 	require.Zero(t, rows)
 	require.ErrorIs(t, err, jobguard.ErrInTransaction)
 }
+
+func TestAccrueTx_JoinsTheCallersTransactionWholeAndKeepsTheGate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ledger, err := usage.NewLedger(usage.Config{})
+	require.NoError(t, err)
+	fin, err := b.finalize(t, "PROCESSING")
+	require.NoError(t, err)
+
+	// Rolled back with the caller's transaction: nothing billed.
+	tx, err := b.env.Pool.Begin(ctx)
+	require.NoError(t, err)
+	acc, err := ledger.AccrueTx(ctx, tx, fin, entry, b.increment(entry.Quantity))
+	require.NoError(t, err)
+	require.True(t, acc.Accrued)
+	require.NoError(t, tx.Rollback(ctx))
+	seconds, rows := b.billed(t)
+	require.Zero(t, seconds)
+	require.Zero(t, rows)
+
+	// Committed: billed once; a second call in another transaction finds it.
+	for range 2 {
+		tx, err = b.env.Pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = ledger.AccrueTx(ctx, tx, fin, entry, b.increment(entry.Quantity))
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+	}
+	seconds, rows = b.billed(t)
+	require.Equal(t, entry.Quantity, seconds)
+	require.Equal(t, 1, rows)
+
+	// Not confirmed: refused before anything is sent, the transaction
+	// still usable.
+	tx, err = b.env.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = ledger.AccrueTx(ctx, tx, jobguard.Finalized{}, entry, b.increment(entry.Quantity))
+	require.ErrorIs(t, err, usage.ErrNotConfirmed)
+	_, err = tx.Exec(ctx, `SELECT 1`)
+	require.NoError(t, err)
+}

@@ -1,5 +1,5 @@
-// Package usage bills a job's usage exactly once, and only for a confirmed
-// finalize.
+// Package usage bills a job's usage at most once, and only for a confirmed
+// finalize; with package settle, exactly once.
 //
 // What it guarantees:
 //
@@ -16,7 +16,9 @@
 //     generation, optional JSON attributes and the time, so usage can be
 //     audited from the ledger alone.
 //   - Inside your transaction: given a pgx.Tx, Accrue's ledger row and
-//     increment join it and commit or roll back with it, together. A
+//     increment join it, as a savepoint, and commit or roll back with it,
+//     together; AccrueTx writes them straight into it, without a
+//     savepoint, for a caller that rolls back whole on any error. A
 //     Finalized is Confirmed only once its completion committed (Finalize
 //     refuses a transaction), so usage is never billed for a completion
 //     that has not committed. A connection with a transaction open that is
@@ -24,15 +26,20 @@
 //
 // What it does not do:
 //
-//   - It never bills a finalize that is not confirmed, not even later: its
-//     completion is written, so finalizing again is rejected and cannot
-//     confirm. Repair the failed metadata and, if the usage must be billed,
-//     do it as a deliberate operator action. The gate is strict on purpose.
-//   - It bills at most once, not at least once: a process that dies between
-//     a confirmed Finalize and Accrue loses the accrual, since a Finalized
-//     lives only in the process that finalized and finalizing again is
-//     rejected. Call Accrue right after Finalize; reconcile from the jobs
-//     table (COMPLETED jobs with no ledger row) if that window matters.
+//   - It never bills a finalize that is not confirmed. Its completion is
+//     written, so finalizing again is rejected and cannot confirm; only
+//     jobguard.Guard.Resume, which re-runs the updates of a completion that
+//     committed, can confirm it later (package settle does, from its
+//     sweep). The gate is strict on purpose.
+//   - On its own it bills at most once, not at least once: a process that
+//     dies between a confirmed Finalize and Accrue, or whose metadata
+//     update failed, leaves a COMPLETED job that is never billed, since a
+//     Finalized lives only in the process that finalized and finalizing
+//     again is rejected. Package settle closes that: its Finalize writes a
+//     record of the usage in the completion's transaction, and its sweep
+//     resumes the finalize (jobguard.Guard.Resume) and bills it through
+//     this ledger, exactly once, or gives it up visibly. Use it when
+//     billing is money; Accrue alone when a lost bill is acceptable.
 //   - Idempotency is per (job, meter), not per execution: a job that is
 //     retried and confirmed again still accrues once per meter.
 //   - Increments on other databases or services are not in the transaction;

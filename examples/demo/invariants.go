@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jobguard/jobguard/examples/internal/flow"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/watch"
 )
 
 // invariant is one line of DESIGN.md section 5, checked against the rows.
 type invariant struct {
+	// num is the invariant's number in DESIGN.md.
+	num   int
 	title string
 	check func(ctx context.Context) (held bool, detail string, err error)
 }
@@ -22,16 +25,16 @@ type invariant struct {
 func (d *demo) invariants(ctx context.Context) (bool, error) {
 	d.tl.heading("Invariants (DESIGN.md section 5), computed from the database")
 	all := true
-	for i, inv := range d.checks() {
+	for _, inv := range d.checks() {
 		held, detail, err := inv.check(ctx)
 		if err != nil {
-			return false, fmt.Errorf("invariant %d: %w", i+1, err)
+			return false, fmt.Errorf("invariant %d: %w", inv.num, err)
 		}
 		verdict := "HELD"
 		if !held {
 			verdict, all = "BROKEN", false
 		}
-		d.tl.say("  invariant %d %-6s %s\n                   %s", i+1, verdict, inv.title, detail)
+		d.tl.say("  invariant %-2d %-6s %s\n                    %s", inv.num, verdict, inv.title, detail)
 	}
 	return all, nil
 }
@@ -39,13 +42,39 @@ func (d *demo) invariants(ctx context.Context) (bool, error) {
 // checks are the invariants in the design's order.
 func (d *demo) checks() []invariant {
 	return []invariant{
-		{"A job never leaves FAILED except through Retry", d.failedStaysFailed},
-		{"No product row or READY parent for a job that is not COMPLETED", d.noOrphanProducts},
-		{"Usage accrued exactly once per confirmed finalize, never for a rejected one", d.usageOnce},
-		{"A reclaim that lost the race changes nothing: no parent, no marker", d.reclaimsBacked},
-		{"An execution with an old generation changes nothing", d.oldGenerationsInert},
-		{"Every refusal is visible: typed error, report count, log line", d.refusalsVisible},
+		{1, "A job never leaves FAILED except through Retry", d.failedStaysFailed},
+		{2, "No product row or READY parent for a job that is not COMPLETED", d.noOrphanProducts},
+		{3, "Usage accrued exactly once per confirmed finalize, never for a rejected one", d.usageOnce},
+		{4, "A reclaim that lost the race changes nothing: no parent, no marker", d.reclaimsBacked},
+		{5, "An execution with an old generation changes nothing", d.oldGenerationsInert},
+		{6, "Every refusal is visible: typed error, report count, log line", d.refusalsVisible},
+		{10, "Billing survives crashes: every completed finalize billed exactly once, or visibly given up", d.billingSurvives},
 	}
+}
+
+func (d *demo) billingSurvives(ctx context.Context) (bool, string, error) {
+	var completed, confirmed, givenUp, pending, missing, wrong, bySweep int
+	err := d.env.Pool.QueryRow(ctx, `
+		WITH v AS (
+		    SELECT j.id::text AS job_id, s.state, s.attempts,
+		           (SELECT count(*) FROM usage_ledger u WHERE u.job_id = j.id::text AND u.meter = $1) AS billed
+		    FROM jobs j LEFT JOIN job_settlements s ON s.job_id = j.id::text AND s.generation = j.generation
+		    WHERE j.type = 'video' AND j.status = 'COMPLETED')
+		SELECT count(*),
+		       count(*) FILTER (WHERE state = 'confirmed'),
+		       count(*) FILTER (WHERE state = 'given_up'),
+		       count(*) FILTER (WHERE state = 'pending'),
+		       count(*) FILTER (WHERE state IS NULL),
+		       count(*) FILTER (WHERE (state = 'confirmed' AND billed <> 1) OR (state = 'given_up' AND billed <> 0)
+		                           OR (state = 'pending')),
+		       count(*) FILTER (WHERE state = 'confirmed' AND attempts > 0)
+		FROM v`, flow.MeterVideoSeconds).Scan(&completed, &confirmed, &givenUp, &pending, &missing, &wrong, &bySweep)
+	if err != nil {
+		return false, "", err
+	}
+	return missing == 0 && wrong == 0, fmt.Sprintf(
+		"%d completed video finalizes: %d confirmed and billed once (%d of them by the settle sweep after their worker died), %d given up, %d pending; %d without a finalize record, %d billed otherwise",
+		completed, confirmed, bySweep, givenUp, pending, missing, wrong), nil
 }
 
 // reclaimedPrefix is what the reclaimer writes as the failure reason.

@@ -12,7 +12,10 @@
 //     so no finalize, no READY and no usage, and its file is compensated;
 //  4. the queue redelivers the reclaimed job: the start guard refuses it as
 //     non-retryable;
-//  5. an operator retries it: it runs and completes.
+//  5. an operator retries it: it runs and completes;
+//  6. a worker process is killed (SIGKILL) right after its video job's
+//     completion committed: the settle sweep finishes its metadata and
+//     bills it exactly once.
 //
 // It ends with the final rows and one line per invariant of the design,
 // each computed from the database, and exits non-zero if any did not hold.
@@ -48,6 +51,7 @@ import (
 )
 
 func main() {
+	runWorkerIfAsked() // a worker process of scene 6
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -73,6 +77,8 @@ type demo struct {
 	log  *slog.Logger
 	// retried is the job of scenes 3 to 5.
 	retried string
+	// urls reach the servers, for the worker process of scene 6.
+	urls struct{ database, redis string }
 
 	mu      sync.Mutex
 	reports []reclaim.Report
@@ -124,7 +130,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // (unless keep) and closes the connections.
 func open(ctx context.Context, out io.Writer, verbose bool) (*demo, func(keep bool), error) {
 	tl := &timeline{out: out, start: time.Now()}
-	tl.say("jobguard demo: a reclaimed job can change nothing and its work is cancelled; a slow one is left alone")
+	tl.say("jobguard demo: a reclaimed job can change nothing and its work is cancelled; a slow one is left alone; a killed worker's job is billed once")
 	ep, err := endpoint.Resolve(ctx, func(format string, args ...any) { tl.say("  "+format, args...) })
 	if err != nil {
 		return nil, nil, err
@@ -140,7 +146,7 @@ func open(ctx context.Context, out io.Writer, verbose bool) (*demo, func(keep bo
 	logger := slog.New(&recorder{store: store, tl: tl, verbose: verbose})
 	env, err := flow.Open(ctx, flow.Config{
 		DatabaseURL: ep.DatabaseURL, RedisURL: ep.RedisURL, Schema: schema, Prefix: prefix,
-		FilesDir: files, HeartbeatInterval: beatEvery, Logger: logger,
+		FilesDir: files, HeartbeatInterval: beatEvery, Logger: logger, SettleGrace: settleGrace,
 	})
 	if err != nil {
 		_ = os.RemoveAll(files)
@@ -159,10 +165,11 @@ func open(ctx context.Context, out io.Writer, verbose bool) (*demo, func(keep bo
 		_ = ep.Close(ctx)
 	}
 	d := &demo{tl: tl, env: env, logs: store, log: logger, refusals: map[string][]error{}}
+	d.urls.database, d.urls.redis = ep.DatabaseURL, ep.RedisURL
 	return d, closeDemo, nil
 }
 
-// story plays the five scenes and prints the final rows.
+// story plays the six scenes and prints the final rows.
 func (d *demo) story(ctx context.Context) error {
 	d.tl.say("  limits: every job type %v of runtime; reclaimed only after %v without progress; heartbeat at most every %v",
 		limit, noProgress, beatEvery)
@@ -170,7 +177,8 @@ func (d *demo) story(ctx context.Context) error {
 		return fmt.Errorf("setup: %w", err)
 	}
 	d.tl.start = time.Now()
-	for _, scene := range []func(context.Context) error{d.hungChapterAndSlowVideo, d.reclaimedMidEncode, d.redelivered, d.operatorRetry} {
+	for _, scene := range []func(context.Context) error{d.hungChapterAndSlowVideo, d.reclaimedMidEncode, d.redelivered,
+		d.operatorRetry, d.killedAfterCompletion} {
 		if err := scene(ctx); err != nil {
 			return err
 		}
@@ -199,7 +207,8 @@ func (d *demo) setup(ctx context.Context) error {
 		INSERT INTO accounts (id) VALUES ('acct-1');
 		INSERT INTO videos (id, account_id, title) VALUES
 			('video-1', 'acct-1', 'Lecture 1: clocks'),
-			('video-2', 'acct-1', 'Lecture 2: consensus');`); err != nil {
+			('video-2', 'acct-1', 'Lecture 2: consensus'),
+			('video-3', 'acct-1', 'Lecture 3: replication');`); err != nil {
 		return fmt.Errorf("product rows: %w", err)
 	}
 	var err error

@@ -2,7 +2,8 @@
 // sweeps the jobs table on an interval, reclaims the jobs that are really
 // stuck (over their type's runtime limit and without progress), runs the
 // examples' parent rules, writes the Redis markers the start guard reads,
-// and compensates what rejected executions left behind. Any number of
+// compensates what rejected executions left behind, and settles the
+// finalize records that crashed or failed video workers left (settle). Any number of
 // instances may run: one leads (a Postgres advisory lock), the others wait.
 //
 //	go run ./examples/reclaimer -interval 10s -no-progress 1m -limit chapter=5m -limit video=20m
@@ -72,6 +73,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	queuePrefix := fs.String("bullmq-prefix", bullmq.PrefixDefault, "the BullMQ queue's key prefix")
 	rowIDField := fs.String("bullmq-row-id-field", "", "field of a BullMQ job's data that holds its row id (default: the BullMQ job id)")
 	compensate := fs.Bool("compensate", true, "also compensate the artifacts of rejected executions")
+	settleRecords := fs.Bool("settle", true, "also settle the finalize records that crashed or failed video workers left: re-run their metadata updates, bill them once")
 	metricsAddr := fs.String("metrics-addr", MetricsAddrDefault,
 		"serve the metrics for Prometheus at http://<addr>/metrics (empty: no metrics)")
 	format := fs.String("log-format", "text", "log format: text or json")
@@ -136,12 +138,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log.Info("reclaimer: started", slog.String("schema", env.Schema), slog.String("marker_prefix", env.Markers.Prefix),
 		slog.Duration("interval", interval), slog.Duration("no_progress", noProgress),
-		slog.String("limits", limits.String()), slog.String("bullmq_queue", *queue), slog.Bool("compensate", *compensate),
+		slog.String("limits", limits.String()), slog.String("bullmq_queue", *queue), slog.Bool("compensate", *compensate), slog.Bool("settle", *settleRecords),
 		slog.String("notices", cfg.Notices))
 
 	var wg sync.WaitGroup
 	if *compensate {
 		wg.Go(func() { _ = env.Artifacts.Run(ctx) }) // returns nil when ctx ends
+	}
+	if *settleRecords {
+		wg.Go(func() { _ = env.Settler.Run(ctx) }) // returns nil when ctx ends
 	}
 	_ = r.Run(ctx) // returns nil when ctx ends
 	wg.Wait()

@@ -28,6 +28,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
+	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
 )
 
@@ -98,6 +99,8 @@ type run struct {
 	incarnation int
 	reported    chaos.Reported
 	sweepErrs   []string
+	settled     settle.Report // the settle sweeps' reports, summed
+	settleErrs  []string
 
 	killed, killedMidTx, outages, terminated, retries, sweeps atomic.Int64
 }
@@ -127,7 +130,7 @@ func TestChaos(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 
-	for _, sql := range []string{jobguard.Migration, usage.Migration, chaos.Schema} {
+	for _, sql := range []string{jobguard.Migration, usage.Migration, settle.Migration, chaos.Schema} {
 		env.Exec(sql)
 	}
 	ctx := context.Background()
@@ -152,6 +155,9 @@ func TestChaos(t *testing.T) {
 	rec1, rec2 := r.newReclaimer(1), r.newReclaimer(2)
 	wg.Go(func() { r.reclaimer(chaosCtx, 1, rec1) })
 	wg.Go(func() { r.reclaimer(chaosCtx, 2, rec2) })
+	set1, set2 := r.newSettler(1), r.newSettler(2)
+	wg.Go(func() { r.settler(chaosCtx, 1, set1) })
+	wg.Go(func() { r.settler(chaosCtx, 2, set2) })
 	wg.Go(func() { r.killer(chaosCtx, workers) })
 	wg.Go(func() { r.terminator(chaosCtx) })
 	wg.Go(func() { r.redisOutages(chaosCtx) })
@@ -191,6 +197,9 @@ func TestChaos(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	r.stopWorkers()
+	// Settle: what the killed workers and the failed updates left, the
+	// sweeps finish; each record is settled or given up.
+	r.settleAll(set1, start, limit)
 	elapsed := time.Since(start)
 
 	r.mu.Lock()
@@ -204,6 +213,12 @@ func TestChaos(t *testing.T) {
 			break
 		}
 		t.Logf("sweep error: %s", e)
+	}
+	for i, e := range r.settleErrs {
+		if i == 5 {
+			break
+		}
+		t.Logf("settle sweep error: %s", e)
 	}
 	if jobs >= 1000 {
 		r.requireExercised()
@@ -229,10 +244,14 @@ func (r *run) requireExercised() {
 		(SELECT count(*) FROM events WHERE kind = $2),
 		(SELECT count(*) FROM events WHERE kind = $3)`,
 		chaos.EventLateRejected, chaos.EventStartRefused, chaos.EventStaleRefused).Scan(&reclaims, &late, &refusals, &stale))
+	var killedAfter int
+	require.NoError(r.t, r.pool.QueryRow(ctx, chaos.KilledAfterCompletion).Scan(&killedAfter))
 	for what, n := range map[string]int64{
 		"reclaims": int64(reclaims), "late completions rejected": int64(late), "start refusals": int64(refusals),
 		"stale-generation writes refused": int64(stale), "killed workers": r.killed.Load(),
 		"Redis outages": r.outages.Load(), "terminated connections": r.terminated.Load(), "operator retries": r.retries.Load(),
+		"finalize records settled by a sweep": int64(r.settled.Settled), "finalize records given up": int64(r.settled.GivenUp),
+		"workers killed between a completion and its billing": int64(killedAfter),
 	} {
 		if n == 0 {
 			r.t.Errorf("seed %d: the run had no %s", r.seed, what)
@@ -459,6 +478,62 @@ func (r *run) reclaimer(ctx context.Context, n int, rec *reclaim.Reclaimer) {
 	})
 }
 
+// newSettler builds one of the two settle sweepers, on its own pool.
+func (r *run) newSettler(n int) *settle.Settler {
+	t := r.t
+	pool := r.env.Connect(testenv.Options{MaxConns: 3})
+	logf, err := os.Create(filepath.Join(r.dir, fmt.Sprintf("settler-%d.log", n)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = logf.Close() })
+	s, err := chaos.NewSettler(context.Background(), r.guard, pool, r.timing, false,
+		slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	require.NoError(t, err)
+	return s
+}
+
+// settler sweeps every 20-80ms until ctx ends, beside the other one and
+// the reclaimers.
+func (r *run) settler(ctx context.Context, n int, s *settle.Settler) {
+	every(ctx, rand.New(rand.NewPCG(r.seed, 600+uint64(n))), 20*time.Millisecond, 80*time.Millisecond, func() {
+		rep, err := s.Sweep(ctx)
+		if ctx.Err() != nil {
+			rep.Taken = 0 // the run is over; a sweep cut short is not an error of the sweep
+			err = nil
+		}
+		r.addSettled(rep, err)
+	})
+}
+
+func (r *run) addSettled(rep settle.Report, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.settleErrs = append(r.settleErrs, err.Error())
+	}
+	r.settled.Taken += rep.Taken
+	r.settled.Settled += rep.Settled
+	r.settled.Raced += rep.Raced
+	r.settled.Retrying += rep.Retrying
+	r.settled.GivenUp += rep.GivenUp
+	r.settled.Accrued += rep.Accrued
+}
+
+// settleAll sweeps until no finalize record is pending, waiting out their
+// grace and backoffs, within the run's limit.
+func (r *run) settleAll(s *settle.Settler, start time.Time, limit time.Duration) {
+	ctx := context.Background()
+	for time.Since(start) < limit {
+		rep, err := s.Sweep(ctx)
+		r.addSettled(rep, err)
+		var pending int
+		require.NoError(r.t, r.pool.QueryRow(ctx, `SELECT count(*) FROM job_settlements WHERE state = 'pending'`).Scan(&pending))
+		if pending == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // killer SIGKILLs a random worker and starts a new incarnation in its
 // place; the queue redelivers its jobs once their lease runs out.
 func (r *run) killer(ctx context.Context, workers int) {
@@ -595,9 +670,13 @@ func (r *run) table(jobs int, elapsed time.Duration, violations int) string {
 		{"stale-generation writes refused", strconv.Itoa(event(chaos.EventStaleRefused))},
 		{"heartbeats that found the job lost", strconv.Itoa(event(chaos.EventHeartbeatLost))},
 		{"saves failed and redelivered", strconv.Itoa(event(chaos.EventSaveError))},
-		{"usage accrued / finalizes unconfirmed", fmt.Sprintf("%d / %d", count(`SELECT count(*) FROM usage_ledger`), event(chaos.EventUnconfirmed))},
-		{"confirmed finalizes unbilled (worker killed)", strconv.Itoa(count(`SELECT count(*) FROM confirmed c
-			WHERE NOT EXISTS (SELECT 1 FROM usage_ledger l WHERE l.job_id = c.job_id::text)`))},
+		{"usage accrued (by workers / by settle sweeps)", fmt.Sprintf("%d (%d / %d)", count(`SELECT count(*) FROM usage_ledger`),
+			event(chaos.EventAccrued), r.settled.Accrued)},
+		{"finalizes left to settle (update failed / killed)", fmt.Sprintf("%d / %d", event(chaos.EventUnsettled),
+			count(chaos.KilledAfterCompletion))},
+		{"settle: settled / raced / retried / given up", fmt.Sprintf("%d / %d / %d / %d",
+			r.settled.Settled, r.settled.Raced, r.settled.Retrying, r.settled.GivenUp)},
+		{"confirmed finalizes unbilled", strconv.Itoa(count(chaos.Unbilled))},
 		{"operator retries", strconv.Itoa(int(r.retries.Load()))},
 		{"sweeps (errors)", fmt.Sprintf("%d (%d)", r.sweeps.Load(), rep.SweepErrors)},
 		{"marker write errors", strconv.Itoa(rep.MarkerErrors)},

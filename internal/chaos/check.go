@@ -81,19 +81,38 @@ var checks = []query{
 		SELECT v.*, j.id AS job_id, j.status AS job_status FROM videos v JOIN jobs j ON j.parent_id = v.id
 		WHERE v.status = 'READY' AND j.status <> 'COMPLETED'`},
 
-	{3, "a usage ledger row without a confirmed finalize of that execution", `
+	{3, "a usage ledger row without a confirmed finalize record of that execution", `
 		SELECT l.* FROM usage_ledger l
-		WHERE NOT EXISTS (SELECT 1 FROM confirmed c WHERE c.job_id = l.job_id::uuid AND c.generation = l.generation)`},
+		WHERE NOT EXISTS (SELECT 1 FROM job_settlements s
+		    WHERE s.job_id = l.job_id AND s.generation = l.generation AND s.state = 'confirmed')`},
+	{3, "a completed video job without its finalize record (written with the completion)", `
+		SELECT j.id, j.generation FROM jobs j
+		WHERE j.type = 'video' AND j.status = 'COMPLETED' AND NOT EXISTS (
+		    SELECT 1 FROM job_settlements s WHERE s.job_id = j.id::text AND s.generation = j.generation)`},
+	{3, "a finalize record of an execution that did not complete its job", `
+		SELECT s.job_id, s.generation, s.state, j.status, j.generation AS job_generation FROM job_settlements s
+		LEFT JOIN jobs j ON j.id = s.job_id::uuid
+		WHERE j.id IS NULL OR j.status <> 'COMPLETED' OR j.generation <> s.generation`},
+	{3, "a finalize record still pending after the run settled", `
+		SELECT job_id, generation, pending, attempts, last_error FROM job_settlements WHERE state = 'pending'`},
+	{3, "a confirmed finalize record whose metadata did not catch up", `
+		SELECT s.job_id, v.id AS video, v.status, v.asset_ok, c.published FROM job_settlements s
+		JOIN jobs j ON j.id = s.job_id::uuid JOIN videos v ON v.id = j.parent_id
+		LEFT JOIN contents c ON c.video_id = v.id
+		WHERE s.state = 'confirmed' AND (v.status <> 'READY' OR NOT v.asset_ok OR c.published IS NOT TRUE)`},
+	{3, "a given-up finalize record that was billed", `
+		SELECT s.job_id, s.generation, l.quantity FROM job_settlements s
+		JOIN usage_ledger l ON l.job_id = s.job_id WHERE s.state = 'given_up'`},
+	{3, "a finalize record given up although its updates could succeed", `
+		SELECT s.job_id, s.attempts, s.last_error FROM job_settlements s JOIN jobs j ON j.id = s.job_id::uuid
+		WHERE s.state = 'given_up' AND NOT coalesce((j.payload->>'fail_for_good')::boolean, false)`},
 	{3, "a usage ledger row for a job not COMPLETED at the ledger's generation", `
 		SELECT l.*, j.status, j.generation AS job_generation FROM usage_ledger l LEFT JOIN jobs j ON j.id = l.job_id::uuid
 		WHERE j.id IS NULL OR j.status <> 'COMPLETED' OR j.generation <> l.generation`},
 	{3, "a usage ledger row for an execution whose completion was rejected", `
 		SELECT l.*, e.kind, e.detail FROM usage_ledger l JOIN events e ON e.job_id = l.job_id::uuid AND e.generation = l.generation
-		WHERE e.kind IN ('late_rejected', 'stale_refused', 'other_rejected', 'unconfirmed')`},
-	{3, "a confirmed finalize without its usage, by a worker that was not killed", `
-		SELECT c.* FROM confirmed c
-		WHERE NOT EXISTS (SELECT 1 FROM usage_ledger l WHERE l.job_id = c.job_id::text AND l.meter = 'video_ms')
-		  AND c.incarnation NOT IN (SELECT incarnation FROM kills)`},
+		WHERE e.kind IN ('late_rejected', 'stale_refused', 'other_rejected')`},
+	{3, "a completed video finalize not billed exactly once, nor visibly given up (whether or not its worker was killed)", unbilled},
 	{3, "a job confirmed more than once", `
 		SELECT job_id, count(*) FROM confirmed GROUP BY job_id HAVING count(*) > 1`},
 	{3, "an account billed other than the sum of its ledger rows", `
@@ -145,6 +164,31 @@ var checks = []query{
 		SELECT id, type, status, generation, failure_reason FROM jobs
 		WHERE status IN ('QUEUED', 'PROCESSING') AND NOT EXISTS (SELECT 1 FROM queue q WHERE q.job_id = jobs.id)`},
 }
+
+// unbilled lists the video jobs whose completion committed and whose usage
+// is not in the ledger exactly once: a worker killed between its completion
+// and its billing, or a finalize whose metadata update failed, must still
+// be billed once the run has settled, unless its record was given up,
+// which is visible (and checked: only for a store that refuses for good).
+const unbilled = `
+	SELECT j.id, j.generation, (SELECT count(*) FROM usage_ledger l
+	    WHERE l.job_id = j.id::text AND l.meter = 'video_ms') AS ledger_rows
+	FROM jobs j
+	WHERE j.type = 'video' AND j.status = 'COMPLETED'
+	  AND (SELECT count(*) FROM usage_ledger l WHERE l.job_id = j.id::text AND l.meter = 'video_ms') <> 1
+	  AND NOT EXISTS (SELECT 1 FROM job_settlements s
+	      WHERE s.job_id = j.id::text AND s.generation = j.generation AND s.state = 'given_up')`
+
+// Unbilled is the query of completed video finalizes not billed exactly
+// once, for the run's table.
+const Unbilled = `SELECT count(*) FROM (` + unbilled + `) u`
+
+// KilledAfterCompletion counts the finalize records whose worker never
+// returned from Finalize (no completed event for its execution): killed
+// after the completion and its record committed, before the worker could
+// say so.
+const KilledAfterCompletion = `SELECT count(*) FROM job_settlements s WHERE NOT EXISTS (
+	SELECT 1 FROM events e WHERE e.job_id = s.job_id::uuid AND e.generation = s.generation AND e.kind = 'completed')`
 
 // Check runs every invariant against the database and the markers in rdb.
 func Check(ctx context.Context, db jobguard.DB, rdb *redis.Client, markerPrefix string, rep Reported) ([]Violation, error) {

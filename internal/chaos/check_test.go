@@ -13,6 +13,7 @@ import (
 	"github.com/jobguard/jobguard/internal/chaos"
 	"github.com/jobguard/jobguard/internal/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
 )
 
@@ -20,7 +21,7 @@ import (
 func checkEnv(t *testing.T) *testenv.Env {
 	t.Helper()
 	env := testenv.New(t)
-	for _, sql := range []string{jobguard.Migration, usage.Migration, chaos.Schema} {
+	for _, sql := range []string{jobguard.Migration, usage.Migration, settle.Migration, chaos.Schema} {
 		env.Exec(sql)
 	}
 	return env
@@ -105,6 +106,48 @@ func TestCheck_ReportsEachBrokenInvariant(t *testing.T) {
 	for _, v := range vs {
 		require.NotEmpty(t, v.Rows, v.What)
 	}
+}
+
+func TestCheck_CompletedVideoMustBeBilledOnceEvenIfItsWorkerWasKilled(t *testing.T) {
+	t.Parallel()
+	env := checkEnv(t)
+	ctx := context.Background()
+	id := uuid.NewString()
+	env.Exec(`INSERT INTO jobs (id, type, status, generation, parent_id) VALUES ($1, 'video', 'PROCESSING', 1, 'video-1')`, id)
+	env.Exec(`INSERT INTO videos (id, account) VALUES ('video-1', 'acct-0')`)
+	env.Exec(`INSERT INTO accounts (id) VALUES ('acct-0')`)
+	// The completion committed with its record; the worker that wrote them
+	// was killed before it billed.
+	write(t, env, "worker", 1, `WITH r AS (INSERT INTO job_settlements (job_id, generation, pending) VALUES ($1, 1, '{asset,content}'))
+		UPDATE jobs SET status = 'COMPLETED' WHERE id = $1::uuid`, id)
+	env.Exec(`INSERT INTO kills (incarnation, mid_transaction) VALUES (3, false)`)
+
+	vs, err := chaos.Check(ctx, env.Pool, env.Redis, env.Prefix, chaos.Reported{})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{
+		"a finalize record still pending after the run settled",
+		"a completed video finalize not billed exactly once, nor visibly given up (whether or not its worker was killed)",
+	}, invariants(vs)[3], "%v", vs)
+	require.Len(t, vs, 2)
+
+	// Given up, visibly: not a violation, unless its updates could succeed.
+	env.Exec(`UPDATE job_settlements SET state = 'given_up' WHERE job_id = $1`, id)
+	vs, err = chaos.Check(ctx, env.Pool, env.Redis, env.Prefix, chaos.Reported{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"a finalize record given up although its updates could succeed"}, invariants(vs)[3])
+
+	// Settled: confirmed, billed once, metadata caught up.
+	env.Exec(`UPDATE job_settlements SET state = 'confirmed', pending = '{}' WHERE job_id = $1`, id)
+	env.Exec(`INSERT INTO usage_ledger (job_id, meter, generation, account, quantity) VALUES ($1, 'video_ms', 1, 'acct-0', 10)`, id)
+	env.Exec(`UPDATE accounts SET video_ms = 10 WHERE id = 'acct-0'`)
+	vs, err = chaos.Check(ctx, env.Pool, env.Redis, env.Prefix, chaos.Reported{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"a confirmed finalize record whose metadata did not catch up"}, invariants(vs)[3])
+	write(t, env, "worker", 1, `UPDATE videos SET status = 'READY', asset_ok = true WHERE id = 'video-1'`)
+	env.Exec(`INSERT INTO contents (video_id, published) VALUES ('video-1', true)`)
+	vs, err = chaos.Check(ctx, env.Pool, env.Redis, env.Prefix, chaos.Reported{})
+	require.NoError(t, err)
+	require.Empty(t, vs)
 }
 
 func TestCheck_ReclaimsMustMatchReports(t *testing.T) {

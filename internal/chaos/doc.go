@@ -20,7 +20,12 @@
 //     the run's seed and stored in the job's payload.
 //   - RunWorker: the worker loop. StartGuard.Start, progress heartbeats,
 //     CompleteTx writing chapters and lessons and the course's READY, or
-//     Finalize with parallel metadata updates and usage.Accrue.
+//     settle's Finalize: a finalize record with the completion, parallel
+//     metadata updates through handlers registered by name, and billing.
+//   - NewSettler: the settler of the workers and of the two settle sweeps
+//     the driver runs beside the reclaimers. A metadata store that refuses
+//     a worker's write comes back for the sweep's; one in a hundred videos
+//     meets a store that refuses for good, and its record is given up.
 //   - RedisServer: a private redis-server on a free port, with an
 //     append-only file, that the run stops and starts.
 //   - Check: the invariants, each a query whose rows are violations, plus
@@ -28,9 +33,10 @@
 //
 // What it does not show: timing is not replayed. A seed replays every
 // job's plan and the driver's random choices, but which transaction a kill
-// or a termination lands in depends on the scheduler. A confirmed finalize
-// whose worker is killed before Accrue is not billed (usage documents that
-// window); the check allows it only for killed workers.
+// or a termination lands in depends on the scheduler. Before the checks the
+// run settles: the sweeps finish every finalize record a killed worker or a
+// failed update left, so that every completed video is billed exactly once,
+// or its record visibly given up.
 //
 // Run it longer with JOBGUARD_CHAOS_SOAK=4m, replay with
 // JOBGUARD_CHAOS_SEED=<seed>:

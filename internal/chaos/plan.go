@@ -17,6 +17,15 @@ type Timing struct {
 	Heartbeat time.Duration
 	// Lease is how long a claimed queue row stays invisible.
 	Lease time.Duration
+	// SettleGrace is how long a finalize record is left to its worker
+	// before a settle sweep may take it.
+	SettleGrace time.Duration
+	// SettleBackoff is the settle sweep's first pause after a failed
+	// attempt; it doubles up to eight times as much.
+	SettleBackoff time.Duration
+	// SettleAttempts is how many attempts a record gets before it is given
+	// up.
+	SettleAttempts int
 }
 
 // TimingDefault is the timing of the run: a hung call outlives Limit and
@@ -28,6 +37,10 @@ var TimingDefault = Timing{
 	NoProgress: 250 * time.Millisecond,
 	Heartbeat:  40 * time.Millisecond,
 	Lease:      2 * time.Second,
+
+	SettleGrace:    300 * time.Millisecond,
+	SettleBackoff:  20 * time.Millisecond,
+	SettleAttempts: 4,
 }
 
 // Plan is the fate of one job's first delivery, drawn from the run's seed
@@ -44,8 +57,16 @@ type Plan struct {
 	Pause time.Duration `json:"pause,omitempty"`
 	// Deleted makes a video's re-check say the video was deleted.
 	Deleted bool `json:"deleted,omitempty"`
-	// FailUpdate names a finalize update ("asset", "content") that fails.
+	// FailUpdate names a finalize update ("asset", "content") whose store
+	// refuses the worker's write and takes the settle sweep's.
 	FailUpdate string `json:"fail_update,omitempty"`
+	// FailForGood makes FailUpdate's store refuse every write: the record
+	// is given up, and the video never billed.
+	FailForGood bool `json:"fail_for_good,omitempty"`
+	// SlowUpdate holds the worker's asset update this long after the
+	// completion committed, so that kills land between the completion and
+	// the billing.
+	SlowUpdate time.Duration `json:"slow_update,omitempty"`
 	// Quantity is the video's billed milliseconds.
 	Quantity int64 `json:"quantity,omitempty"`
 	// Account is billed for a video.
@@ -77,6 +98,11 @@ func NewPlan(r *rand.Rand, kind string, t Timing) Plan {
 			p.FailUpdate = "asset"
 		case x < 0.08:
 			p.FailUpdate = "content"
+		case x < 0.09:
+			p.FailUpdate, p.FailForGood = "content", true
+		}
+		if r.Float64() < 0.2 {
+			p.SlowUpdate = time.Duration(200+r.IntN(400)) * time.Millisecond
 		}
 	}
 	return p

@@ -16,7 +16,11 @@ package chaos
 //     that wrote). A write with no actor is itself a violation;
 //   - events, kills and confirmed: what the workers and the run's driver
 //     saw (refusals, rejected completions, killed worker incarnations,
-//     confirmed finalizes recorded right after Finalize returned).
+//     finalizes the worker saw confirmed, recorded right after Finalize
+//     returned).
+//
+// The finalize records (settle.Migration) and the ledger (usage.Migration)
+// come before it.
 const Schema = `
 CREATE TABLE courses (
     id     text PRIMARY KEY,
@@ -159,8 +163,7 @@ const (
 	EventSaving        = "saving"         // the worker is about to save its result (CompleteTx or Finalize)
 	EventSaveError     = "save_error"     // the save failed (terminated connection, ...); redelivered
 	EventCompleted     = "completed"      // the completion committed
-	EventUnconfirmed   = "unconfirmed"    // a finalize completed but an update failed: no usage
+	EventUnsettled     = "unsettled"      // a finalize completed but an update or its billing failed: left to the settle sweep
 	EventStopped       = "stopped"        // the re-check stopped the finalize; the job was failed
-	EventAccrued       = "accrued"        // usage accrued
-	EventAccrueError   = "accrue_error"   // Accrue failed after a confirmed finalize
+	EventAccrued       = "accrued"        // the worker's finalize billed its usage
 )

@@ -16,7 +16,7 @@ import (
 
 	"github.com/jobguard/jobguard/heartbeat"
 	"github.com/jobguard/jobguard/jobguard"
-	"github.com/jobguard/jobguard/usage"
+	"github.com/jobguard/jobguard/settle"
 )
 
 // WorkerConfig configures one worker process.
@@ -47,6 +47,9 @@ type Worker struct {
 	guard  *jobguard.Guard
 	starts *jobguard.StartGuard
 	hb     *heartbeat.Heartbeat
+	// settler finalizes videos with a record the run's settle sweeps
+	// finish.
+	settler *settle.Settler
 }
 
 // delivery is one claimed queue row.
@@ -87,8 +90,12 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if err != nil {
 		return fmt.Errorf("chaos: worker: %w", err)
 	}
+	settler, err := NewSettler(ctx, guard, pool, cfg.Timing, true, cfg.Logger)
+	if err != nil {
+		return fmt.Errorf("chaos: worker: %w", err)
+	}
 	w := &Worker{
-		cfg: cfg, pool: pool, guard: guard, starts: starts,
+		cfg: cfg, pool: pool, guard: guard, starts: starts, settler: settler,
 		hb: heartbeat.New(guard, heartbeat.Config{Interval: cfg.Timing.Heartbeat, Logger: cfg.Logger}),
 	}
 	var wg sync.WaitGroup
@@ -244,45 +251,28 @@ func (w *Worker) saveChapters(ctx context.Context, d delivery, exec jobguard.Exe
 var errDeleted = errors.New("video was deleted")
 
 func (w *Worker) finalizeVideo(ctx context.Context, d delivery, exec jobguard.Execution) {
-	update := func(name, sql string) jobguard.Update {
-		return jobguard.Update{Name: name, Run: func(ctx context.Context) error {
-			if d.plan.FailUpdate == name {
-				return fmt.Errorf("%s metadata store refused the write", name)
-			}
-			tag, err := w.pool.Exec(ctx, sql, d.parent)
-			if err == nil && tag.RowsAffected() != 1 {
-				err = fmt.Errorf("%s of video %s: %d rows", name, d.parent, tag.RowsAffected())
-			}
-			return err
-		}}
+	spec := videoSpec(d.parent, d.plan)
+	spec.Recheck = func(context.Context) error {
+		if d.plan.Deleted {
+			return errDeleted
+		}
+		return nil
 	}
-	fin, err := w.guard.Finalize(ctx, w.pool, exec, jobguard.FinalizeSpec{
-		Recheck: func(context.Context) error {
-			if d.plan.Deleted {
-				return errDeleted
-			}
-			return nil
-		},
-		Complete: func(ctx context.Context, tx pgx.Tx) error {
-			if err := setActor(ctx, tx, "worker", exec.Generation); err != nil {
-				return err
-			}
-			if d.plan.Pause > 0 {
-				sleep(ctx, d.plan.Pause)
-			}
-			tag, err := tx.Exec(ctx, `UPDATE videos SET status = 'READY', seconds_ms = $2 WHERE id = $1`, d.parent, d.plan.Quantity)
-			if err == nil && tag.RowsAffected() != 1 {
-				err = fmt.Errorf("video %s: %d rows", d.parent, tag.RowsAffected())
-			}
+	spec.Complete = func(ctx context.Context, tx pgx.Tx) error {
+		if err := setActor(ctx, tx, "worker", exec.Generation); err != nil {
 			return err
-		},
-		Updates: []jobguard.Update{
-			update("asset", `UPDATE videos SET asset_ok = true WHERE id = $1`),
-			update("content", `INSERT INTO contents (video_id, published) VALUES ($1, true)
-				ON CONFLICT (video_id) DO UPDATE SET published = true`),
-		},
-		UpdateTimeout: 5 * time.Second,
-	})
+		}
+		if d.plan.Pause > 0 {
+			sleep(ctx, d.plan.Pause)
+		}
+		tag, err := tx.Exec(ctx, `UPDATE videos SET status = 'READY', seconds_ms = $2 WHERE id = $1`, d.parent, d.plan.Quantity)
+		if err == nil && tag.RowsAffected() != 1 {
+			err = fmt.Errorf("video %s: %d rows", d.parent, tag.RowsAffected())
+		}
+		return err
+	}
+	res, err := w.settler.Finalize(ctx, w.pool, exec, spec)
+	fin := res.Finalized
 	switch {
 	case errors.Is(err, jobguard.ErrStopped):
 		ferr := w.inTx(ctx, "worker", exec.Generation, func(tx pgx.Tx) error {
@@ -302,58 +292,24 @@ func (w *Worker) finalizeVideo(ctx context.Context, d delivery, exec jobguard.Ex
 	case fin.Rejected():
 		w.rejected(d, exec, err)
 		w.done(d)
-	case fin.Confirmed():
-		w.event(EventCompleted, d.id, exec.Generation, "")
-		w.accrue(ctx, d, fin)
-		w.done(d)
 	case fin.Completed():
 		w.event(EventCompleted, d.id, exec.Generation, "")
-		w.event(EventUnconfirmed, d.id, exec.Generation, err.Error())
+		if fin.Confirmed() {
+			w.bookkeeping(`INSERT INTO confirmed (job_id, generation, incarnation) VALUES ($1, $2, $3)`,
+				d.id, exec.Generation, w.cfg.Incarnation)
+		}
+		switch {
+		case res.Settled && len(res.Accruals) > 0 && res.Accruals[0].Accrued:
+			w.event(EventAccrued, d.id, exec.Generation, "")
+		case !res.Settled:
+			// Completed, its record pending: the settle sweep finishes it.
+			w.event(EventUnsettled, d.id, exec.Generation, err.Error())
+		}
 		w.done(d)
 	default:
 		w.event(EventSaveError, d.id, exec.Generation, fmt.Sprint(err))
 		w.release(d)
 	}
-}
-
-// accrue records the confirmed finalize, then bills it. The record comes
-// first and must succeed, so that every ledger row has one.
-func (w *Worker) accrue(ctx context.Context, d delivery, fin jobguard.Finalized) {
-	exec := fin.Execution()
-	var err error
-	for range 20 {
-		_, err = w.pool.Exec(ctx, `INSERT INTO confirmed (job_id, generation, incarnation) VALUES ($1, $2, $3)`,
-			d.id, exec.Generation, w.cfg.Incarnation)
-		if err == nil || ctx.Err() != nil {
-			break
-		}
-		sleep(ctx, 20*time.Millisecond)
-	}
-	if err != nil {
-		w.event(EventAccrueError, d.id, exec.Generation, "recording the confirmed finalize: "+err.Error())
-		return
-	}
-	// Accrue is idempotent per (job, meter): a transient failure (a
-	// terminated connection) is retried, as a real worker would.
-	for range 20 {
-		_, err = usage.Accrue(ctx, w.pool, fin, usage.Entry{Account: d.plan.Account, Meter: "video_ms", Quantity: d.plan.Quantity},
-			func(ctx context.Context, tx pgx.Tx) error {
-				tag, err := tx.Exec(ctx, `UPDATE accounts SET video_ms = video_ms + $2 WHERE id = $1`, d.plan.Account, d.plan.Quantity)
-				if err == nil && tag.RowsAffected() != 1 {
-					err = fmt.Errorf("account %s: %d rows", d.plan.Account, tag.RowsAffected())
-				}
-				return err
-			})
-		if err == nil || ctx.Err() != nil || errors.Is(err, usage.ErrNotConfirmed) {
-			break
-		}
-		w.event(EventAccrueError, d.id, exec.Generation, err.Error())
-		sleep(ctx, 20*time.Millisecond)
-	}
-	if err != nil {
-		return
-	}
-	w.event(EventAccrued, d.id, exec.Generation, "")
 }
 
 // rejected records a refused write under the reason the guard gave.

@@ -51,6 +51,17 @@ const (
 	UsageAccruals = "jobguard.usage.accruals"
 	// Compensations counts compensation attempts by result (done, pending).
 	Compensations = "jobguard.compensations"
+	// SettleFinalizes counts settle's in-process finalizes by result
+	// (settled, pending, not_completed).
+	SettleFinalizes = "jobguard.settle.finalizes"
+	// SettleRecords counts the settle sweep's outcome for each record it
+	// took, by result (settled, raced, retrying, given_up) and, for
+	// retrying and given_up, reason (failed, unregistered, exhausted,
+	// not_completed).
+	SettleRecords = "jobguard.settle.records"
+	// SettleSweepDuration is the duration of each settle sweep in seconds,
+	// by result (ok, error).
+	SettleSweepDuration = "jobguard.settle.sweep.duration"
 )
 
 // Attribute keys.

@@ -17,6 +17,8 @@ const template = `package snippet
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -24,12 +26,18 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/settle"
+	"github.com/jobguard/jobguard/usage"
 	"github.com/jobguard/jobguard/watch"
 )
 
 var (
 	_ = fmt.Errorf
+	_ = errors.Is
+	_ = json.Unmarshal
 	_ = jobguard.New
+	_ = settle.New
+	_ = usage.Accrue
 	_ = watch.New
 )
 

@@ -20,6 +20,7 @@ import (
 	"github.com/jobguard/jobguard/heartbeat"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
+	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
 	"github.com/jobguard/jobguard/watch"
 )
@@ -89,9 +90,17 @@ type Config struct {
 	// watch.CheckIntervalDefault.
 	CheckInterval time.Duration
 	// MeterProvider receives the metrics of the guard, the start guard, the
-	// heartbeat, the compensations and the reclaimers built by
+	// heartbeat, the compensations, the settler and the reclaimers built by
 	// NewReclaimer. Defaults to nil: no metrics.
 	MeterProvider metric.MeterProvider
+	// SettleGrace is how long a video's finalize record is left to its
+	// worker before a settle sweep may take it. Defaults to
+	// settle.GraceDefault.
+	SettleGrace time.Duration
+	// BeforeUpdate runs before each metadata update of a video's finalize
+	// in this process, with the update's name: the demo kills a worker
+	// there. Defaults to nil.
+	BeforeUpdate func(ctx context.Context, update string)
 }
 
 // Env is what every processor of the examples shares: the connections, the
@@ -111,6 +120,11 @@ type Env struct {
 	// Artifacts records what executions create, and compensates files
 	// ("file") and asset rows ("asset") of rejected executions.
 	Artifacts *compensate.Artifacts
+	// Settler finalizes videos with a durable record: their metadata
+	// updates ("video", "asset", "content") and their billed seconds
+	// survive a worker's crash. Its sweep (Sweep, Run) finishes what a
+	// crash or a failure left.
+	Settler *settle.Settler
 	// Markers is where the start guard and the reclaimer keep markers.
 	Markers jobguard.MarkerConfig
 	// FilesDir receives the encoded videos.
@@ -202,6 +216,19 @@ func (e *Env) open(ctx context.Context, cfg Config) error {
 		Compensators: map[string]compensate.Func{
 			"file":  removeFile,
 			"asset": deleteAsset,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	e.Settler, err = settle.New(ctx, settle.Config{
+		Guard: e.Guard, DB: e.Pool, Logger: e.Log, MeterProvider: mp, Grace: cfg.SettleGrace,
+		Handlers: videoHandlers(e, cfg.BeforeUpdate),
+		Increments: map[string]settle.Increment{
+			MeterVideoSeconds: func(ctx context.Context, tx pgx.Tx, _ jobguard.Execution, u usage.Entry) error {
+				_, err := tx.Exec(ctx, `UPDATE accounts SET video_seconds = video_seconds + $2 WHERE id = $1`, u.Account, u.Quantity)
+				return err
+			},
 		},
 	})
 	if err != nil {
@@ -308,6 +335,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 			{"reclaim", reclaim.Migration},
 			{"usage", usage.Migration},
 			{"compensate", compensate.Migration},
+			{"settle", settle.Migration},
 			{"examples", productSchema},
 		} {
 			if _, err := tx.Exec(ctx, m.sql); err != nil {

@@ -2,6 +2,7 @@ package flow
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/jobguard/jobguard/examples/internal/sim"
 	"github.com/jobguard/jobguard/heartbeat"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
 )
 
@@ -21,9 +23,12 @@ const MeterVideoSeconds = "video_seconds"
 // Videos is the video composition processor: it encodes a file and upserts
 // a slide asset (both recorded as artifacts of the execution, so a rejected
 // completion compensates them), heartbeats on the encoder's progress, and
-// finalizes with the video, asset and content metadata updated in parallel.
-// Usage is accrued only for a confirmed finalize. The encode runs under the
-// Env's Watcher, so a reclaim cancels it at once; its file is then undone.
+// finalizes through the Env's Settler: a record of what the finalize owes
+// commits with the completion, the video, asset and content metadata are
+// updated in parallel, and the seconds are billed once they all succeed.
+// A worker that dies after its completion leaves the rest to the settle
+// sweep, which bills it exactly once. The encode runs under the Env's
+// Watcher, so a reclaim cancels it at once; its file is then undone.
 type Videos struct {
 	// Env is where the jobs and the video tables live.
 	Env *Env
@@ -44,6 +49,54 @@ type VideoResult struct {
 	// Finalize is the outcome of the finalize: Confirmed, or Rejected when
 	// the job was no longer this execution's.
 	Finalize jobguard.Finalized
+	// Settled is true when the finalize's record is confirmed and its
+	// seconds billed; false when it was left to the settle sweep.
+	Settled bool
+}
+
+// videoUpdate holds the arguments of a video's metadata updates, as its
+// finalize record stores them.
+type videoUpdate struct {
+	VideoID string `json:"video_id"`
+	File    string `json:"file"`
+	Seconds int    `json:"seconds"`
+	AssetID string `json:"asset_id"`
+	Title   string `json:"title"`
+}
+
+// videoHandlers are the metadata updates of a video's finalize, by name,
+// for the Settler of every process that finalizes videos or sweeps their
+// records. Each sets rather than adds, so running it again changes
+// nothing. before, when set, runs first.
+func videoHandlers(e *Env, before func(ctx context.Context, update string)) map[string]settle.Handler {
+	handler := func(name string, run func(ctx context.Context, exec jobguard.Execution, u videoUpdate) error) settle.Handler {
+		return func(ctx context.Context, exec jobguard.Execution, raw json.RawMessage) error {
+			if before != nil {
+				before(ctx, name)
+			}
+			var u videoUpdate
+			if err := json.Unmarshal(raw, &u); err != nil {
+				return err
+			}
+			return run(ctx, exec, u)
+		}
+	}
+	return map[string]settle.Handler{
+		"video": handler("video", func(ctx context.Context, _ jobguard.Execution, u videoUpdate) error {
+			return exec1(ctx, e, `UPDATE videos SET status = 'READY', file_path = $2, duration_seconds = $3
+				WHERE id = $1 AND status <> 'DELETED'`, u.VideoID, u.File, u.Seconds)
+		}),
+		"asset": handler("asset", func(ctx context.Context, exec jobguard.Execution, u videoUpdate) error {
+			return exec1(ctx, e, `UPDATE assets SET status = 'READY' WHERE id = $1 AND generation = $2`,
+				u.AssetID, exec.Generation)
+		}),
+		"content": handler("content", func(ctx context.Context, _ jobguard.Execution, u videoUpdate) error {
+			return exec1(ctx, e, `INSERT INTO contents (video_id, title, duration_seconds, published)
+				VALUES ($1, $2, $3, true)
+				ON CONFLICT (video_id) DO UPDATE SET duration_seconds = $3, published = true`,
+				u.VideoID, u.Title, u.Seconds)
+		}),
+	}
 }
 
 // EnqueueVideo queues a job that encodes video and marks it ENCODING. It
@@ -129,10 +182,12 @@ func (v *Videos) Process(ctx context.Context, jobID string) (VideoResult, error)
 		return res, fmt.Errorf("video: slide asset: %w", err)
 	}
 
-	// The finalize: re-check, conditional completion (the artifacts are kept
-	// in its transaction, or compensated if it is rejected), then the
-	// metadata updates in parallel.
-	res.Finalize, err = e.Artifacts.Finalize(ctx, e.Pool, exec, jobguard.FinalizeSpec{
+	// The finalize: re-check, conditional completion with the finalize
+	// record (the artifacts are kept in its transaction, or compensated if
+	// it is rejected), then the metadata updates in parallel, and the
+	// seconds billed once they all succeeded.
+	u := videoUpdate{VideoID: res.VideoID, File: res.File, Seconds: res.Seconds, AssetID: assetID, Title: title}
+	settled, err := e.Settler.Finalize(ctx, e.Pool, exec, settle.Spec{
 		Recheck: func(ctx context.Context) error {
 			var status string
 			if err := e.Pool.QueryRow(ctx, `SELECT status FROM videos WHERE id = $1`, res.VideoID).Scan(&status); err != nil {
@@ -143,24 +198,15 @@ func (v *Videos) Process(ctx context.Context, jobID string) (VideoResult, error)
 			}
 			return nil
 		},
-		Updates: []jobguard.Update{
-			{Name: "video", Run: func(ctx context.Context) error {
-				return exec1(ctx, e, `UPDATE videos SET status = 'READY', file_path = $2, duration_seconds = $3
-					WHERE id = $1 AND status <> 'DELETED'`, res.VideoID, res.File, res.Seconds)
-			}},
-			{Name: "asset", Run: func(ctx context.Context) error {
-				return exec1(ctx, e, `UPDATE assets SET status = 'READY' WHERE id = $1 AND generation = $2`,
-					assetID, exec.Generation)
-			}},
-			{Name: "content", Run: func(ctx context.Context) error {
-				return exec1(ctx, e, `INSERT INTO contents (video_id, title, duration_seconds, published)
-					VALUES ($1, $2, $3, true)
-					ON CONFLICT (video_id) DO UPDATE SET duration_seconds = $3, published = true`,
-					res.VideoID, title, res.Seconds)
-			}},
-		},
+		Complete: func(ctx context.Context, tx pgx.Tx) error { return e.Artifacts.Keep(ctx, tx, exec) },
+		Updates:  []settle.Update{{Name: "video", Args: u}, {Name: "asset", Args: u}, {Name: "content", Args: u}},
+		Usage: []usage.Entry{{Account: account, Meter: MeterVideoSeconds, Quantity: int64(res.Seconds),
+			Attributes: map[string]any{"video_id": res.VideoID}}},
 	})
-	if errors.Is(err, jobguard.ErrStopped) {
+	res.Finalize, res.Settled = settled.Finalized, settled.Settled
+	res.Accrued = len(settled.Accruals) > 0 && settled.Accruals[0].Accrued
+	switch {
+	case errors.Is(err, jobguard.ErrStopped):
 		// The re-check found the video deleted: nothing was completed, so
 		// fail the job and undo its file and asset.
 		err = errors.Join(fmt.Errorf("video: %w", err), e.Guard.Fail(ctx, e.Pool, exec, "video: deleted before finalize"))
@@ -168,27 +214,17 @@ func (v *Videos) Process(ctx context.Context, jobID string) (VideoResult, error)
 			err = errors.Join(err, cerr)
 		}
 		return res, err
-	}
-	if err != nil {
-		// Rejected (the job is terminal for this execution; its artifacts
-		// were compensated) or not confirmed (a metadata update failed):
-		// no usage either way.
+	case res.Finalize.Rejected():
+		// The job is terminal for this execution: undo what it made.
+		if _, cerr := e.Artifacts.CompensateExecution(ctx, exec); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return res, fmt.Errorf("video: %w", err)
+	case err != nil:
+		// Not completed (no usage), or completed and left to the settle
+		// sweep (settle.ErrPending), which bills it once.
 		return res, fmt.Errorf("video: %w", err)
 	}
-
-	// Usage, only for the confirmed finalize, at most once per job.
-	acc, err := usage.Accrue(ctx, e.Pool, res.Finalize, usage.Entry{
-		Account: account, Meter: MeterVideoSeconds, Quantity: int64(res.Seconds),
-		Attributes: map[string]any{"video_id": res.VideoID},
-	}, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE accounts SET video_seconds = video_seconds + $2 WHERE id = $1`,
-			account, res.Seconds)
-		return err
-	})
-	if err != nil {
-		return res, fmt.Errorf("video: %w", err)
-	}
-	res.Accrued = acc.Accrued
 	return res, nil
 }
 

@@ -1,0 +1,96 @@
+package jobguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jobguard/jobguard/internal/txstate"
+)
+
+// Resume finishes the finalize of an execution whose completion committed
+// earlier: its worker died after the commit, or one of its metadata updates
+// failed. It reads the job row and, only when the job is COMPLETED at exec's
+// generation (on a table without a generation column: COMPLETED), runs
+// spec.Updates as Finalize runs them: in parallel, each with its own
+// context, waiting for all. The result is Completed, and Confirmed once
+// every update succeeded, like Finalize's; Resume may be called again until
+// it is.
+//
+// A row that is not COMPLETED at exec's generation returns a *StateError
+// wrapping ErrJobTerminal (Op "resume"; not found, which status, or
+// superseded) and a Rejected result: that execution never completed the
+// job, so nothing of it may be confirmed, and no update runs. A failed read
+// returns its error with a result that reports nothing.
+//
+// spec.Recheck and spec.Complete belong to the completion, which has
+// happened; a spec that sets them is refused, as is one Finalize would
+// refuse. The updates run again for every call that gets this far, so they
+// must be idempotent.
+//
+// Like Finalize, Resume reports only what committed: given a pgx.Tx, or a
+// connection with a transaction open, it returns ErrInTransaction before
+// anything runs, since inside a transaction it could read a completion that
+// has not committed and may never commit.
+//
+// Package settle records what a finalize still owes in the completion's
+// transaction and calls Resume from its sweep; most callers want that.
+func (g *Guard) Resume(ctx context.Context, db DB, exec Execution, spec FinalizeSpec) (Finalized, error) {
+	fin := Finalized{exec: exec}
+	if s := txstate.Of(db); s != txstate.Own {
+		return fin, fmt.Errorf("jobguard: resume: %w: db is %v; pass a pool or a connection outside any transaction", ErrInTransaction, s)
+	}
+	switch {
+	case spec.Recheck != nil:
+		return fin, errors.New("jobguard: resume: Recheck is set: the completion it guards has committed already")
+	case spec.Complete != nil:
+		return fin, errors.New("jobguard: resume: Complete is set: the completion it joins has committed already")
+	}
+	if err := spec.validate(); err != nil {
+		return fin, fmt.Errorf("jobguard: resume: %w", err)
+	}
+	if err := g.completedBy(ctx, db, exec); err != nil {
+		fin.rejected = errors.Is(err, ErrJobTerminal)
+		return fin, err
+	}
+	fin.completed = true
+
+	errs := runUpdates(ctx, spec.Updates, spec.UpdateTimeout)
+	for _, e := range errs {
+		var ue *UpdateError
+		if errors.As(e, &ue) {
+			fin.failed = append(fin.failed, ue.Name)
+		}
+	}
+	if len(errs) > 0 {
+		return fin, fmt.Errorf("jobguard: resume: completed but not confirmed: %w", errors.Join(errs...))
+	}
+	fin.confirmed = true
+	return fin, nil
+}
+
+// completedBy returns nil when the job's committed row is COMPLETED at
+// exec's generation, and otherwise a *StateError that says what the row is.
+func (g *Guard) completedBy(ctx context.Context, db DB, exec Execution) error {
+	id, err := g.idArg(exec.JobID)
+	if err != nil {
+		return fmt.Errorf("jobguard: resume: %w", err)
+	}
+	r, found, err := g.inspect(ctx, db, id)
+	if err != nil {
+		return fmt.Errorf("jobguard: resume: %w", err)
+	}
+	e := &StateError{Op: OpResume, JobID: exec.JobID, Want: exec.Generation, kind: ErrJobTerminal}
+	switch {
+	case !found:
+		e.Reason = ReasonNotFound
+		return e
+	case g.Fenced() && r.generation != exec.Generation:
+		e.Reason, e.Status, e.Generation = ReasonSuperseded, r.status, r.generation
+		return e
+	case r.status != g.table.Statuses.Completed:
+		e.Reason, e.Status, e.Generation = ReasonStatus, r.status, r.generation
+		return e
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+// Package settle makes a finalize's metadata updates and its billing
+// survive any crash: every completed finalize is billed exactly once, with
+// its metadata caught up, or is visibly given up.
+//
+// jobguard's Finalize and usage's Accrue bill at most once: the proof that a
+// finalize was confirmed lives only in the process that finalized, so a
+// worker killed between its completion and Accrue, or in the middle of its
+// metadata updates, leaves a COMPLETED job that is never billed and whose
+// video or asset rows never turn READY, and nothing knows. settle writes
+// that proof down instead, in the completion's own transaction (an outbox),
+// and a sweep finishes what a crash or a failure left.
+//
+// What it guarantees:
+//
+//   - A record per completed finalize. Settler.Finalize writes a record
+//     (the execution, the named updates with their arguments, the usage
+//     entries) in the transaction of the conditional completion, only when
+//     that completion won. A rejected, stopped or rolled-back completion
+//     leaves none; a committed one always has one. It is keyed by the
+//     execution: the job id as the id column prints it, and the generation.
+//   - Updates are recorded as they succeed (the last one by the billing
+//     that follows it at once), and billing happens once all have, in the
+//     transaction that marks the record confirmed: the ledger row per (job,
+//     meter), and each increment only for a new ledger row. "Confirmed"
+//     and "billed" commit together, so they never disagree.
+//   - The in-process path is as before: a finalize whose updates succeed
+//     bills at once. The sweep (Settler.Sweep, Settler.Run) catches up only
+//     on records left pending by a crash or a failure: it re-runs their
+//     pending updates through the handlers registered by name and bills
+//     once they succeed. Each handler must be idempotent: it may run again
+//     after a success that was not recorded.
+//   - Exactly once. However many finalizes and sweeps, in however many
+//     processes, race for a record, one transaction confirms it and bills
+//     it; the others find it confirmed. The ledger's key (job, meter)
+//     stands behind that.
+//   - Nothing lost silently. A record whose attempts keep failing waits
+//     BackoffMin, doubled per attempt up to BackoffMax, and after
+//     MaxAttempts goes to given_up: counted (jobguard.settle.records with
+//     result given_up), logged at warn with its job and error, never
+//     billed. Reopen gives it another round once an operator has fixed the
+//     cause. A record naming a handler or meter this process has not
+//     registered fails its attempt with ErrUnregistered, visibly; it is
+//     not skipped.
+//   - No transaction is held open across an update's work. The sweep takes
+//     a record with one statement (FOR UPDATE SKIP LOCKED) that leases it
+//     for UpdateTimeout + BackoffMin, runs the updates outside any
+//     transaction, and bills in a short transaction of its own. Sweeps need
+//     no leader.
+//   - Inside your transaction: Finalize refuses a pgx.Tx, or a connection
+//     with a transaction open, with jobguard.ErrInTransaction before
+//     anything runs, as jobguard's Finalize does: the record must commit
+//     with the completion, and nothing may run or bill before that commit.
+//     The increments run inside settle's billing transaction (the pgx.Tx
+//     they are given); the handlers run outside any transaction. Sweep,
+//     Run and Reopen run on Config.DB, each write in a short transaction of
+//     its own, never in a caller's.
+//
+// What it does not do:
+//
+//   - It does not make handlers idempotent, nor undo one that succeeded for
+//     a record later given up. Writes a handler makes in other systems are
+//     not in any transaction of settle's.
+//   - It bills only what the record names. A finalize made with jobguard's
+//     Finalize (no record) is billed, at most once, only by usage.Accrue.
+//   - A record whose job row was deleted, or moved off COMPLETED by hand, is
+//     given up at its first attempt: settle does not guess what the job
+//     was.
+//   - On a jobs table without a generation column the record's generation
+//     is 0, and jobguard's status-only mode applies: a job completes once,
+//     so its record is still unique.
+//   - Schedules are on the database's clock (statement_timestamp()), so
+//     every process agrees on when a record is due; there is no clock to
+//     inject.
+//
+// Which to choose: jobguard.Finalize with usage.Accrue is enough when an
+// occasional lost bill, or metadata left behind by a crash, is acceptable
+// or reconciled by other means; its Finalized result, and Accrue's gate,
+// keep their meaning. Choose settle when billing is money and metadata
+// must always catch up: the cost is one more row written with the
+// completion, one short write per update, and handlers registered by name
+// in every process that finalizes or sweeps.
+//
+// Why a package of its own: records are a table with their own lifecycle
+// and a background sweep, above both jobguard (the completion, and Resume,
+// which the sweep uses to confirm a finalize whose completion committed
+// earlier) and usage (the ledger). Nothing below imports it.
+//
+//	s, err := settle.New(ctx, settle.Config{
+//		Guard: guard, DB: pool,
+//		Handlers: map[string]settle.Handler{
+//			"video": func(ctx context.Context, exec jobguard.Execution, args json.RawMessage) error {
+//				var a struct{ VideoID string }
+//				if err := json.Unmarshal(args, &a); err != nil {
+//					return err
+//				}
+//				_, err := pool.Exec(ctx, `UPDATE videos SET status = 'READY' WHERE id = $1`, a.VideoID)
+//				return err // idempotent: setting READY twice is READY
+//			},
+//		},
+//		Increments: map[string]settle.Increment{
+//			"video_seconds": func(ctx context.Context, tx pgx.Tx, _ jobguard.Execution, e usage.Entry) error {
+//				_, err := tx.Exec(ctx, `UPDATE accounts SET video_seconds = video_seconds + $1 WHERE id = $2`, e.Quantity, e.Account)
+//				return err
+//			},
+//		},
+//	})
+//	// in the worker, instead of guard.Finalize and usage.Accrue:
+//	res, err := s.Finalize(ctx, pool, exec, settle.Spec{
+//		Updates: []settle.Update{{Name: "video", Args: map[string]string{"VideoID": videoID}}},
+//		Usage:   []usage.Entry{{Account: account, Meter: "video_seconds", Quantity: seconds}},
+//	})
+//	if errors.Is(err, settle.ErrPending) {
+//		err = nil // completed; the sweep finishes the rest
+//	}
+//	// beside the reclaimer:
+//	go s.Run(ctx)
+//
+// The records table comes from Migration (job_settlements); the ledger from
+// usage.Migration.
+package settle

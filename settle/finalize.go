@@ -1,0 +1,245 @@
+package settle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/usage"
+)
+
+// Spec says how Finalize completes one execution, what it updates
+// afterwards and what it bills.
+type Spec struct {
+	// Recheck runs right before the completion, as in
+	// jobguard.FinalizeSpec: its error stops Finalize before anything is
+	// written. Defaults to no re-check.
+	Recheck func(ctx context.Context) error
+	// Complete runs inside the completion's transaction, after the record
+	// is written, as in jobguard.FinalizeSpec. Its error rolls back the
+	// completion and the record. Defaults to nothing.
+	Complete func(ctx context.Context, tx pgx.Tx) error
+	// Updates are the metadata updates, run in parallel once the
+	// completion has committed, each through its registered handler.
+	// Defaults to none.
+	Updates []Update
+	// Usage is billed once every update has succeeded, in the transaction
+	// that confirms the record: one ledger row per meter, each with its
+	// registered increment. Defaults to nothing.
+	Usage []usage.Entry
+}
+
+// Result is what Finalize did.
+type Result struct {
+	// Finalized is the finalize's outcome as jobguard reports it:
+	// Completed, Rejected, Confirmed.
+	Finalized jobguard.Finalized
+	// Settled is true when the record is confirmed: every update succeeded
+	// and the usage is billed, by this call or by a sweep that got there
+	// first.
+	Settled bool
+	// Accruals are the ledger's answers for this call's billing, one per
+	// usage entry; empty when a sweep billed first.
+	Accruals []usage.Accrual
+}
+
+// Finalize is jobguard's Finalize with a durable record of what it owes:
+//
+//  1. spec.Recheck runs; if it says stop, nothing is written.
+//  2. The conditional completion runs in its own short transaction, and
+//     with it, only when it won, the record: the execution, the updates
+//     (names and arguments) and the usage entries, pending. A rejected
+//     completion leaves no record.
+//  3. Once that has committed, the updates run in parallel through their
+//     handlers; each one is recorded as it succeeds (the last one, when
+//     all succeed, by the billing that follows).
+//  4. When all have succeeded, one transaction confirms the record and
+//     bills its usage in the ledger (keyed by job and meter, each
+//     increment run only for a new ledger row): "confirmed" and "billed"
+//     commit together or not at all.
+//
+// When an update or the billing fails, or the process dies, the record
+// stays pending and the settle sweep finishes it (Sweep, Run): it re-runs
+// the pending updates and bills once they succeed. Finalize then returns
+// an error wrapping ErrPending, joined with the causes: the job is done and
+// must not be retried. Finalize never bills a record the sweep has given
+// up (ErrGivenUp), nor twice what the sweep billed first.
+//
+// The job id is stored, and billed, as the id column prints it (see
+// jobguard.Guard.CanonicalID), so a job spelled two ways is one record and
+// one ledger row.
+//
+// Like jobguard's Finalize, it refuses a caller's transaction with
+// jobguard.ErrInTransaction before anything runs: the record must commit
+// with the completion, and both must have committed before an update runs
+// or usage is billed. db runs the completion; Config.DB runs everything
+// after it. A spec that names an unregistered handler or meter is refused
+// with ErrUnregistered, before anything is written.
+func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Execution, spec Spec) (Result, error) {
+	id, err := s.cfg.Guard.CanonicalID(exec.JobID)
+	if err != nil {
+		return Result{}, fmt.Errorf("settle: finalize: %w", err)
+	}
+	exec.JobID = id
+	rec, err := s.newRecord(exec, spec)
+	if err != nil {
+		return Result{}, fmt.Errorf("settle: finalize: %w", err)
+	}
+	updates, entries, err := rec.encode()
+	if err != nil {
+		return Result{}, fmt.Errorf("settle: finalize: %w", err)
+	}
+	fin, err := s.cfg.Guard.Finalize(ctx, db, exec, jobguard.FinalizeSpec{
+		Recheck: spec.Recheck,
+		Complete: func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, s.sql.insert, exec.JobID, exec.Generation, rec.pending, updates, entries,
+				micros(s.cfg.Grace)); err != nil {
+				return fmt.Errorf("settle: finalize: write record: %w", err)
+			}
+			if spec.Complete != nil {
+				return spec.Complete(ctx, tx)
+			}
+			return nil
+		},
+		Updates:       s.runners(exec, rec.updates),
+		UpdateTimeout: s.cfg.UpdateTimeout,
+	})
+	res := Result{Finalized: fin}
+	switch {
+	case !fin.Completed():
+		// Rejected, stopped, refused, or the commit's outcome is unknown
+		// (if it did commit, its record is the sweep's after Grace).
+		s.met.finalized(ctx, s.met.notCompleted)
+		return res, err
+	case !fin.Confirmed():
+		// Let the sweep try once BackoffMin has passed rather than Grace,
+		// and leave the cause on the record for an operator.
+		if _, rerr := s.cfg.DB.Exec(ctx, s.sql.retry, exec.JobID, exec.Generation, err.Error(), micros(s.cfg.BackoffMin)); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("settle: finalize: record the failure: %w", rerr))
+		}
+		s.met.finalized(ctx, s.met.pending)
+		return res, fmt.Errorf("%w: %w", ErrPending, err)
+	}
+	b, err := s.bill(ctx, fin)
+	if err != nil {
+		s.met.finalized(ctx, s.met.pending)
+		if errors.Is(err, ErrGivenUp) {
+			return res, err
+		}
+		return res, fmt.Errorf("%w: %w", ErrPending, err)
+	}
+	s.met.finalized(ctx, s.met.settled)
+	res.Settled, res.Accruals = true, b.accruals
+	return res, nil
+}
+
+// runners turns a record's updates into jobguard updates: each runs its
+// handler, then records its success on the record, while the slower ones
+// still run. The last to succeed, when all the others did, does not: the
+// billing transaction that follows at once records every update as it
+// confirms the record, so no round trip is spent on the finalize's
+// critical path. Should the process die in between, that update runs
+// again from the sweep, as any update whose success was not recorded
+// does.
+func (s *Settler) runners(exec jobguard.Execution, updates []storedUpdate) []jobguard.Update {
+	var mu sync.Mutex
+	left, failed := len(updates), false
+	out := make([]jobguard.Update, len(updates))
+	for i, u := range updates {
+		h := s.cfg.Handlers[u.Name]
+		out[i] = jobguard.Update{Name: u.Name, Run: func(ctx context.Context) error {
+			err := h(ctx, exec, u.Args)
+			mu.Lock()
+			left--
+			failed = failed || err != nil
+			last := left == 0 && !failed
+			mu.Unlock()
+			if err != nil || last {
+				return err
+			}
+			// A success that cannot be recorded is a failure: the handler
+			// runs again, which it must bear.
+			if err := s.mark(ctx, exec, u.Name); err != nil {
+				return fmt.Errorf("record success: %w", err)
+			}
+			return nil
+		}}
+	}
+	return out
+}
+
+// mark records that exec's update name succeeded, in one round trip and
+// without waiting for the server to flush it to disk
+// (synchronous_commit off, for this transaction only): a mark lost to a
+// server crash only runs an idempotent handler again, and the commit that
+// confirms the record, which does wait, flushes every mark before it. The
+// two statements of the batch are one implicit transaction.
+func (s *Settler) mark(ctx context.Context, exec jobguard.Execution, name string) error {
+	var b pgx.Batch
+	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
+	b.Queue(s.sql.mark, exec.JobID, exec.Generation, name)
+	return s.cfg.DB.SendBatch(ctx, &b).Close()
+}
+
+// billing is what one billing transaction found and did.
+type billing struct {
+	// accruals are the ledger's answers, one per entry.
+	accruals []usage.Accrual
+	// raced is true when the record was confirmed already (by a finalize
+	// or a sweep that got there first): nothing was done.
+	raced bool
+}
+
+// bill confirms fin's record and bills its usage in one transaction on
+// Config.DB. fin must be Confirmed: every update of the record succeeded.
+// A record that is confirmed already is left as it is (raced); one that
+// was given up returns ErrGivenUp and bills nothing.
+func (s *Settler) bill(ctx context.Context, fin jobguard.Finalized) (billing, error) {
+	exec := fin.Execution()
+	tx, err := s.cfg.DB.Begin(ctx)
+	if err != nil {
+		return billing{}, fmt.Errorf("settle: bill: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
+	var raw string
+	err = tx.QueryRow(ctx, s.sql.confirm, exec.JobID, exec.Generation).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var state State
+		if err := tx.QueryRow(ctx, s.sql.state, exec.JobID, exec.Generation).Scan(&state); err != nil {
+			return billing{}, fmt.Errorf("settle: bill: job %s generation %d: read state: %w", exec.JobID, exec.Generation, err)
+		}
+		if state == StateGivenUp {
+			return billing{}, fmt.Errorf("settle: bill: job %s generation %d: %w", exec.JobID, exec.Generation, ErrGivenUp)
+		}
+		return billing{raced: true}, nil
+	}
+	if err != nil {
+		return billing{}, fmt.Errorf("settle: bill: confirm: %w", err)
+	}
+	entries, err := decodeUsage(raw)
+	if err != nil {
+		return billing{}, fmt.Errorf("settle: bill: job %s generation %d: %w", exec.JobID, exec.Generation, err)
+	}
+	var b billing
+	for _, e := range entries {
+		inc := s.cfg.Increments[e.Meter]
+		if inc == nil {
+			return billing{}, fmt.Errorf("settle: bill: %w for meter %q", ErrUnregistered, e.Meter)
+		}
+		acc, err := s.cfg.Ledger.AccrueTx(ctx, tx, fin, e, func(ctx context.Context, tx pgx.Tx) error {
+			return inc(ctx, tx, exec, e)
+		})
+		if err != nil {
+			return billing{}, fmt.Errorf("settle: bill: meter %s: %w", e.Meter, err)
+		}
+		b.accruals = append(b.accruals, acc)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return billing{}, fmt.Errorf("settle: bill: commit: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,129 @@
+package settle
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/usage"
+)
+
+// Update is one metadata update of a finalize: the name of its handler and
+// the arguments the handler gets, in Finalize's process and in the sweep's.
+type Update struct {
+	// Name selects the handler in Config.Handlers. Names are unique within
+	// a finalize.
+	Name string
+	// Args are stored in the record as JSON (encoding/json) and passed to
+	// the handler as it was stored. Keep them to what the handler needs to
+	// find and write its rows (ids, a path, a duration), not the rows
+	// themselves. Defaults to nil: JSON null.
+	Args any
+}
+
+// record is what a finalize writes: its updates and its usage as they are
+// stored, and the names still pending.
+type record struct {
+	exec    jobguard.Execution
+	updates []storedUpdate
+	pending []string
+	usage   []usage.Entry
+}
+
+// storedUpdate is an Update as the record stores it.
+type storedUpdate struct {
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args"`
+}
+
+// storedEntry is a usage.Entry as the record stores it. The field names
+// are the record's format, independent of usage's Go names.
+type storedEntry struct {
+	Account    string         `json:"account"`
+	Meter      string         `json:"meter"`
+	Quantity   int64          `json:"quantity"`
+	Attributes map[string]any `json:"attributes,omitempty"`
+}
+
+// newRecord validates spec against the registered handlers and increments
+// and encodes it. Nothing is sent anywhere.
+func (s *Settler) newRecord(exec jobguard.Execution, spec Spec) (record, error) {
+	rec := record{exec: exec, usage: spec.Usage}
+	for i, u := range spec.Updates {
+		switch {
+		case u.Name == "":
+			return record{}, fmt.Errorf("Updates[%d]: Name is empty", i)
+		case s.cfg.Handlers[u.Name] == nil:
+			return record{}, fmt.Errorf("Updates[%d]: %w for update %q (Config.Handlers)", i, ErrUnregistered, u.Name)
+		case slices.Contains(rec.pending, u.Name):
+			return record{}, fmt.Errorf("Updates[%d]: Name %q is used twice", i, u.Name)
+		}
+		args, err := json.Marshal(u.Args)
+		if err != nil {
+			return record{}, fmt.Errorf("Updates[%d] (%s): Args: %w", i, u.Name, err)
+		}
+		rec.updates = append(rec.updates, storedUpdate{Name: u.Name, Args: args})
+		rec.pending = append(rec.pending, u.Name)
+	}
+	meters := make(map[string]bool, len(spec.Usage))
+	for i, e := range spec.Usage {
+		switch {
+		case e.Account == "":
+			return record{}, fmt.Errorf("Usage[%d]: Account is empty", i)
+		case e.Meter == "":
+			return record{}, fmt.Errorf("Usage[%d]: Meter is empty", i)
+		case e.Quantity < 0:
+			return record{}, fmt.Errorf("Usage[%d]: Quantity %d is negative", i, e.Quantity)
+		case s.cfg.Increments[e.Meter] == nil:
+			return record{}, fmt.Errorf("Usage[%d]: %w for meter %q (Config.Increments)", i, ErrUnregistered, e.Meter)
+		case meters[e.Meter]:
+			return record{}, fmt.Errorf("Usage[%d]: Meter %q is billed twice; the ledger keeps one row per (job, meter)", i, e.Meter)
+		}
+		meters[e.Meter] = true
+	}
+	return rec, nil
+}
+
+// encode returns the record's updates and usage as the columns store them.
+// They travel as text: in the simple protocol a []byte would be sent as
+// bytea.
+func (r record) encode() (updates, entries string, err error) {
+	stored := make([]storedEntry, len(r.usage))
+	for i, e := range r.usage {
+		stored[i] = storedEntry{Account: e.Account, Meter: e.Meter, Quantity: e.Quantity, Attributes: e.Attributes}
+	}
+	e, err := json.Marshal(stored)
+	if err != nil {
+		return "", "", fmt.Errorf("Usage: %w", err)
+	}
+	u := []byte("[]")
+	if r.updates != nil {
+		if u, err = json.Marshal(r.updates); err != nil {
+			return "", "", fmt.Errorf("Updates: %w", err)
+		}
+	}
+	return string(u), string(e), nil
+}
+
+// decodeUpdates reads the updates column.
+func decodeUpdates(raw string) ([]storedUpdate, error) {
+	var out []storedUpdate
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		return nil, fmt.Errorf("updates: %w", err)
+	}
+	return out, nil
+}
+
+// decodeUsage reads the usage column.
+func decodeUsage(raw string) ([]usage.Entry, error) {
+	var stored []storedEntry
+	if err := json.Unmarshal([]byte(raw), &stored); err != nil {
+		return nil, fmt.Errorf("usage: %w", err)
+	}
+	out := make([]usage.Entry, len(stored))
+	for i, e := range stored {
+		out[i] = usage.Entry{Account: e.Account, Meter: e.Meter, Quantity: e.Quantity, Attributes: e.Attributes}
+	}
+	return out, nil
+}

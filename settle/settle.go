@@ -1,0 +1,336 @@
+package settle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/usage"
+)
+
+// Defaults of Config.
+const (
+	// TableDefault is the records table of the bundled migration.
+	TableDefault = "job_settlements"
+	// GraceDefault is how long a new record is left to the finalize that
+	// wrote it before the sweep may take it.
+	GraceDefault = time.Minute
+	// UpdateTimeoutDefault bounds each update's context.
+	UpdateTimeoutDefault = time.Minute
+	// MaxAttemptsDefault is how many sweep attempts a record gets before it
+	// is given up.
+	MaxAttemptsDefault = 10
+	// BackoffMinDefault is the pause after a record's first failed attempt;
+	// it doubles with every attempt after that.
+	BackoffMinDefault = 30 * time.Second
+	// BackoffMaxDefault caps the pause between two attempts.
+	BackoffMaxDefault = time.Hour
+	// IntervalDefault is Run's pause between sweeps.
+	IntervalDefault = time.Minute
+	// MaxPerSweepDefault bounds how many records one sweep takes.
+	MaxPerSweepDefault = 1000
+	// ConcurrencyDefault is how many records one sweep works on at once.
+	ConcurrencyDefault = 4
+)
+
+// ErrPending is returned, wrapped and joined with the cause, by Finalize
+// when the completion committed but its updates or its billing did not all
+// succeed: the record is pending, and the settle sweep finishes it. The job
+// is done; do not retry it (a redelivery's Start is refused anyway).
+var ErrPending = errors.New("settle: completed; the rest is left to the settle sweep")
+
+// ErrGivenUp is returned, wrapped, when a record the caller would bill was
+// given up by the sweep. Nothing was billed.
+var ErrGivenUp = errors.New("settle: record was given up")
+
+// ErrUnregistered is returned, wrapped, when a spec or a record names an
+// update or a meter that has no handler in Config. A spec that names one
+// is refused before anything is written; a record that names one (written
+// by a process with other handlers) fails its attempt, visibly, and is
+// given up in the end like any record that keeps failing.
+var ErrUnregistered = errors.New("settle: no handler registered")
+
+// ErrNotGivenUp is Reopen's answer when the execution has no record in the
+// given_up state.
+var ErrNotGivenUp = errors.New("settle: no given-up record")
+
+// State is a record's state.
+type State string
+
+// The states of a record.
+const (
+	// StatePending: updates or billing are still owed.
+	StatePending State = "pending"
+	// StateConfirmed: every update succeeded and the usage was billed, in
+	// the transaction that set this state.
+	StateConfirmed State = "confirmed"
+	// StateGivenUp: the sweep stopped trying after MaxAttempts (or found
+	// that the job was not completed by the record's execution). Nothing
+	// was billed; an operator decides (see Reopen).
+	StateGivenUp State = "given_up"
+)
+
+// Handler runs one named metadata update of an execution, with the
+// arguments its finalize stored. The same handler runs in the finalize's
+// process and, after a crash or a failure, in the sweep's, possibly more
+// than once, and possibly after another run of it succeeded but before
+// that success was recorded: it must be idempotent (an UPDATE that sets
+// rather than adds, an upsert, a PUT). Its context ends after
+// Config.UpdateTimeout.
+type Handler func(ctx context.Context, exec jobguard.Execution, args json.RawMessage) error
+
+// Increment adds one usage entry to the caller's billing counters through
+// tx, the transaction that inserts the entry's ledger row and confirms the
+// record. It runs only when that row is new, so it runs once per (job,
+// meter) and need not be idempotent.
+type Increment func(ctx context.Context, tx pgx.Tx, exec jobguard.Execution, entry usage.Entry) error
+
+// Config configures a Settler.
+type Config struct {
+	// Guard maps the jobs table. Required.
+	Guard *jobguard.Guard
+	// DB runs the record's writes after the completion (marks, billing)
+	// and the sweeps, each in a short transaction of its own: a pool.
+	// Required.
+	DB *pgxpool.Pool
+	// Handlers run the metadata updates, by name. A finalize may name only
+	// these, and a sweep runs a record's updates only through them: every
+	// process that finalizes or sweeps needs the same names. Defaults to
+	// none.
+	Handlers map[string]Handler
+	// Increments bill usage, by meter. A finalize may bill only these
+	// meters. Defaults to none.
+	Increments map[string]Increment
+	// Ledger records the accruals. Defaults to usage's default ledger
+	// (usage_ledger through search_path).
+	Ledger *usage.Ledger
+	// Schema holds the records table. Defaults to "", which resolves the
+	// table through the connection's search_path.
+	Schema string
+	// Table is the records table's name. Defaults to TableDefault.
+	Table string
+	// Grace is how long a new record is left to the finalize that wrote it
+	// before a sweep may take it: longer than a finalize's updates and
+	// billing take, so that the sweep catches up only after crashes and
+	// failures. Taken earlier, nothing is billed twice; the updates may
+	// run twice. Defaults to GraceDefault.
+	Grace time.Duration
+	// UpdateTimeout bounds each update's context, in Finalize and in the
+	// sweep. A record a sweep has taken is left alone by other sweeps for
+	// UpdateTimeout + BackoffMin, so an attempt whose handlers honour
+	// their context never overlaps another. Defaults to
+	// UpdateTimeoutDefault.
+	UpdateTimeout time.Duration
+	// MaxAttempts is how many sweep attempts a record gets. The record
+	// whose last attempt fails is given up: counted, logged, never billed.
+	// Defaults to MaxAttemptsDefault.
+	MaxAttempts int
+	// BackoffMin is the pause after a record's first failed attempt (and
+	// after a failed finalize); each further failure doubles it. Defaults
+	// to BackoffMinDefault.
+	BackoffMin time.Duration
+	// BackoffMax caps the pause. Defaults to BackoffMaxDefault.
+	BackoffMax time.Duration
+	// Interval is Run's pause between sweeps. Defaults to IntervalDefault.
+	Interval time.Duration
+	// MaxPerSweep bounds the records one sweep takes. Defaults to
+	// MaxPerSweepDefault.
+	MaxPerSweep int
+	// Concurrency is how many records one sweep works on at once. Defaults
+	// to ConcurrencyDefault.
+	Concurrency int
+	// Logger receives one summary line per sweep (info, or warn when a
+	// record was given up, named an unregistered handler, or the sweep
+	// failed), a warning for each record given up, and a line per record
+	// at debug. Defaults to slog.Default().
+	Logger *slog.Logger
+	// MeterProvider receives jobguard.settle.finalizes,
+	// jobguard.settle.records and jobguard.settle.sweep.duration. Defaults
+	// to nil: no metrics, at no cost.
+	MeterProvider metric.MeterProvider
+}
+
+// Settler writes a record with every finalize's completion and settles it:
+// at once when the finalize's updates succeed, or later from a sweep. Build
+// it with New; it is safe for concurrent use, and any number of processes
+// may sweep the same table at once.
+type Settler struct {
+	cfg Config
+	pol policy
+	log *slog.Logger
+	sql statements
+	met *settleMetrics
+}
+
+// statements are built once by New. Durations travel as microseconds and
+// are added to the database's clock, so that every process schedules on
+// one clock.
+type statements struct {
+	insert  string // $1 job_id, $2 generation, $3 pending, $4 updates, $5 usage, $6 grace µs
+	mark    string // $1 job_id, $2 generation, $3 update name
+	retry   string // $1 job_id, $2 generation, $3 error, $4 delay µs
+	giveUp  string // $1 job_id, $2 generation, $3 error
+	confirm string // $1 job_id, $2 generation → usage
+	state   string // $1 job_id, $2 generation → state
+	claim   string // $1 lease µs, $2 due by → job_id, generation, pending, updates, usage, attempts
+	reopen  string // $1 job_id, $2 generation
+}
+
+// New validates cfg, checks that the records table exists and builds every
+// statement once.
+func New(ctx context.Context, cfg Config) (*Settler, error) {
+	switch {
+	case cfg.Guard == nil:
+		return nil, errors.New("settle: new: Guard is nil")
+	case cfg.DB == nil:
+		return nil, errors.New("settle: new: DB is nil")
+	case cfg.Grace < 0:
+		return nil, fmt.Errorf("settle: new: Grace %v is negative", cfg.Grace)
+	case cfg.UpdateTimeout < 0:
+		return nil, fmt.Errorf("settle: new: UpdateTimeout %v is negative", cfg.UpdateTimeout)
+	case cfg.MaxAttempts < 0:
+		return nil, fmt.Errorf("settle: new: MaxAttempts %d is negative", cfg.MaxAttempts)
+	case cfg.BackoffMin < 0:
+		return nil, fmt.Errorf("settle: new: BackoffMin %v is negative", cfg.BackoffMin)
+	case cfg.BackoffMax < 0:
+		return nil, fmt.Errorf("settle: new: BackoffMax %v is negative", cfg.BackoffMax)
+	case cfg.Interval < 0:
+		return nil, fmt.Errorf("settle: new: Interval %v is negative", cfg.Interval)
+	case cfg.MaxPerSweep < 0:
+		return nil, fmt.Errorf("settle: new: MaxPerSweep %d is negative", cfg.MaxPerSweep)
+	case cfg.Concurrency < 0:
+		return nil, fmt.Errorf("settle: new: Concurrency %d is negative", cfg.Concurrency)
+	}
+	for name, h := range cfg.Handlers {
+		if name == "" || h == nil {
+			return nil, fmt.Errorf("settle: new: Handlers[%q]: name is empty or handler is nil", name)
+		}
+	}
+	for meter, inc := range cfg.Increments {
+		if meter == "" || inc == nil {
+			return nil, fmt.Errorf("settle: new: Increments[%q]: meter is empty or increment is nil", meter)
+		}
+	}
+	if cfg.Table == "" {
+		cfg.Table = TableDefault
+	}
+	tbl, err := ident.QuoteTable(cfg.Schema, cfg.Table)
+	if err != nil {
+		return nil, fmt.Errorf("settle: new: %w", err)
+	}
+	if cfg.Ledger == nil {
+		if cfg.Ledger, err = usage.NewLedger(usage.Config{}); err != nil {
+			return nil, fmt.Errorf("settle: new: Ledger: %w", err)
+		}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&cfg.Grace, GraceDefault)
+	def(&cfg.UpdateTimeout, UpdateTimeoutDefault)
+	def(&cfg.BackoffMin, BackoffMinDefault)
+	def(&cfg.BackoffMax, BackoffMaxDefault)
+	def(&cfg.Interval, IntervalDefault)
+	if cfg.BackoffMax < cfg.BackoffMin {
+		return nil, fmt.Errorf("settle: new: BackoffMax %v is below BackoffMin %v", cfg.BackoffMax, cfg.BackoffMin)
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = MaxAttemptsDefault
+	}
+	if cfg.MaxPerSweep == 0 {
+		cfg.MaxPerSweep = MaxPerSweepDefault
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = ConcurrencyDefault
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	var exists bool
+	if err := cfg.DB.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, tbl).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("settle: new: %w", err)
+	}
+	if !exists {
+		return nil, fmt.Errorf("settle: new: Table: %s does not exist (apply Migration)", tbl)
+	}
+	return &Settler{
+		cfg: cfg,
+		pol: policy{maxAttempts: cfg.MaxAttempts, backoffMin: cfg.BackoffMin, backoffMax: cfg.BackoffMax},
+		log: cfg.Logger,
+		sql: buildStatements(tbl),
+		met: newSettleMetrics(cfg.MeterProvider),
+	}, nil
+}
+
+func buildStatements(tbl string) statements {
+	const (
+		pk    = ` WHERE job_id = $1 AND generation = $2`
+		now   = `statement_timestamp()`
+		later = now + ` + $%d::int8 * interval '1 microsecond'`
+	)
+	var s statements
+	s.insert = `INSERT INTO ` + tbl + ` (job_id, generation, pending, updates, usage, next_attempt_at, created_at, updated_at)` +
+		` VALUES ($1, $2, $3::text[], $4::jsonb, $5::jsonb, ` + fmt.Sprintf(later, 6) + `, ` + now + `, ` + now + `)`
+	// Every write after the insert is conditional on the record being
+	// pending: a confirmed or given-up record is never changed by a late
+	// finalize or sweep.
+	s.mark = `UPDATE ` + tbl + ` SET pending = array_remove(pending, $3), updated_at = ` + now +
+		pk + ` AND state = 'pending'`
+	s.retry = `UPDATE ` + tbl + ` SET last_error = $3, next_attempt_at = ` + fmt.Sprintf(later, 4) +
+		`, updated_at = ` + now + pk + ` AND state = 'pending'`
+	s.giveUp = `UPDATE ` + tbl + ` SET state = 'given_up', last_error = $3, updated_at = ` + now +
+		pk + ` AND state = 'pending'`
+	// Confirming takes the record's row lock for the billing transaction:
+	// a second biller waits, then finds the record no longer pending.
+	s.confirm = `UPDATE ` + tbl + ` SET state = 'confirmed', pending = '{}', last_error = NULL, settled_at = ` + now +
+		`, updated_at = ` + now + pk + ` AND state = 'pending' RETURNING usage::text`
+	s.state = `SELECT state FROM ` + tbl + pk
+	// A sweep takes the most overdue pending record that no other
+	// transaction holds, and pushes it a lease ahead in the same statement,
+	// so that other sweeps leave it alone while this one works on it. Only
+	// records due by the sweep's start are taken, so a record retried
+	// within a sweep waits for the next one. The predicate is the due
+	// index's, written as it is.
+	s.claim = `UPDATE ` + tbl + ` SET attempts = attempts + 1, next_attempt_at = ` + fmt.Sprintf(later, 1) +
+		`, updated_at = ` + now + ` WHERE (job_id, generation) = (SELECT job_id, generation FROM ` + tbl +
+		` WHERE state = 'pending' AND next_attempt_at <= $2::timestamptz` +
+		` ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)` +
+		` RETURNING job_id, generation, pending, updates::text, usage::text, attempts`
+	s.reopen = `UPDATE ` + tbl + ` SET state = 'pending', attempts = 0, last_error = NULL, next_attempt_at = ` + now +
+		`, updated_at = ` + now + pk + ` AND state = 'given_up'`
+	return s
+}
+
+// Reopen gives a record that was given up another round of MaxAttempts
+// attempts, from the next sweep on: an operator's decision, once what made
+// it fail (a handler, a store, a missing registration) is fixed. It returns
+// ErrNotGivenUp when exec has no given-up record.
+func (s *Settler) Reopen(ctx context.Context, exec jobguard.Execution) error {
+	id, err := s.cfg.Guard.CanonicalID(exec.JobID)
+	if err != nil {
+		return fmt.Errorf("settle: reopen: %w", err)
+	}
+	tag, err := s.cfg.DB.Exec(ctx, s.sql.reopen, id, exec.Generation)
+	if err != nil {
+		return fmt.Errorf("settle: reopen: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("settle: reopen: job %s generation %d: %w", id, exec.Generation, ErrNotGivenUp)
+	}
+	return nil
+}
+
+// micros is d in whole microseconds, the unit the statements add to the
+// database's clock.
+func micros(d time.Duration) int64 { return d.Microseconds() }

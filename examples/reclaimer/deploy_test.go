@@ -13,17 +13,20 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/examples/internal/flow"
 	"github.com/jobguard/jobguard/heartbeat"
 	"github.com/jobguard/jobguard/internal/netproxy"
 	"github.com/jobguard/jobguard/internal/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
 )
 
@@ -261,6 +264,10 @@ func drivenScrape(t *testing.T) exposition {
 		require.Equal(t, want, acc.Accrued)
 	}
 
+	// Two jobs finalized through a settler: one settled at once, one whose
+	// update fails the first time, left to a sweep that settles it.
+	driveSettle(t, w, wm.Provider, [2]string{"c1", "c2"})
+
 	// A job started by a start guard whose Redis does not answer: the
 	// failed marker lookup is counted and, failing open, the job starts.
 	// It then hangs, having made a file.
@@ -478,4 +485,53 @@ func TestDeploy_DashboardQueriesParse(t *testing.T) {
 	out, err = exec.Command(promtool, "check", "rules", path).CombinedOutput()
 	var exit *exec.ExitError
 	require.True(t, errors.As(err, &exit), "%v: %s", err, out)
+}
+
+// driveSettle finalizes two jobs of courses through a settler of their own
+// that records on mp: one settled at once (jobguard.settle.finalizes,
+// settled), one whose update fails twice, so that its record waits for a
+// sweep (pending), whose first attempt fails too (jobguard.settle.records,
+// retrying for a failed reason) and a later one settles it (settled), and
+// the sweeps' duration.
+func driveSettle(t *testing.T, w *flow.Env, mp metric.MeterProvider, courses [2]string) {
+	t.Helper()
+	ctx := context.Background()
+	var calls atomic.Int32 // of the first job's update
+	var first atomic.Value
+	s, err := settle.New(ctx, settle.Config{
+		Guard: w.Guard, DB: w.Pool, Grace: time.Nanosecond, BackoffMin: time.Nanosecond,
+		Handlers: map[string]settle.Handler{"title": func(_ context.Context, exec jobguard.Execution, _ json.RawMessage) error {
+			if exec.JobID == first.Load() && calls.Add(1) <= 2 {
+				return errors.New("metadata store unreachable")
+			}
+			return nil
+		}},
+		Logger: slog.New(slog.DiscardHandler), MeterProvider: mp,
+	})
+	require.NoError(t, err)
+	// The first finalize meets the failing update, the second settles.
+	for i, course := range courses {
+		jobID, err := flow.EnqueueChapter(ctx, w, course, 9)
+		require.NoError(t, err)
+		exec, err := w.Starts.Start(ctx, w.Pool, jobID)
+		require.NoError(t, err)
+		if i == 0 {
+			first.Store(exec.JobID)
+		}
+		res, err := s.Finalize(ctx, w.Pool, exec, settle.Spec{Updates: []settle.Update{{Name: "title"}}})
+		if i == 0 {
+			require.ErrorIs(t, err, settle.ErrPending)
+			continue
+		}
+		require.NoError(t, err)
+		require.True(t, res.Settled)
+	}
+	var retried, settled int
+	require.Eventually(t, func() bool {
+		rep, err := s.Sweep(ctx)
+		require.NoError(t, err)
+		retried, settled = retried+rep.Retrying, settled+rep.Settled
+		return settled == 1
+	}, 10*time.Second, 20*time.Millisecond, "the sweeps settle the record left pending")
+	require.Equal(t, 1, retried, "the first sweep's attempt failed")
 }

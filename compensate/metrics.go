@@ -17,12 +17,14 @@ type compensateMetrics struct {
 
 func newCompensateMetrics(mp metric.MeterProvider) *compensateMetrics {
 	result := func(r string) []metric.AddOption { return metrics.Add(metrics.KeyResult.String(r)) }
-	return &compensateMetrics{
+	m := &compensateMetrics{
 		compensations: metrics.Counter(metrics.Meter(mp, "compensate"), metrics.Compensations, "{artifact}",
 			"Compensation attempts, by result: done (undone and marked done) or pending (the compensator failed; still owed)."),
 		done:    result("done"),
 		pending: result("pending"),
 	}
+	metrics.Zero(m.compensations, m.done, m.pending)
+	return m
 }
 
 // attempted counts one compensation attempt.

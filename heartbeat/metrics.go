@@ -20,6 +20,7 @@ func newBeatMetrics(mp metric.MeterProvider) *beatMetrics {
 		"Heartbeats offered, by result: written, throttled, lost (the execution lost its job) or failed.")}
 	for r := range m.byResult {
 		m.byResult[r] = metrics.Add(metrics.KeyResult.String(Result(r).String()))
+		metrics.Zero(m.beats, m.byResult[r])
 	}
 	return m
 }

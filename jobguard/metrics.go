@@ -46,7 +46,7 @@ func newGuardMetrics(mp metric.MeterProvider) *guardMetrics {
 	refused := func(reason string) []metric.AddOption {
 		return metrics.Add(metrics.KeyOutcome.String("refused"), metrics.KeyReason.String(reason))
 	}
-	return &guardMetrics{
+	g := &guardMetrics{
 		completions: metrics.Counter(m, metrics.Completions, "{completion}",
 			"Conditional completions, by outcome and the reason of a refusal."),
 		accepted: metrics.Add(metrics.KeyOutcome.String("accepted")),
@@ -58,6 +58,11 @@ func newGuardMetrics(mp metric.MeterProvider) *guardMetrics {
 			ReasonSuperseded: refused("superseded"),
 		},
 	}
+	metrics.Zero(g.completions, g.accepted, g.errored)
+	for _, opts := range g.refused {
+		metrics.Zero(g.completions, opts)
+	}
+	return g
 }
 
 // completed counts the outcome of a conditional completion and returns err
@@ -97,6 +102,8 @@ func newStartMetrics(mp metric.MeterProvider, policy LookupPolicy) *startMetrics
 	for _, src := range []string{"database", "marker"} {
 		s.bySource[src] = metrics.Add(metrics.KeySource.String(src))
 		s.byLookup[src] = metrics.Add(metrics.KeyLookup.String(src), metrics.KeyPolicy.String(policy.String()))
+		metrics.Zero(s.refusals, s.bySource[src])
+		metrics.Zero(s.lookupErrors, s.byLookup[src])
 	}
 	return s
 }

@@ -47,6 +47,9 @@ func ExampleNewWithOptions() {
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				if dp.Value == 0 {
+					continue // every series exists from the start, at 0
+				}
 				outcome, _ := dp.Attributes.Value("outcome")
 				reason, _ := dp.Attributes.Value("reason")
 				fmt.Println(m.Name, outcome.AsString(), reason.AsString(), dp.Value)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/jobguard/jobguard/internal/fixture"
 	"github.com/jobguard/jobguard/internal/metrics"
@@ -166,4 +167,32 @@ func TestNewWithOptions_ValidatesLikeNew(t *testing.T) {
 	_, err := jobguard.NewWithOptions(context.Background(), env.Pool, jobguard.DefaultTable(),
 		jobguard.GuardOptions{MeterProvider: r.Provider})
 	require.ErrorContains(t, err, "jobguard: new:")
+}
+
+// Every series a guard can record exists from its start, at 0: in
+// Prometheus a series that appears at 1 hides its first event from
+// increase() and rate(), so a process's first late completion would fire
+// no alert.
+func TestMetrics_EverySeriesStartsAtZero(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	r := metricstest.New(t)
+	instrumented(t, jobs, r)
+	_, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardOptions{MeterProvider: r.Provider})
+	require.NoError(t, err)
+
+	for _, kv := range [][]attribute.KeyValue{
+		{metrics.KeyOutcome.String("accepted")},
+		{metrics.KeyOutcome.String("error")},
+		{metrics.KeyOutcome.String("refused"), metrics.KeyReason.String("terminal")},
+		{metrics.KeyOutcome.String("refused"), metrics.KeyReason.String("superseded")},
+		{metrics.KeyOutcome.String("refused"), metrics.KeyReason.String("not_found")},
+		{metrics.KeyOutcome.String("refused"), metrics.KeyReason.String("unknown")},
+	} {
+		require.True(t, r.Has(t, metrics.Completions, kv...), "%v", kv)
+		require.Zero(t, r.Count(t, metrics.Completions, kv...))
+	}
+	require.True(t, r.Has(t, metrics.StartRefusals, metrics.KeySource.String("marker")))
+	require.True(t, r.Has(t, metrics.StartLookupErrors, metrics.KeyLookup.String("database"), metrics.KeyPolicy.String("fail-open")))
 }

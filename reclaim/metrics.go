@@ -26,7 +26,7 @@ type sweepMetrics struct {
 func newSweepMetrics(mp metric.MeterProvider) *sweepMetrics {
 	m := metrics.Meter(mp, "reclaim")
 	decision := func(d string) []metric.AddOption { return metrics.Add(metrics.KeyDecision.String(d)) }
-	return &sweepMetrics{
+	sm := &sweepMetrics{
 		decisions: metrics.Counter(m, metrics.ReclaimDecisions, "{job}",
 			"The reclaimer's decision for each scanned job, one value per Report counter."),
 		markerErrors: metrics.Counter(m, metrics.ReclaimMarkerErrors, "{job}",
@@ -49,6 +49,11 @@ func newSweepMetrics(mp metric.MeterProvider) *sweepMetrics {
 		ok:          metrics.Record(metrics.KeyResult.String("ok")),
 		failed:      metrics.Record(metrics.KeyResult.String("error")),
 	}
+	metrics.Zero(sm.decisions, sm.noStartTime, sm.sourceError, sm.unknownType, sm.withinLimit, sm.stale,
+		sm.notActive, sm.progressing, sm.reclaimed, sm.lostRace, sm.locked, sm.ruleError)
+	metrics.Zero(sm.markerErrors, nil)
+	metrics.Zero(sm.noticeErrors, nil)
+	return sm
 }
 
 // swept records one sweep: its duration and every count of its report. A

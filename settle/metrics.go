@@ -48,6 +48,10 @@ func newSettleMetrics(mp metric.MeterProvider) *settleMetrics {
 			met.byResult[[2]string{r, why}] = metrics.Add(metrics.KeyResult.String(r), metrics.KeyReason.String(why))
 		}
 	}
+	metrics.Zero(met.finalizes, met.settled, met.pending, met.notCompleted)
+	for _, opts := range met.byResult {
+		metrics.Zero(met.records, opts)
+	}
 	return met
 }
 

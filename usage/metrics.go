@@ -17,13 +17,15 @@ type ledgerMetrics struct {
 
 func newLedgerMetrics(mp metric.MeterProvider) *ledgerMetrics {
 	result := func(r string) []metric.AddOption { return metrics.Add(metrics.KeyResult.String(r)) }
-	return &ledgerMetrics{
+	m := &ledgerMetrics{
 		accruals: metrics.Counter(metrics.Meter(mp, "usage"), metrics.UsageAccruals, "{accrual}",
 			"Accrual attempts, by result: accrued, duplicate (billed before; nothing done) or not_confirmed (refused)."),
 		accrued:      result("accrued"),
 		duplicate:    result("duplicate"),
 		notConfirmed: result("not_confirmed"),
 	}
+	metrics.Zero(m.accruals, m.accrued, m.duplicate, m.notConfirmed)
+	return m
 }
 
 func (m *ledgerMetrics) count(ctx context.Context, opts []metric.AddOption) {

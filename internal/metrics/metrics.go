@@ -9,6 +9,7 @@
 package metrics
 
 import (
+	"context"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -113,6 +114,19 @@ func Histogram(m metric.Meter, name, desc string) metric.Float64Histogram {
 // and pass them with opts...: the call then allocates nothing.
 func Add(kv ...attribute.KeyValue) []metric.AddOption {
 	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
+}
+
+// Zero records 0 on c for every attribute set of sets, when the
+// instruments are built. A series then exists from the process's start, so
+// that rate() and increase() in Prometheus see its first event: a series
+// that appears at 1 hides that step, and a rare event (a process's first
+// late completion) would fire no alert.
+func Zero(c metric.Int64Counter, sets ...[]metric.AddOption) {
+	// No caller's context exists yet; the value carries no baggage.
+	ctx := context.Background()
+	for _, set := range sets {
+		c.Add(ctx, 0, set...)
+	}
 }
 
 // Record is Add for histograms.

@@ -48,7 +48,8 @@ func (r *Reader) collect(t testing.TB, name string) []metricdata.Metrics {
 
 // Counts returns the int64 counter name's totals keyed by the value of
 // attribute key ("" for points without it). Points with further attributes
-// are summed into their key's value.
+// are summed into their key's value. A total of 0 (a series that exists
+// from the start but never moved) is left out.
 func (r *Reader) Counts(t testing.TB, name string, key attribute.Key) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
@@ -63,6 +64,12 @@ func (r *Reader) Counts(t testing.TB, name string, key attribute.Key) map[string
 		for _, dp := range sum.DataPoints {
 			v, _ := dp.Attributes.Value(key)
 			out[v.AsString()] += dp.Value
+		}
+	}
+	// Every counter starts its known series at 0; a count is what moved.
+	for k, n := range out {
+		if n == 0 {
+			delete(out, k)
 		}
 	}
 	return out
@@ -86,6 +93,25 @@ func (r *Reader) Count(t testing.TB, name string, kv ...attribute.KeyValue) int6
 		}
 	}
 	return n
+}
+
+// Has reports whether the int64 counter name has a point with exactly the
+// attributes kv, whatever its value: a series that exists.
+func (r *Reader) Has(t testing.TB, name string, kv ...attribute.KeyValue) bool {
+	t.Helper()
+	want := attribute.NewSet(kv...)
+	for _, m := range r.collect(t, name) {
+		sum, ok := m.Data.(metricdata.Sum[int64])
+		if !ok {
+			t.Fatalf("metricstest: %s is a %T, not an int64 sum", name, m.Data)
+		}
+		for _, dp := range sum.DataPoints {
+			if dp.Attributes.Equals(&want) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Histogram returns how many values the float64 histogram name recorded

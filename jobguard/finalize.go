@@ -152,8 +152,15 @@ func (g *Guard) Finalize(ctx context.Context, db DB, exec Execution, spec Finali
 		fin.rejected = !completed && errors.Is(err, ErrJobTerminal)
 		return fin, err
 	}
-	fin.completed = true
+	err = fin.confirm(ctx, spec, "finalize")
+	return fin, err
+}
 
+// confirm records that fin's completion committed, runs spec's updates,
+// and confirms fin once every one of them succeeded. op names the call in
+// the error.
+func (fin *Finalized) confirm(ctx context.Context, spec FinalizeSpec, op string) error {
+	fin.completed = true
 	errs := runUpdates(ctx, spec.Updates, spec.UpdateTimeout)
 	for _, e := range errs {
 		var ue *UpdateError
@@ -162,10 +169,10 @@ func (g *Guard) Finalize(ctx context.Context, db DB, exec Execution, spec Finali
 		}
 	}
 	if len(errs) > 0 {
-		return fin, fmt.Errorf("jobguard: finalize: completed but not confirmed: %w", errors.Join(errs...))
+		return fmt.Errorf("jobguard: %s: completed but not confirmed: %w", op, errors.Join(errs...))
 	}
 	fin.confirmed = true
-	return fin, nil
+	return nil
 }
 
 // runUpdates runs every update in its own goroutine and waits for all of

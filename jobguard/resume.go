@@ -53,20 +53,8 @@ func (g *Guard) Resume(ctx context.Context, db DB, exec Execution, spec Finalize
 		fin.rejected = errors.Is(err, ErrJobTerminal)
 		return fin, err
 	}
-	fin.completed = true
-
-	errs := runUpdates(ctx, spec.Updates, spec.UpdateTimeout)
-	for _, e := range errs {
-		var ue *UpdateError
-		if errors.As(e, &ue) {
-			fin.failed = append(fin.failed, ue.Name)
-		}
-	}
-	if len(errs) > 0 {
-		return fin, fmt.Errorf("jobguard: resume: completed but not confirmed: %w", errors.Join(errs...))
-	}
-	fin.confirmed = true
-	return fin, nil
+	err := fin.confirm(ctx, spec, "resume")
+	return fin, err
 }
 
 // completedBy returns nil when the job's committed row is COMPLETED at

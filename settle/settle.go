@@ -188,74 +188,16 @@ type statements struct {
 // New validates cfg, checks that the records table exists and builds every
 // statement once.
 func New(ctx context.Context, cfg Config) (*Settler, error) {
-	switch {
-	case cfg.Guard == nil:
-		return nil, errors.New("settle: new: Guard is nil")
-	case cfg.DB == nil:
-		return nil, errors.New("settle: new: DB is nil")
-	case cfg.Grace < 0:
-		return nil, fmt.Errorf("settle: new: Grace %v is negative", cfg.Grace)
-	case cfg.UpdateTimeout < 0:
-		return nil, fmt.Errorf("settle: new: UpdateTimeout %v is negative", cfg.UpdateTimeout)
-	case cfg.MaxAttempts < 0:
-		return nil, fmt.Errorf("settle: new: MaxAttempts %d is negative", cfg.MaxAttempts)
-	case cfg.BackoffMin < 0:
-		return nil, fmt.Errorf("settle: new: BackoffMin %v is negative", cfg.BackoffMin)
-	case cfg.BackoffMax < 0:
-		return nil, fmt.Errorf("settle: new: BackoffMax %v is negative", cfg.BackoffMax)
-	case cfg.Interval < 0:
-		return nil, fmt.Errorf("settle: new: Interval %v is negative", cfg.Interval)
-	case cfg.MaxPerSweep < 0:
-		return nil, fmt.Errorf("settle: new: MaxPerSweep %d is negative", cfg.MaxPerSweep)
-	case cfg.Concurrency < 0:
-		return nil, fmt.Errorf("settle: new: Concurrency %d is negative", cfg.Concurrency)
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("settle: new: %w", err)
 	}
-	for name, h := range cfg.Handlers {
-		if name == "" || h == nil {
-			return nil, fmt.Errorf("settle: new: Handlers[%q]: name is empty or handler is nil", name)
-		}
-	}
-	for meter, inc := range cfg.Increments {
-		if meter == "" || inc == nil {
-			return nil, fmt.Errorf("settle: new: Increments[%q]: meter is empty or increment is nil", meter)
-		}
-	}
-	if cfg.Table == "" {
-		cfg.Table = TableDefault
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("settle: new: %w", err)
 	}
 	tbl, err := ident.QuoteTable(cfg.Schema, cfg.Table)
 	if err != nil {
 		return nil, fmt.Errorf("settle: new: %w", err)
-	}
-	if cfg.Ledger == nil {
-		if cfg.Ledger, err = usage.NewLedger(usage.Config{}); err != nil {
-			return nil, fmt.Errorf("settle: new: Ledger: %w", err)
-		}
-	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&cfg.Grace, GraceDefault)
-	def(&cfg.UpdateTimeout, UpdateTimeoutDefault)
-	def(&cfg.BackoffMin, BackoffMinDefault)
-	def(&cfg.BackoffMax, BackoffMaxDefault)
-	def(&cfg.Interval, IntervalDefault)
-	if cfg.BackoffMax < cfg.BackoffMin {
-		return nil, fmt.Errorf("settle: new: BackoffMax %v is below BackoffMin %v", cfg.BackoffMax, cfg.BackoffMin)
-	}
-	if cfg.MaxAttempts == 0 {
-		cfg.MaxAttempts = MaxAttemptsDefault
-	}
-	if cfg.MaxPerSweep == 0 {
-		cfg.MaxPerSweep = MaxPerSweepDefault
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = ConcurrencyDefault
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
 	}
 	var exists bool
 	if err := cfg.DB.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, tbl).Scan(&exists); err != nil {
@@ -271,6 +213,86 @@ func New(ctx context.Context, cfg Config) (*Settler, error) {
 		sql: buildStatements(tbl),
 		met: newSettleMetrics(cfg.MeterProvider),
 	}, nil
+}
+
+// validate checks what New cannot default, naming the field.
+func (cfg Config) validate() error {
+	switch {
+	case cfg.Guard == nil:
+		return errors.New("Guard is nil")
+	case cfg.DB == nil:
+		return errors.New("DB is nil")
+	}
+	for _, d := range []struct {
+		field string
+		value time.Duration
+	}{
+		{"Grace", cfg.Grace}, {"UpdateTimeout", cfg.UpdateTimeout}, {"BackoffMin", cfg.BackoffMin},
+		{"BackoffMax", cfg.BackoffMax}, {"Interval", cfg.Interval},
+	} {
+		if d.value < 0 {
+			return fmt.Errorf("%s %v is negative", d.field, d.value)
+		}
+	}
+	for _, n := range []struct {
+		field string
+		value int
+	}{{"MaxAttempts", cfg.MaxAttempts}, {"MaxPerSweep", cfg.MaxPerSweep}, {"Concurrency", cfg.Concurrency}} {
+		if n.value < 0 {
+			return fmt.Errorf("%s %d is negative", n.field, n.value)
+		}
+	}
+	for name, h := range cfg.Handlers {
+		if name == "" || h == nil {
+			return fmt.Errorf("Handlers[%q]: name is empty or handler is nil", name)
+		}
+	}
+	for meter, inc := range cfg.Increments {
+		if meter == "" || inc == nil {
+			return fmt.Errorf("Increments[%q]: meter is empty or increment is nil", meter)
+		}
+	}
+	return nil
+}
+
+// withDefaults fills in every field left at its zero value, and checks
+// what only the defaults settle (the backoff's bounds).
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Table == "" {
+		cfg.Table = TableDefault
+	}
+	if cfg.Ledger == nil {
+		ledger, err := usage.NewLedger(usage.Config{})
+		if err != nil {
+			return cfg, fmt.Errorf("Ledger: %w", err)
+		}
+		cfg.Ledger = ledger
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&cfg.Grace, GraceDefault)
+	def(&cfg.UpdateTimeout, UpdateTimeoutDefault)
+	def(&cfg.BackoffMin, BackoffMinDefault)
+	def(&cfg.BackoffMax, BackoffMaxDefault)
+	def(&cfg.Interval, IntervalDefault)
+	if cfg.BackoffMax < cfg.BackoffMin {
+		return cfg, fmt.Errorf("BackoffMax %v is below BackoffMin %v", cfg.BackoffMax, cfg.BackoffMin)
+	}
+	defInt := func(n *int, v int) {
+		if *n == 0 {
+			*n = v
+		}
+	}
+	defInt(&cfg.MaxAttempts, MaxAttemptsDefault)
+	defInt(&cfg.MaxPerSweep, MaxPerSweepDefault)
+	defInt(&cfg.Concurrency, ConcurrencyDefault)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg, nil
 }
 
 func buildStatements(tbl string) statements {

@@ -200,7 +200,7 @@ func (cfg Config) withDefaults() Config {
 }
 
 // inspect checks that the artifacts table art exists with every column of
-// Migrations, and returns the type of the jobs table's id column as the
+// MigrationFiles, and returns the type of the jobs table's id column as the
 // catalog prints it: job ids are stored as text and cast to it, so the
 // sweep's join uses the jobs table's primary key.
 func inspect(ctx context.Context, cfg Config, art string) (idType string, err error) {
@@ -218,7 +218,7 @@ func inspect(ctx context.Context, cfg Config, art string) (idType string, err er
 		return "", err
 	}
 	if !recheck {
-		return "", fmt.Errorf("Table: %s has no column recheck_at (apply every file of Migrations)", art)
+		return "", fmt.Errorf("Table: %s has no column recheck_at (apply every file of MigrationFiles)", art)
 	}
 	jt := cfg.Guard.Table()
 	err = cfg.DB.QueryRow(ctx, `SELECT format_type(atttypid, NULL) FROM pg_attribute`+

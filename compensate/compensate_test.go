@@ -195,7 +195,7 @@ func TestCompensate_ConcurrentSweepsCompensateEachArtifactOnce(t *testing.T) {
 	}
 
 	// Two processes' sweepers, each on its own pool, three passes each.
-	sweepers := []*compensate.Artifacts{b.arts, b.newArtifacts(t, b.env.Connect(testenv.Options{}))}
+	sweepers := []*compensate.Artifacts{b.arts, b.newArtifacts(t, b.env.Connect(testenv.Config{}))}
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -341,7 +341,7 @@ func TestNew_ValidatesConfig(t *testing.T) {
 	b := setup(t)
 	unfenced := fixture.Create(t, b.env, fixture.NoGeneration)
 	// A table made by the first migration file alone.
-	first, err := fs.ReadFile(compensate.Migrations, "0001_job_artifacts.sql")
+	first, err := fs.ReadFile(compensate.MigrationFiles, "0001_job_artifacts.sql")
 	require.NoError(t, err)
 	b.env.Exec(strings.ReplaceAll(string(first), "job_artifacts", "first_artifacts"))
 	fns := map[string]compensate.Func{"file": b.files.compensate}

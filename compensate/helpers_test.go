@@ -73,7 +73,7 @@ func setup(t *testing.T, v ...fixture.Variant) *bundle {
 	if len(v) > 0 {
 		variant = v[0]
 	}
-	env := testenv.New(t, testenv.Options{MaxConns: 16})
+	env := testenv.New(t, testenv.Config{MaxConns: 16})
 	jobs := fixture.Create(t, env, variant)
 	env.Exec(compensate.Migration)
 	env.Exec(`CREATE TABLE assets (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, job_id text, generation bigint)`)

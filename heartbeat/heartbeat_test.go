@@ -21,7 +21,7 @@ const interval = heartbeat.IntervalDefault
 
 func TestBeat_ConcurrentBeatsOfOneJobWriteOnce(t *testing.T) {
 	t.Parallel()
-	env := testenv.New(t, testenv.Options{MaxConns: 16})
+	env := testenv.New(t, testenv.Config{MaxConns: 16})
 	b := setupIn(t, env, fixture.Default)
 	// The real clock: the calls really are concurrent in time.
 	hb := heartbeat.New(b.jobs.Guard, heartbeat.Config{})

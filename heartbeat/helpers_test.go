@@ -33,7 +33,7 @@ type bundle struct {
 	clock *clock
 }
 
-func setup(t testing.TB, v fixture.Variant, opts ...testenv.Options) *bundle {
+func setup(t testing.TB, v fixture.Variant, opts ...testenv.Config) *bundle {
 	t.Helper()
 	env := testenv.New(t, opts...)
 	return setupIn(t, env, v)
@@ -91,7 +91,7 @@ func (b *bundle) progress(t testing.TB, id string) int {
 // closedPool is a real pool that has been closed: every write through it
 // fails at once without reaching the server.
 func closedPool(env *testenv.Env) jobguard.DB {
-	p := env.Connect(testenv.Options{})
+	p := env.Connect(testenv.Config{})
 	p.Close()
 	return p
 }

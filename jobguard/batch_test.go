@@ -252,7 +252,7 @@ func TestOverdue_ReadsOnlyJobsOverTheirTypesLimit(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/simple=%v", v.Name, simple), func(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()
-				env := testenv.New(t, testenv.Options{SimpleProtocol: simple})
+				env := testenv.New(t, testenv.Config{SimpleProtocol: simple})
 				jobs := fixture.Create(t, env, v)
 				st := jobs.Table.Statuses
 				over := jobs.Insert(t, fixture.Job{Generation: 3, ParentID: "p", UpdatedAgo: 2 * time.Hour})

@@ -24,7 +24,7 @@ func TestCompleteIfActive_RaceAgainstFailHasExactlyOneWinner(t *testing.T) {
 
 	// Hold one connection per racer so that every racer really is a separate
 	// database session.
-	racers := env.Connect(testenv.Options{MaxConns: completers + failers})
+	racers := env.Connect(testenv.Config{MaxConns: completers + failers})
 	conns := make([]jobguard.DB, completers+failers)
 	for i := range conns {
 		c, err := racers.Acquire(ctx)

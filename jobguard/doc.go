@@ -59,7 +59,7 @@
 // # Using it
 //
 //	guard, err := jobguard.New(ctx, pool, jobguard.DefaultTable())
-//	starts, err := jobguard.NewStartGuard(guard, rdb, jobguard.StartGuardOptions{})
+//	starts, err := jobguard.NewStartGuard(guard, rdb, jobguard.StartGuardConfig{})
 //
 //	exec, err := starts.Start(ctx, pool, jobID) // refuses reclaimed jobs
 //	if jobguard.IsPermanent(err) { /* tell the queue not to retry */ }
@@ -119,9 +119,9 @@
 // # Metrics
 //
 // Every guard decision can be counted through the OpenTelemetry metric API.
-// NewWithOptions with GuardOptions.MeterProvider counts completions
+// NewWithConfig with GuardConfig.MeterProvider counts completions
 // (jobguard.completions, by outcome and refusal reason);
-// StartGuardOptions.MeterProvider counts starts refused as reclaimed
+// StartGuardConfig.MeterProvider counts starts refused as reclaimed
 // (jobguard.start.refusals, by source) and failed lookups
 // (jobguard.start.lookup_errors, by lookup and policy). The heartbeat,
 // reclaim, usage and compensate packages take a MeterProvider in their

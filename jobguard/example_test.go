@@ -28,7 +28,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	starts, err := jobguard.NewStartGuard(guard, env.Redis, jobguard.StartGuardOptions{
+	starts, err := jobguard.NewStartGuard(guard, env.Redis, jobguard.StartGuardConfig{
 		Markers: jobguard.MarkerConfig{Prefix: env.Prefix},
 	})
 	if err != nil {

@@ -34,7 +34,7 @@ func TestFaults_RedisDown_FailOpenStartsWithWarningAndDatabaseReasonStillRefuses
 	jobs := fixture.Create(t, testenv.New(t), fixture.Default)
 	srv, rdb := privateRedis(t)
 	var logs testenv.Logs
-	starts, err := jobguard.NewStartGuard(jobs.Guard, rdb, jobguard.StartGuardOptions{
+	starts, err := jobguard.NewStartGuard(jobs.Guard, rdb, jobguard.StartGuardConfig{
 		Markers: jobguard.MarkerConfig{Prefix: jobs.Env.Prefix}, Logger: logs.Logger(),
 	})
 	require.NoError(t, err)
@@ -62,7 +62,7 @@ func TestFaults_RedisDown_FailClosedRefusesRetryablyAndStartsOnceRedisReturns(t 
 	ctx := context.Background()
 	jobs := fixture.Create(t, testenv.New(t), fixture.Default)
 	srv, rdb := privateRedis(t)
-	starts, err := jobguard.NewStartGuard(jobs.Guard, rdb, jobguard.StartGuardOptions{
+	starts, err := jobguard.NewStartGuard(jobs.Guard, rdb, jobguard.StartGuardConfig{
 		Markers: jobguard.MarkerConfig{Prefix: jobs.Env.Prefix}, OnLookupError: jobguard.FailClosed,
 	})
 	require.NoError(t, err)
@@ -86,7 +86,7 @@ func TestFaults_RedisRestart_KeepsMarkers(t *testing.T) {
 	ctx := context.Background()
 	jobs := fixture.Create(t, testenv.New(t), fixture.Default)
 	srv, rdb := privateRedis(t)
-	starts, err := jobguard.NewStartGuard(jobs.Guard, rdb, jobguard.StartGuardOptions{
+	starts, err := jobguard.NewStartGuard(jobs.Guard, rdb, jobguard.StartGuardConfig{
 		Markers: jobguard.MarkerConfig{Prefix: jobs.Env.Prefix}, OnLookupError: jobguard.FailClosed,
 	})
 	require.NoError(t, err)
@@ -113,13 +113,13 @@ func TestFaults_ConnectionTerminatedBetweenCompletionAndChapterRows(t *testing.T
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	env.Exec(`CREATE TABLE chapters (job_id uuid NOT NULL, generation bigint NOT NULL, title text NOT NULL)`)
-	starts, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardOptions{Markers: jobguard.MarkerConfig{Prefix: env.Prefix}})
+	starts, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{Markers: jobguard.MarkerConfig{Prefix: env.Prefix}})
 	require.NoError(t, err)
 	id := jobs.Insert(t, fixture.Job{Status: "QUEUED"})
 	exec, err := starts.Start(ctx, env.Pool, id)
 	require.NoError(t, err)
 
-	worker := env.Connect(testenv.Options{MaxConns: 1})
+	worker := env.Connect(testenv.Config{MaxConns: 1})
 	ran := false
 	err = jobs.Guard.CompleteTx(ctx, worker, exec, func(tx pgx.Tx) error {
 		ran = true
@@ -177,11 +177,11 @@ func TestFaults_GarbageMarker_IsAClearErrorNeverAGuess(t *testing.T) {
 			env := testenv.New(t)
 			jobs := fixture.Create(t, env, fixture.Default)
 			var logs testenv.Logs
-			open, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardOptions{
+			open, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{
 				Markers: jobguard.MarkerConfig{Prefix: env.Prefix}, Logger: logs.Logger(),
 			})
 			require.NoError(t, err)
-			closed, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardOptions{
+			closed, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{
 				Markers: jobguard.MarkerConfig{Prefix: env.Prefix}, OnLookupError: jobguard.FailClosed,
 			})
 			require.NoError(t, err)

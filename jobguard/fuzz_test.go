@@ -39,7 +39,7 @@ func FuzzNew_TableIdentifiers(f *testing.F) {
 	} {
 		f.Add(s[0], s[1], s[2])
 	}
-	env := testenv.New(f, testenv.Options{MaxConns: 2})
+	env := testenv.New(f, testenv.Config{MaxConns: 2})
 	f.Fuzz(func(t *testing.T, name, status, updated string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

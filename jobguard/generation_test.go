@@ -11,7 +11,7 @@ import (
 	"github.com/jobguard/jobguard/jobguard"
 )
 
-func newStartGuard(t *testing.T, jobs *fixture.Jobs, opts jobguard.StartGuardOptions) *jobguard.StartGuard {
+func newStartGuard(t *testing.T, jobs *fixture.Jobs, opts jobguard.StartGuardConfig) *jobguard.StartGuard {
 	t.Helper()
 	if opts.Markers.Prefix == "" {
 		opts.Markers.Prefix = jobs.Env.Prefix
@@ -29,7 +29,7 @@ func TestGeneration_RestartFencesOutOldExecution(t *testing.T) {
 		}
 		ctx := context.Background()
 		db := jobs.Env.Pool
-		sg := newStartGuard(t, jobs, jobguard.StartGuardOptions{})
+		sg := newStartGuard(t, jobs, jobguard.StartGuardConfig{})
 		id := jobs.Insert(t, fixture.Job{Status: jobs.Table.Statuses.Queued})
 
 		old, err := sg.Start(ctx, db, id)
@@ -67,7 +67,7 @@ func TestGeneration_StatusOnlyModeIsWeaker(t *testing.T) {
 	jobs := fixture.Create(t, env, fixture.NoGeneration)
 	ctx := context.Background()
 	require.False(t, jobs.Guard.Fenced())
-	sg := newStartGuard(t, jobs, jobguard.StartGuardOptions{})
+	sg := newStartGuard(t, jobs, jobguard.StartGuardConfig{})
 	id := jobs.Insert(t, fixture.Job{Status: "QUEUED"})
 	old, err := sg.Start(ctx, env.Pool, id)
 	require.NoError(t, err)
@@ -83,7 +83,7 @@ func TestStart_NeverRevivesFailedJob(t *testing.T) {
 	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		st := jobs.Table.Statuses
-		sg := newStartGuard(t, jobs, jobguard.StartGuardOptions{})
+		sg := newStartGuard(t, jobs, jobguard.StartGuardConfig{})
 		for _, status := range []string{st.Failed, st.Completed} {
 			id := jobs.Insert(t, fixture.Job{Status: status, Reason: "encoder crashed", Generation: 2})
 			before := jobs.Read(t, id)
@@ -122,7 +122,7 @@ func TestRetry_MakesReclaimedJobStartableDespiteOldMarker(t *testing.T) {
 		ctx := context.Background()
 		db := jobs.Env.Pool
 		st := jobs.Table.Statuses
-		sg := newStartGuard(t, jobs, jobguard.StartGuardOptions{})
+		sg := newStartGuard(t, jobs, jobguard.StartGuardConfig{})
 		id := jobs.Insert(t, fixture.Job{Status: st.Queued})
 		exec, err := sg.Start(ctx, db, id)
 		require.NoError(t, err)

@@ -9,8 +9,8 @@ import (
 	"github.com/jobguard/jobguard/internal/metrics"
 )
 
-// GuardOptions configures what NewWithOptions adds to a Guard.
-type GuardOptions struct {
+// GuardConfig configures what NewWithConfig adds to a Guard.
+type GuardConfig struct {
 	// MeterProvider receives the guard's metrics: jobguard.completions,
 	// counted by outcome (accepted, refused, error) and, for refusals, reason
 	// (terminal, superseded, not_found, unknown). Defaults to nil: no
@@ -18,10 +18,10 @@ type GuardOptions struct {
 	MeterProvider metric.MeterProvider
 }
 
-// NewWithOptions is New with options: it validates and builds the guard
-// exactly like New, then instruments it. New is NewWithOptions with the
-// zero GuardOptions.
-func NewWithOptions(ctx context.Context, db DB, table Table, opts GuardOptions) (*Guard, error) {
+// NewWithConfig is New with options: it validates and builds the guard
+// exactly like New, then instruments it. New is NewWithConfig with the
+// zero GuardConfig.
+func NewWithConfig(ctx context.Context, db DB, table Table, opts GuardConfig) (*Guard, error) {
 	g, err := New(ctx, db, table)
 	if err != nil {
 		return nil, err

@@ -13,7 +13,7 @@ import (
 
 // Any OpenTelemetry meter provider receives the guard's metrics; here an
 // in-memory reader stands in for an exporter (Prometheus, OTLP).
-func ExampleNewWithOptions() {
+func ExampleNewWithConfig() {
 	tb, done := testenv.ExampleTB()
 	defer done()
 	env := testenv.New(tb)
@@ -26,8 +26,8 @@ func ExampleNewWithOptions() {
 	reader := sdkmetric.NewManualReader()
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer func() { _ = provider.Shutdown(ctx) }()
-	guard, err := jobguard.NewWithOptions(ctx, pool, jobguard.DefaultTable(),
-		jobguard.GuardOptions{MeterProvider: provider})
+	guard, err := jobguard.NewWithConfig(ctx, pool, jobguard.DefaultTable(),
+		jobguard.GuardConfig{MeterProvider: provider})
 	if err != nil {
 		panic(err)
 	}

@@ -19,8 +19,8 @@ import (
 // instrumented returns a guard over jobs' table whose metrics r reads.
 func instrumented(t *testing.T, jobs *fixture.Jobs, r *metricstest.Reader) *jobguard.Guard {
 	t.Helper()
-	g, err := jobguard.NewWithOptions(context.Background(), jobs.Env.Pool, jobs.Table,
-		jobguard.GuardOptions{MeterProvider: r.Provider})
+	g, err := jobguard.NewWithConfig(context.Background(), jobs.Env.Pool, jobs.Table,
+		jobguard.GuardConfig{MeterProvider: r.Provider})
 	require.NoError(t, err)
 	return g
 }
@@ -33,7 +33,7 @@ func TestMetrics_CompletionsCountedByOutcomeAndReason(t *testing.T) {
 	db := env.Pool
 	r := metricstest.New(t)
 	g := instrumented(t, jobs, r)
-	sg, err := jobguard.NewStartGuard(g, env.Redis, jobguard.StartGuardOptions{Markers: jobguard.MarkerConfig{Prefix: env.Prefix}})
+	sg, err := jobguard.NewStartGuard(g, env.Redis, jobguard.StartGuardConfig{Markers: jobguard.MarkerConfig{Prefix: env.Prefix}})
 	require.NoError(t, err)
 
 	// A: completed once, then a late second completion is refused.
@@ -60,7 +60,7 @@ func TestMetrics_CompletionsCountedByOutcomeAndReason(t *testing.T) {
 
 	// A job that does not exist, and a database that is gone.
 	require.ErrorIs(t, g.CompleteIfActive(ctx, db, jobguard.Execution{JobID: "7b0d4c6e-0000-4000-8000-000000000000", Generation: 1}), jobguard.ErrJobTerminal)
-	closed := env.Connect(testenv.Options{})
+	closed := env.Connect(testenv.Config{})
 	closed.Close()
 	err = g.CompleteIfActive(ctx, closed, b2)
 	require.Error(t, err)
@@ -85,7 +85,7 @@ func TestMetrics_StartRefusalsCountedBySource(t *testing.T) {
 	ctx := context.Background()
 	db := env.Pool
 	r := metricstest.New(t)
-	sg, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardOptions{
+	sg, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{
 		Markers: jobguard.MarkerConfig{Prefix: env.Prefix}, MeterProvider: r.Provider})
 	require.NoError(t, err)
 
@@ -120,10 +120,10 @@ func TestMetrics_LookupErrorsCountedByPolicy(t *testing.T) {
 	jobs := fixture.Create(t, env, fixture.Default)
 	ctx := context.Background()
 	r := metricstest.New(t)
-	open, err := jobguard.NewStartGuard(jobs.Guard, deadRedis(t), jobguard.StartGuardOptions{
+	open, err := jobguard.NewStartGuard(jobs.Guard, deadRedis(t), jobguard.StartGuardConfig{
 		Logger: slog.New(slog.DiscardHandler), MeterProvider: r.Provider})
 	require.NoError(t, err)
-	closed, err := jobguard.NewStartGuard(jobs.Guard, deadRedis(t), jobguard.StartGuardOptions{
+	closed, err := jobguard.NewStartGuard(jobs.Guard, deadRedis(t), jobguard.StartGuardConfig{
 		OnLookupError: jobguard.FailClosed, MeterProvider: r.Provider})
 	require.NoError(t, err)
 	id := jobs.Insert(t, fixture.Job{Status: "QUEUED"})
@@ -147,7 +147,7 @@ func TestMetrics_GuardWithoutProviderRecordsNothing(t *testing.T) {
 	jobs := fixture.Create(t, env, fixture.Default)
 	ctx := context.Background()
 	r := metricstest.New(t)
-	withNil, err := jobguard.NewWithOptions(ctx, env.Pool, jobs.Table, jobguard.GuardOptions{})
+	withNil, err := jobguard.NewWithConfig(ctx, env.Pool, jobs.Table, jobguard.GuardConfig{})
 	require.NoError(t, err)
 	counted := instrumented(t, jobs, r)
 
@@ -164,8 +164,8 @@ func TestNewWithOptions_ValidatesLikeNew(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	r := metricstest.New(t)
-	_, err := jobguard.NewWithOptions(context.Background(), env.Pool, jobguard.DefaultTable(),
-		jobguard.GuardOptions{MeterProvider: r.Provider})
+	_, err := jobguard.NewWithConfig(context.Background(), env.Pool, jobguard.DefaultTable(),
+		jobguard.GuardConfig{MeterProvider: r.Provider})
 	require.ErrorContains(t, err, "jobguard: new:")
 }
 
@@ -179,7 +179,7 @@ func TestMetrics_EverySeriesStartsAtZero(t *testing.T) {
 	jobs := fixture.Create(t, env, fixture.Default)
 	r := metricstest.New(t)
 	instrumented(t, jobs, r)
-	_, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardOptions{MeterProvider: r.Provider})
+	_, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{MeterProvider: r.Provider})
 	require.NoError(t, err)
 
 	for _, kv := range [][]attribute.KeyValue{

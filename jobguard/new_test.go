@@ -84,13 +84,13 @@ func TestNewStartGuard_RejectsBadOptions(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
-	_, err := jobguard.NewStartGuard(nil, env.Redis, jobguard.StartGuardOptions{})
+	_, err := jobguard.NewStartGuard(nil, env.Redis, jobguard.StartGuardConfig{})
 	require.ErrorContains(t, err, "guard is nil")
-	_, err = jobguard.NewStartGuard(jobs.Guard, nil, jobguard.StartGuardOptions{})
+	_, err = jobguard.NewStartGuard(jobs.Guard, nil, jobguard.StartGuardConfig{})
 	require.ErrorContains(t, err, "redis client is nil")
-	_, err = jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardOptions{OnLookupError: 7})
+	_, err = jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{OnLookupError: 7})
 	require.ErrorContains(t, err, "OnLookupError 7")
-	_, err = jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardOptions{Markers: jobguard.MarkerConfig{Prefix: "a{b}"}})
+	_, err = jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{Markers: jobguard.MarkerConfig{Prefix: "a{b}"}})
 	require.ErrorContains(t, err, "Markers: jobguard: marker store: Prefix")
 }
 
@@ -99,7 +99,7 @@ func TestGuard_ClosedConnectionIsAnErrorNotARefusal(t *testing.T) {
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	id := jobs.Insert(t, fixture.Job{Generation: 1})
-	pool := env.Connect(testenv.Options{})
+	pool := env.Connect(testenv.Config{})
 	pool.Close()
 	err := jobs.Guard.CompleteIfActive(context.Background(), pool, jobguard.Execution{JobID: id, Generation: 1})
 	require.Error(t, err)
@@ -204,7 +204,7 @@ func TestGuard_RefusesIntegerIDOutOfTheColumnsRange(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				env := testenv.New(t, testenv.Options{SimpleProtocol: simple})
+				env := testenv.New(t, testenv.Config{SimpleProtocol: simple})
 				env.Exec(sqlf(`CREATE TABLE "Job" (
 					"id" %s PRIMARY KEY,
 					"status" text NOT NULL DEFAULT 'QUEUED',
@@ -218,7 +218,7 @@ func TestGuard_RefusesIntegerIDOutOfTheColumnsRange(t *testing.T) {
 					UpdatedAtColumn: "updatedAt", FailureReasonColumn: "failureReason",
 					GenerationColumn: "generation", ProgressColumn: "progress"})
 				require.NoError(t, err)
-				starts, err := jobguard.NewStartGuard(guard, env.Redis, jobguard.StartGuardOptions{
+				starts, err := jobguard.NewStartGuard(guard, env.Redis, jobguard.StartGuardConfig{
 					Markers: jobguard.MarkerConfig{Prefix: env.Prefix}})
 				require.NoError(t, err)
 				beats := heartbeat.New(guard, heartbeat.Config{})

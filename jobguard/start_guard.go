@@ -36,8 +36,8 @@ func (p LookupPolicy) String() string {
 	return "fail-open"
 }
 
-// StartGuardOptions configures a StartGuard.
-type StartGuardOptions struct {
+// StartGuardConfig configures a StartGuard.
+type StartGuardConfig struct {
 	// ReclaimedReason is the prefix of the failure reason that marks a job as
 	// reclaimed. It must match what the reclaimer writes. Defaults to
 	// ReclaimedReasonDefault.
@@ -70,7 +70,7 @@ type StartGuard struct {
 
 // NewStartGuard returns a start guard over guard's table and the reclaim
 // markers in rdb.
-func NewStartGuard(guard *Guard, rdb Redis, opts StartGuardOptions) (*StartGuard, error) {
+func NewStartGuard(guard *Guard, rdb Redis, opts StartGuardConfig) (*StartGuard, error) {
 	if guard == nil {
 		return nil, errors.New("jobguard: start guard: guard is nil")
 	}

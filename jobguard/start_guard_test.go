@@ -30,7 +30,7 @@ func TestStartGuard_RefusesOnDatabaseReason(t *testing.T) {
 	t.Parallel()
 	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
-		sg := newStartGuard(t, jobs, jobguard.StartGuardOptions{})
+		sg := newStartGuard(t, jobs, jobguard.StartGuardConfig{})
 		// A late writer flipped the status back but left the reason: no marker
 		// is needed to refuse.
 		id := jobs.Insert(t, fixture.Job{Status: jobs.Table.Statuses.Queued, Reason: jobguard.ReclaimedReasonDefault + " (ran 2h)"})
@@ -53,7 +53,7 @@ func TestStartGuard_RefusesOnMarkerAloneAfterLateWriterOverwroteReason(t *testin
 	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		db := jobs.Env.Pool
-		sg := newStartGuard(t, jobs, jobguard.StartGuardOptions{})
+		sg := newStartGuard(t, jobs, jobguard.StartGuardConfig{})
 		id := jobs.Insert(t, fixture.Job{Status: jobs.Table.Statuses.Queued})
 		exec, err := sg.Start(ctx, db, id)
 		require.NoError(t, err)
@@ -80,7 +80,7 @@ func TestStartGuard_RedisDownFailOpenPassesWithWarning(t *testing.T) {
 	jobs := fixture.Create(t, env, fixture.Default)
 	ctx := context.Background()
 	var logs bytes.Buffer
-	sg, err := jobguard.NewStartGuard(jobs.Guard, deadRedis(t), jobguard.StartGuardOptions{
+	sg, err := jobguard.NewStartGuard(jobs.Guard, deadRedis(t), jobguard.StartGuardConfig{
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
 	})
 	require.NoError(t, err)
@@ -104,7 +104,7 @@ func TestStartGuard_RedisDownFailClosedRefusesRetryably(t *testing.T) {
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	ctx := context.Background()
-	sg, err := jobguard.NewStartGuard(jobs.Guard, deadRedis(t), jobguard.StartGuardOptions{OnLookupError: jobguard.FailClosed})
+	sg, err := jobguard.NewStartGuard(jobs.Guard, deadRedis(t), jobguard.StartGuardConfig{OnLookupError: jobguard.FailClosed})
 	require.NoError(t, err)
 	id := jobs.Insert(t, fixture.Job{Status: "QUEUED"})
 	before := jobs.Read(t, id)
@@ -121,8 +121,8 @@ func TestStartGuard_GarbageMarkerIsALookupFailure(t *testing.T) {
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	ctx := context.Background()
-	open := newStartGuard(t, jobs, jobguard.StartGuardOptions{Logger: slog.New(slog.DiscardHandler)})
-	closed := newStartGuard(t, jobs, jobguard.StartGuardOptions{OnLookupError: jobguard.FailClosed})
+	open := newStartGuard(t, jobs, jobguard.StartGuardConfig{Logger: slog.New(slog.DiscardHandler)})
+	closed := newStartGuard(t, jobs, jobguard.StartGuardConfig{OnLookupError: jobguard.FailClosed})
 	id := jobs.Insert(t, fixture.Job{Status: "QUEUED"})
 	require.NoError(t, env.Redis.Set(ctx, open.Markers().Key(id), "{not json", 0).Err())
 
@@ -136,9 +136,9 @@ func TestStartGuard_GarbageMarkerIsALookupFailure(t *testing.T) {
 
 func TestStartGuard_ConcurrentStartsGetDistinctGenerations(t *testing.T) {
 	t.Parallel()
-	env := testenv.New(t, testenv.Options{MaxConns: 8})
+	env := testenv.New(t, testenv.Config{MaxConns: 8})
 	jobs := fixture.Create(t, env, fixture.Default)
-	sg := newStartGuard(t, jobs, jobguard.StartGuardOptions{})
+	sg := newStartGuard(t, jobs, jobguard.StartGuardConfig{})
 	id := jobs.Insert(t, fixture.Job{Status: "QUEUED"})
 	const n = 16
 	gens := make(chan int64, n)
@@ -172,7 +172,7 @@ func TestStartGuard_UpperCaseUUIDFindsTheMarker(t *testing.T) {
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	ctx := context.Background()
-	sg := newStartGuard(t, jobs, jobguard.StartGuardOptions{})
+	sg := newStartGuard(t, jobs, jobguard.StartGuardConfig{})
 	id := jobs.Insert(t, fixture.Job{Status: "QUEUED"})
 
 	exec, err := sg.Start(ctx, env.Pool, strings.ToUpper(id))

@@ -22,7 +22,7 @@ func TestWrites_StampTheTimeOfTheWriteNotOfTheTransaction(t *testing.T) {
 		ctx := context.Background()
 		pool := jobs.Env.Pool
 		g, st := jobs.Guard, jobs.Table.Statuses
-		starts, err := jobguard.NewStartGuard(g, jobs.Env.Redis, jobguard.StartGuardOptions{
+		starts, err := jobguard.NewStartGuard(g, jobs.Env.Redis, jobguard.StartGuardConfig{
 			Markers: jobguard.MarkerConfig{Prefix: jobs.Env.Prefix}})
 		require.NoError(t, err)
 

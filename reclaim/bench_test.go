@@ -45,7 +45,7 @@ type benchTable struct {
 func newBenchTable(b *testing.B, finished, active, stuck int) *benchTable {
 	b.Helper()
 	ctx := context.Background()
-	env := testenv.New(b, testenv.Options{MaxConns: 4})
+	env := testenv.New(b, testenv.Config{MaxConns: 4})
 	jobs := fixture.Create(b, env, fixture.Default)
 	env.Exec(reclaim.Migration)
 	env.Exec(`INSERT INTO job_type_limits VALUES ('chapter', '30 minutes')`)

@@ -104,7 +104,7 @@ func TestFaults_RedisDown_ReclaimsInDatabaseAndReportsMarkerErrors(t *testing.T)
 	require.Equal(t, "FAILED", row.Status)
 	require.Equal(t, jobguard.ReclaimedReasonDefault, row.Reason)
 
-	starts, err := jobguard.NewStartGuard(s.jobs.Guard, rdb, jobguard.StartGuardOptions{
+	starts, err := jobguard.NewStartGuard(s.jobs.Guard, rdb, jobguard.StartGuardConfig{
 		Markers: jobguard.MarkerConfig{Prefix: s.env.Prefix}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(t, err)
@@ -254,7 +254,7 @@ func TestFaults_ReclaimerKilledBetweenUpdateAndMarkers(t *testing.T) {
 	require.Equal(t, jobguard.ReclaimedReasonDefault, row.Reason)
 	require.Equal(t, int64(3), row.Generation)
 	require.Equal(t, "FAILED", s.course(t), "the parent changed with its job")
-	starts, err := jobguard.NewStartGuard(s.jobs.Guard, s.env.Redis, jobguard.StartGuardOptions{
+	starts, err := jobguard.NewStartGuard(s.jobs.Guard, s.env.Redis, jobguard.StartGuardConfig{
 		Markers: jobguard.MarkerConfig{Prefix: s.env.Prefix}, OnLookupError: jobguard.FailClosed,
 	})
 	require.NoError(t, err)

@@ -18,14 +18,14 @@ import (
 const LimitsTableDefault = "job_type_limits"
 
 //go:embed migrations/*.sql
-var migrationFiles embed.FS
+var embedded embed.FS
 
-// Migrations holds the SQL files that create the default limits table
+// MigrationFiles holds the SQL files that create the default limits table
 // (job_type text, max_runtime interval), named in the order they apply.
 // Each can be run more than once, so any migration tool can take them.
 //
-// Migration is the SQL of every file in Migrations, in order, as one string.
-var Migrations, Migration = sqlfile.Load(migrationFiles, "migrations")
+// Migration is the SQL of every file in MigrationFiles, in order, as one string.
+var MigrationFiles, Migration = sqlfile.Load(embedded, "migrations")
 
 // Limits gives the maximum runtime of each job type. Sweep asks for them at
 // the start of every pass, so an operator's change takes effect at the next

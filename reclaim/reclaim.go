@@ -53,7 +53,7 @@ type Config struct {
 	// it may be reclaimed. Defaults to NoProgressDefault (15 minutes).
 	NoProgress time.Duration
 	// Markers says where markers are written. Its Prefix must match the start
-	// guard's StartGuardOptions.Markers.Prefix. Defaults to the MarkerConfig
+	// guard's StartGuardConfig.Markers.Prefix. Defaults to the MarkerConfig
 	// defaults (prefix "jobguard", a TTL of 7 days).
 	Markers jobguard.MarkerConfig
 	// Reason is written as the failure reason. It must start with the start

@@ -266,7 +266,7 @@ func TestSweep_ProgressBetweenReadAndWriteLosesTheRace(t *testing.T) {
 		t.Run(fmt.Sprintf("simple=%v", simple), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			env := testenv.New(t, testenv.Options{SimpleProtocol: simple})
+			env := testenv.New(t, testenv.Config{SimpleProtocol: simple})
 			jobs := fixture.Create(t, env, fixture.Default)
 			courses(t, env, "course-a", "course-b")
 			racer := jobs.Insert(t, fixture.Job{ParentID: "course-a", UpdatedAgo: 2 * time.Hour})
@@ -336,7 +336,7 @@ func TestSweep_ReclaimedJobIsRefusedAtStartUntilRetried(t *testing.T) {
 		require.Equal(t, 1, rep.Reclaimed)
 
 		sg, err := jobguard.NewStartGuard(jobs.Guard, jobs.Env.Redis,
-			jobguard.StartGuardOptions{Markers: jobguard.MarkerConfig{Prefix: jobs.Env.Prefix}})
+			jobguard.StartGuardConfig{Markers: jobguard.MarkerConfig{Prefix: jobs.Env.Prefix}})
 		require.NoError(t, err)
 		m, found, err := sg.Markers().Read(ctx, id)
 		require.NoError(t, err)
@@ -397,7 +397,7 @@ func TestSweep_ConcurrentReclaimersReclaimEachJobOnce(t *testing.T) {
 	}
 	for i := range sweepers {
 		cfg := reclaim.Config{
-			DB:        env.Connect(testenv.Options{}), // a separate pool each, like separate instances
+			DB:        env.Connect(testenv.Config{}), // a separate pool each, like separate instances
 			OnReclaim: map[string]reclaim.ParentRule{"chapter": countFailure},
 		}
 		if i%2 == 1 {

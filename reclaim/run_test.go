@@ -39,7 +39,7 @@ func startRun(t *testing.T, jobs *fixture.Jobs, key int64, name string) *runner 
 func startRunWith(t *testing.T, jobs *fixture.Jobs, name string, cfg reclaim.Config) *runner {
 	t.Helper()
 	if cfg.DB == nil {
-		cfg.DB = jobs.Env.Connect(testenv.Options{MaxConns: 3})
+		cfg.DB = jobs.Env.Connect(testenv.Config{MaxConns: 3})
 	}
 	cfg.Reason = jobguard.ReclaimedReasonDefault + " by " + name
 	r, logs := newReclaimer(t, jobs, cfg)
@@ -129,7 +129,7 @@ func TestRun_LeadsWithAPoolOfOneConnection(t *testing.T) {
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	key := rand.Int64N(1<<62) + 1
-	pool := env.Connect(testenv.Options{MaxConns: 1})
+	pool := env.Connect(testenv.Config{MaxConns: 1})
 
 	startRunWith(t, jobs, "a", reclaim.Config{DB: pool, Interval: 40 * time.Millisecond, LeaderKey: key})
 	require.Equal(t, "a", reclaimedBy(t, jobs), "the lock takes no room in the pool")

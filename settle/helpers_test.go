@@ -162,7 +162,7 @@ func quick(cfg settle.Config) settle.Config {
 	return cfg
 }
 
-func setup(t testing.TB, opts ...testenv.Options) *bundle {
+func setup(t testing.TB, opts ...testenv.Config) *bundle {
 	t.Helper()
 	env := testenv.New(t, opts...)
 	jobs := fixture.Create(t, env, fixture.Default)

@@ -7,15 +7,15 @@ import (
 )
 
 //go:embed migrations/*.sql
-var migrationFiles embed.FS
+var embedded embed.FS
 
-// Migrations holds the SQL files that create the default table of finalize
+// MigrationFiles holds the SQL files that create the default table of finalize
 // records (job_settlements), named in the order they apply. Each file is
 // plain SQL that can be run more than once, so any migration tool can take
 // them as they are. A table under another name needs the same columns,
 // primary key and check: apply every file, replacing the table's name.
 //
-// Migration is the SQL of every file in Migrations, in order, as one string
+// Migration is the SQL of every file in MigrationFiles, in order, as one string
 // for callers that just want to Exec it. The ledger that records are billed
 // into comes from usage.Migration.
-var Migrations, Migration = sqlfile.Load(migrationFiles, "migrations")
+var MigrationFiles, Migration = sqlfile.Load(embedded, "migrations")

@@ -191,7 +191,7 @@ func TestSweep_LateFinalizeRacingTheSweepBillsOnce(t *testing.T) {
 
 func TestSweep_ConcurrentSweepsAndFinalizesBillEachRecordOnce(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testenv.Options{MaxConns: 32})
+	b := setup(t, testenv.Config{MaxConns: 32})
 	ctx := context.Background()
 	const records = 40
 	var execs []jobguard.Execution
@@ -203,7 +203,7 @@ func TestSweep_ConcurrentSweepsAndFinalizesBillEachRecordOnce(t *testing.T) {
 	start := make(chan struct{})
 	var settled, raced atomic.Int64
 	for range 8 {
-		s := b.settler(t, quick(settle.Config{DB: b.env.Connect(testenv.Options{MaxConns: 3}), Concurrency: 2, Logger: discard()}))
+		s := b.settler(t, quick(settle.Config{DB: b.env.Connect(testenv.Config{MaxConns: 3}), Concurrency: 2, Logger: discard()}))
 		wg.Go(func() {
 			<-start
 			for range 20 {
@@ -311,7 +311,7 @@ func TestRun_SweepsUntilItsContextEnds(t *testing.T) {
 func TestSweep_UnreachableDatabaseIsTheSweepsError(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	pool := b.env.Connect(testenv.Options{MaxConns: 2})
+	pool := b.env.Connect(testenv.Config{MaxConns: 2})
 	s := b.settler(t, quick(settle.Config{DB: pool}))
 	pool.Close()
 	rep, err := s.Sweep(context.Background())

@@ -26,7 +26,7 @@ type bundle struct {
 	increments atomic.Int64
 }
 
-func setup(t testing.TB, opts ...testenv.Options) *bundle {
+func setup(t testing.TB, opts ...testenv.Config) *bundle {
 	t.Helper()
 	env := testenv.New(t, opts...)
 	jobs := fixture.Create(t, env, fixture.Default)
@@ -82,7 +82,7 @@ func TestAccrue_ConfirmedFinalizeAccruesOnce(t *testing.T) {
 	for _, simple := range []bool{false, true} {
 		t.Run(fmt.Sprintf("simple-protocol=%v", simple), func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, testenv.Options{SimpleProtocol: simple})
+			b := setup(t, testenv.Config{SimpleProtocol: simple})
 			ctx := context.Background()
 			fin, err := b.finalize(t, "PROCESSING", b.meta("video"), b.meta("asset"), b.meta("content"))
 			require.NoError(t, err)
@@ -110,7 +110,7 @@ func TestAccrue_ConfirmedFinalizeAccruesOnce(t *testing.T) {
 
 func TestAccrue_TwentyConcurrentCallsAccrueOnce(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testenv.Options{MaxConns: 24})
+	b := setup(t, testenv.Config{MaxConns: 24})
 	fin, err := b.finalize(t, "PROCESSING", b.meta("video"))
 	require.NoError(t, err)
 

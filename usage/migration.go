@@ -7,13 +7,13 @@ import (
 )
 
 //go:embed migrations/*.sql
-var migrationFiles embed.FS
+var embedded embed.FS
 
-// Migrations holds the SQL files that create the default ledger table
+// MigrationFiles holds the SQL files that create the default ledger table
 // (usage_ledger), named in the order they apply. Each file is plain SQL that
 // can be run more than once, so any migration tool can take them as they
 // are. A ledger under another name needs the same columns and primary key.
 //
-// Migration is the SQL of every file in Migrations, in order, as one string
+// Migration is the SQL of every file in MigrationFiles, in order, as one string
 // for callers that just want to Exec it.
-var Migrations, Migration = sqlfile.Load(migrationFiles, "migrations")
+var MigrationFiles, Migration = sqlfile.Load(embedded, "migrations")

@@ -91,7 +91,7 @@ func TestWatch_LateNoticeSparesExecutionStartedAfterRetry(t *testing.T) {
 	b.reclaim(t, false, first.JobID)
 	_, err := b.jobs.Guard.Retry(ctx, b.env.Pool, first.JobID)
 	require.NoError(t, err)
-	starts, err := jobguard.NewStartGuard(b.jobs.Guard, b.env.Redis, jobguard.StartGuardOptions{
+	starts, err := jobguard.NewStartGuard(b.jobs.Guard, b.env.Redis, jobguard.StartGuardConfig{
 		Markers: jobguard.MarkerConfig{Prefix: b.env.Prefix},
 	})
 	require.NoError(t, err)

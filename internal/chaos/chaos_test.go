@@ -122,7 +122,7 @@ func TestChaos(t *testing.T) {
 	}
 	t.Logf("chaos seed %d (replay: %s=%d go test ./internal/chaos/ -run TestChaos -v)", seed, envSeed, seed)
 
-	env := testenv.New(t, testenv.Options{MaxConns: 12})
+	env := testenv.New(t, testenv.Config{MaxConns: 12})
 	dir := t.TempDir()
 	rs, err := chaos.StartRedis(dir)
 	require.NoError(t, err)
@@ -423,7 +423,7 @@ func every(ctx context.Context, rng *rand.Rand, lo, hi time.Duration, fn func())
 // own pool and Redis client, parent rules that name their writes.
 func (r *run) newReclaimer(n int) *reclaim.Reclaimer {
 	t := r.t
-	pool := r.env.Connect(testenv.Options{MaxConns: 2})
+	pool := r.env.Connect(testenv.Config{MaxConns: 2})
 	logf, err := os.Create(filepath.Join(r.dir, fmt.Sprintf("reclaimer-%d.log", n)))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = logf.Close() })
@@ -481,7 +481,7 @@ func (r *run) reclaimer(ctx context.Context, n int, rec *reclaim.Reclaimer) {
 // newSettler builds one of the two settle sweepers, on its own pool.
 func (r *run) newSettler(n int) *settle.Settler {
 	t := r.t
-	pool := r.env.Connect(testenv.Options{MaxConns: 3})
+	pool := r.env.Connect(testenv.Config{MaxConns: 3})
 	logf, err := os.Create(filepath.Join(r.dir, fmt.Sprintf("settler-%d.log", n)))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = logf.Close() })

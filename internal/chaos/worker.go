@@ -84,7 +84,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if err != nil {
 		return fmt.Errorf("chaos: worker: %w", err)
 	}
-	starts, err := jobguard.NewStartGuard(guard, rdb, jobguard.StartGuardOptions{
+	starts, err := jobguard.NewStartGuard(guard, rdb, jobguard.StartGuardConfig{
 		Markers: jobguard.MarkerConfig{Prefix: cfg.MarkerPrefix}, Logger: cfg.Logger,
 	})
 	if err != nil {

@@ -45,8 +45,8 @@ type Env struct {
 	t testing.TB
 }
 
-// Options tune New.
-type Options struct {
+// Config tunes New.
+type Config struct {
 	// SimpleProtocol runs the pool in pgx's simple-protocol query mode.
 	SimpleProtocol bool
 	// MaxConns bounds the pool. Defaults to 8.
@@ -98,12 +98,12 @@ func servers() error {
 
 // New creates the test's schema and Redis prefix, and registers their
 // removal with t.Cleanup.
-func New(t testing.TB, opts ...Options) *Env {
+func New(t testing.TB, opts ...Config) *Env {
 	t.Helper()
 	if err := servers(); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
-	var o Options
+	var o Config
 	if len(opts) > 0 {
 		o = opts[0]
 	}
@@ -134,7 +134,7 @@ func New(t testing.TB, opts ...Options) *Env {
 }
 
 // Connect opens another pool on the test's schema, closed at cleanup.
-func (e *Env) Connect(o Options) *pgxpool.Pool {
+func (e *Env) Connect(o Config) *pgxpool.Pool {
 	e.t.Helper()
 	cfg, err := pgxpool.ParseConfig(e.DatabaseURL)
 	if err != nil {

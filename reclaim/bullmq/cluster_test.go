@@ -73,7 +73,7 @@ func TestSource_OnACluster(t *testing.T) {
 		require.Zero(t, rep.MarkerErrors)
 		require.ElementsMatch(t, []string{"row-0", "row-1", "row-2"}, rep.ReclaimedIDs)
 
-		sg, err := jobguard.NewStartGuard(jobs.Guard, rdb, jobguard.StartGuardOptions{Markers: jobguardMarkers(env)})
+		sg, err := jobguard.NewStartGuard(jobs.Guard, rdb, jobguard.StartGuardConfig{Markers: jobguardMarkers(env)})
 		require.NoError(t, err)
 		for _, id := range rep.ReclaimedIDs {
 			require.Equal(t, "dead", jobs.Read(t, id).Status)

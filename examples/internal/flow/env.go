@@ -201,10 +201,10 @@ func (e *Env) open(ctx context.Context, cfg Config) error {
 	}
 	var err error
 	mp := cfg.MeterProvider
-	if e.Guard, err = jobguard.NewWithOptions(ctx, e.Pool, jobguard.DefaultTable(), jobguard.GuardOptions{MeterProvider: mp}); err != nil {
+	if e.Guard, err = jobguard.NewWithConfig(ctx, e.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{MeterProvider: mp}); err != nil {
 		return err
 	}
-	e.Starts, err = jobguard.NewStartGuard(e.Guard, e.Redis, jobguard.StartGuardOptions{
+	e.Starts, err = jobguard.NewStartGuard(e.Guard, e.Redis, jobguard.StartGuardConfig{
 		Markers: e.Markers, Logger: e.Log, MeterProvider: mp,
 	})
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/compensate"
-	"github.com/jobguard/jobguard/internal/fixture"
+	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/jobguard"
 )
 

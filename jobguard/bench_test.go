@@ -6,8 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/jobguard/jobguard/internal/fixture"
-	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/internal/testkit/fixture"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 )
 

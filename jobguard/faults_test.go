@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobguard/jobguard/internal/chaos"
-	"github.com/jobguard/jobguard/internal/fixture"
-	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/internal/testkit/chaos"
+	"github.com/jobguard/jobguard/internal/testkit/fixture"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 )
 

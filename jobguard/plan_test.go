@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/ident"
-	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
 )
 
 // The overdue listing must let the active-jobs partial index do the

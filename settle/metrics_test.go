@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/metrics"
-	"github.com/jobguard/jobguard/internal/metrics/metricstest"
+	"github.com/jobguard/jobguard/internal/testkit/metricstest"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/settle"
 )

@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jobguard/jobguard/heartbeat"
-	"github.com/jobguard/jobguard/internal/fixture"
-	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/internal/testkit/fixture"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/watch"
 )

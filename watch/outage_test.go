@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobguard/jobguard/internal/fixture"
+	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/watch"
 )
 

@@ -46,7 +46,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobguard/jobguard/examples/internal/flow"
-	"github.com/jobguard/jobguard/internal/endpoint"
+	"github.com/jobguard/jobguard/internal/testkit/endpoint"
 	"github.com/jobguard/jobguard/reclaim"
 )
 

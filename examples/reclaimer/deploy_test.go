@@ -23,8 +23,8 @@ import (
 
 	"github.com/jobguard/jobguard/examples/internal/flow"
 	"github.com/jobguard/jobguard/heartbeat"
-	"github.com/jobguard/jobguard/internal/netproxy"
-	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/internal/testkit/netproxy"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/examples/internal/flow"
-	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
 )
 
 // args are the flags of a service over env's schema and prefix, with its

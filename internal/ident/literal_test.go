@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/ident"
-	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
 )
 
 func TestLiteral_RoundTripsThroughTheServer(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobguard/jobguard/internal/sourcetest"
-	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/internal/testkit/sourcetest"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/reclaim/bullmq"
 )
 

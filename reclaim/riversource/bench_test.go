@@ -7,8 +7,8 @@ import (
 
 	"github.com/riverqueue/river/rivermigrate"
 
-	"github.com/jobguard/jobguard/internal/sourcetest"
-	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/internal/testkit/sourcetest"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/reclaim/riversource"
 )
 

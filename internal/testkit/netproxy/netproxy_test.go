@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobguard/jobguard/internal/netproxy"
+	"github.com/jobguard/jobguard/internal/testkit/netproxy"
 )
 
 // echo serves a line echo on loopback and returns its address.

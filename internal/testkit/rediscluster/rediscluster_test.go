@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobguard/jobguard/internal/rediscluster"
+	"github.com/jobguard/jobguard/internal/testkit/rediscluster"
 )
 
 // A started cluster serves every slot from three masters, and the test that

@@ -24,8 +24,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobguard/jobguard/internal/chaos"
-	"github.com/jobguard/jobguard/internal/testenv"
+	"github.com/jobguard/jobguard/internal/testkit/chaos"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/settle"
@@ -120,7 +120,7 @@ func TestChaos(t *testing.T) {
 		soak, err = time.ParseDuration(s)
 		require.NoError(t, err, envSoak)
 	}
-	t.Logf("chaos seed %d (replay: %s=%d go test ./internal/chaos/ -run TestChaos -v)", seed, envSeed, seed)
+	t.Logf("chaos seed %d (replay: %s=%d go test ./internal/testkit/chaos/ -run TestChaos -v)", seed, envSeed, seed)
 
 	env := testenv.New(t, testenv.Config{MaxConns: 12})
 	dir := t.TempDir()

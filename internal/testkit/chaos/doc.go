@@ -4,7 +4,7 @@
 // hang past their limit and two reclaimers sweep at once; then every
 // invariant of the design is checked from the database and Redis.
 //
-// The run itself is TestChaos (go test ./internal/chaos/). The test binary
+// The run itself is TestChaos (go test ./internal/testkit/chaos/). The test binary
 // re-executes itself as the worker processes; this package holds what both
 // sides share:
 //
@@ -41,5 +41,5 @@
 // Run it longer with JOBGUARD_CHAOS_SOAK=4m, replay with
 // JOBGUARD_CHAOS_SEED=<seed>:
 //
-//	JOBGUARD_CHAOS_SOAK=4m go test ./internal/chaos/ -run TestChaos -v -timeout 15m
+//	JOBGUARD_CHAOS_SOAK=4m go test ./internal/testkit/chaos/ -run TestChaos -v -timeout 15m
 package chaos

@@ -22,7 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobguard/jobguard/internal/endpoint"
+	"github.com/jobguard/jobguard/internal/testkit/endpoint"
 	"github.com/jobguard/jobguard/internal/ident"
 )
 

@@ -22,8 +22,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobguard/jobguard/internal/testkit/endpoint"
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/testkit/endpoint"
 )
 
 // Env is one test's share of the servers.

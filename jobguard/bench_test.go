@@ -28,7 +28,7 @@ func setupBench(b *testing.B) benchEnv {
 	env := testenv.New(b)
 	jobs := fixture.Create(b, env, fixture.Default)
 	env.Exec(`CREATE TABLE children (job_id uuid NOT NULL, n int NOT NULL)`)
-	sg, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{Markers: jobguard.MarkerConfig{Prefix: env.Prefix}})
+	sg, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{})
 	if err != nil {
 		b.Fatal(err)
 	}

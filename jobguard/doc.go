@@ -71,6 +71,16 @@
 // Migration holds the SQL of the default table; Table maps a table of your
 // own, including Prisma-style names and a Postgres enum for the status.
 //
+// # Settings every process shares
+//
+// The reclaimer writes what the workers read: reclaim markers under a Redis
+// prefix, a failure reason, notices on a channel; its replicas elect a
+// leader with an advisory lock key. These settings are a Shared, set on the
+// Guard with NewWithConfig; the start guard, the reclaimer, the watcher and
+// the notice publisher all take them from the guard they are built with,
+// and none has a setting of its own for them. Build the guard from one
+// place every service imports, and they cannot disagree.
+//
 // # Which write do I call
 //
 //   - CompleteIfActive: the first statement of a save transaction of your

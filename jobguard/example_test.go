@@ -24,13 +24,15 @@ func Example() {
 		CREATE TABLE chapters (job_id uuid, title text)`); err != nil {
 		panic(err)
 	}
-	guard, err := jobguard.New(ctx, pool, jobguard.DefaultTable())
+	// Every process of the table builds its guard with the same shared
+	// settings: here, where the reclaim markers live in Redis.
+	guard, err := jobguard.NewWithConfig(ctx, pool, jobguard.DefaultTable(), jobguard.GuardConfig{
+		Shared: jobguard.Shared{Prefix: env.Prefix},
+	})
 	if err != nil {
 		panic(err)
 	}
-	starts, err := jobguard.NewStartGuard(guard, env.Redis, jobguard.StartGuardConfig{
-		Markers: jobguard.MarkerConfig{Prefix: env.Prefix},
-	})
+	starts, err := jobguard.NewStartGuard(guard, env.Redis, jobguard.StartGuardConfig{})
 	if err != nil {
 		panic(err)
 	}

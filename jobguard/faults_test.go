@@ -35,7 +35,7 @@ func TestFaults_RedisDown_FailOpenStartsWithWarningAndDatabaseReasonStillRefuses
 	srv, rdb := privateRedis(t)
 	var logs testenv.Logs
 	starts, err := jobguard.NewStartGuard(jobs.Guard, rdb, jobguard.StartGuardConfig{
-		Markers: jobguard.MarkerConfig{Prefix: jobs.Env.Prefix}, Logger: logs.Logger(),
+		Logger: logs.Logger(),
 	})
 	require.NoError(t, err)
 	queued := jobs.Insert(t, fixture.Job{Status: "QUEUED"})
@@ -63,7 +63,7 @@ func TestFaults_RedisDown_FailClosedRefusesRetryablyAndStartsOnceRedisReturns(t 
 	jobs := fixture.Create(t, testenv.New(t), fixture.Default)
 	srv, rdb := privateRedis(t)
 	starts, err := jobguard.NewStartGuard(jobs.Guard, rdb, jobguard.StartGuardConfig{
-		Markers: jobguard.MarkerConfig{Prefix: jobs.Env.Prefix}, OnLookupError: jobguard.FailClosed,
+		OnLookupError: jobguard.FailClosed,
 	})
 	require.NoError(t, err)
 	id := jobs.Insert(t, fixture.Job{Status: "QUEUED"})
@@ -87,7 +87,7 @@ func TestFaults_RedisRestart_KeepsMarkers(t *testing.T) {
 	jobs := fixture.Create(t, testenv.New(t), fixture.Default)
 	srv, rdb := privateRedis(t)
 	starts, err := jobguard.NewStartGuard(jobs.Guard, rdb, jobguard.StartGuardConfig{
-		Markers: jobguard.MarkerConfig{Prefix: jobs.Env.Prefix}, OnLookupError: jobguard.FailClosed,
+		OnLookupError: jobguard.FailClosed,
 	})
 	require.NoError(t, err)
 	// A late worker overwrote the database reason; only the marker knows.
@@ -113,7 +113,7 @@ func TestFaults_ConnectionTerminatedBetweenCompletionAndChapterRows(t *testing.T
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	env.Exec(`CREATE TABLE chapters (job_id uuid NOT NULL, generation bigint NOT NULL, title text NOT NULL)`)
-	starts, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{Markers: jobguard.MarkerConfig{Prefix: env.Prefix}})
+	starts, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{})
 	require.NoError(t, err)
 	id := jobs.Insert(t, fixture.Job{Status: "QUEUED"})
 	exec, err := starts.Start(ctx, env.Pool, id)
@@ -178,11 +178,11 @@ func TestFaults_GarbageMarker_IsAClearErrorNeverAGuess(t *testing.T) {
 			jobs := fixture.Create(t, env, fixture.Default)
 			var logs testenv.Logs
 			open, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{
-				Markers: jobguard.MarkerConfig{Prefix: env.Prefix}, Logger: logs.Logger(),
+				Logger: logs.Logger(),
 			})
 			require.NoError(t, err)
 			closed, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{
-				Markers: jobguard.MarkerConfig{Prefix: env.Prefix}, OnLookupError: jobguard.FailClosed,
+				OnLookupError: jobguard.FailClosed,
 			})
 			require.NoError(t, err)
 			id := jobs.Insert(t, fixture.Job{Status: "QUEUED"})

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 )
@@ -160,7 +161,8 @@ func FuzzMarkerStore_Read(f *testing.F) {
 		f.Add(s.id, s.value)
 	}
 	env := testenv.New(f)
-	store, err := jobguard.NewMarkerStore(env.Redis, jobguard.MarkerConfig{Prefix: env.Prefix + ":fuzz"})
+	jobs := fixture.Create(f, env, fixture.Default)
+	store, err := jobguard.NewMarkerStore(jobs.GuardWith(f, jobguard.Shared{Prefix: env.Prefix + ":fuzz"}), env.Redis, jobguard.MarkerConfig{})
 	if err != nil {
 		f.Fatal(err)
 	}

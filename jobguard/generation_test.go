@@ -13,9 +13,6 @@ import (
 
 func newStartGuard(t *testing.T, jobs *fixture.Jobs, opts jobguard.StartGuardConfig) *jobguard.StartGuard {
 	t.Helper()
-	if opts.Markers.Prefix == "" {
-		opts.Markers.Prefix = jobs.Env.Prefix
-	}
 	sg, err := jobguard.NewStartGuard(jobs.Guard, jobs.Env.Redis, opts)
 	require.NoError(t, err)
 	return sg

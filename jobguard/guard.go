@@ -52,6 +52,7 @@ type Guard struct {
 	sql    statements
 	batch  batchStatements
 	set    *Batch
+	shared Shared
 	met    *guardMetrics
 }
 
@@ -92,7 +93,7 @@ func New(ctx context.Context, db DB, table Table) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: new: %w", err)
 	}
-	g := &Guard{table: table, cat: cat, met: noGuardMetrics}
+	g := &Guard{table: table, cat: cat, shared: sharedDefaults, met: noGuardMetrics}
 	switch id := cat.columns[table.IDColumn]; {
 	case id.name == "uuid":
 		g.idKind = idUUID

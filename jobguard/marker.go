@@ -6,17 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Marker defaults.
-const (
-	MarkerPrefixDefault = "jobguard"
-	MarkerTTLDefault    = 7 * 24 * time.Hour
-)
+// MarkerTTLDefault is how long a reclaim marker lives by default.
+const MarkerTTLDefault = 7 * 24 * time.Hour
 
 // Redis is what jobguard needs of a Redis client. redis.UniversalClient
 // satisfies it, so a single node, Sentinel and Cluster all work.
@@ -39,16 +35,15 @@ type Marker struct {
 	At         time.Time `json:"at"`
 }
 
-// MarkerConfig configures a MarkerStore.
+// MarkerConfig configures a MarkerStore. The keys' prefix is the guard's
+// Shared.Prefix.
 type MarkerConfig struct {
-	// Prefix namespaces the keys. Defaults to MarkerPrefixDefault.
-	Prefix string
 	// TTL is how long a marker lives. Defaults to MarkerTTLDefault (7 days).
 	TTL time.Duration
 }
 
 // MarkerStore reads and writes reclaim markers. Each job has one key,
-// "<prefix>:reclaimed:{<job id>}"; the braces make the job id the Redis
+// "<Shared.Prefix>:reclaimed:{<job id>}"; the braces make the job id the Redis
 // Cluster hash tag, so every key of a job lives in one slot.
 type MarkerStore struct {
 	rdb    Redis
@@ -60,13 +55,14 @@ type MarkerStore struct {
 // that is not a marker. The start guard treats it as a failed lookup.
 var ErrBadMarker = errors.New("jobguard: unreadable reclaim marker")
 
-// NewMarkerStore returns a store over rdb.
-func NewMarkerStore(rdb Redis, cfg MarkerConfig) (*MarkerStore, error) {
+// NewMarkerStore returns a store of guard's markers in rdb, under the
+// guard's Shared.Prefix.
+func NewMarkerStore(guard *Guard, rdb Redis, cfg MarkerConfig) (*MarkerStore, error) {
+	if guard == nil {
+		return nil, errors.New("jobguard: marker store: guard is nil")
+	}
 	if rdb == nil {
 		return nil, errors.New("jobguard: marker store: redis client is nil")
-	}
-	if cfg.Prefix == "" {
-		cfg.Prefix = MarkerPrefixDefault
 	}
 	if cfg.TTL == 0 {
 		cfg.TTL = MarkerTTLDefault
@@ -74,10 +70,7 @@ func NewMarkerStore(rdb Redis, cfg MarkerConfig) (*MarkerStore, error) {
 	if cfg.TTL < time.Second {
 		return nil, fmt.Errorf("jobguard: marker store: TTL %v is shorter than a second", cfg.TTL)
 	}
-	if strings.ContainsAny(cfg.Prefix, "{}") {
-		return nil, fmt.Errorf("jobguard: marker store: Prefix %q must not contain braces (the job id is the hash tag)", cfg.Prefix)
-	}
-	return &MarkerStore{rdb: rdb, prefix: cfg.Prefix, ttl: cfg.TTL}, nil
+	return &MarkerStore{rdb: rdb, prefix: guard.Shared().Prefix, ttl: cfg.TTL}, nil
 }
 
 // Key returns the Redis key of jobID's marker.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 )
@@ -18,7 +19,8 @@ func TestMarkerStore_WriteNeverLowersTheGeneration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
-	s, err := jobguard.NewMarkerStore(env.Redis, jobguard.MarkerConfig{Prefix: env.Prefix})
+	guard := fixture.Create(t, env, fixture.Default).Guard
+	s, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
 	require.NoError(t, err)
 	at := time.Now()
 
@@ -35,11 +37,12 @@ func TestMarkerStore_WritersOutOfOrderKeepTheHighestGeneration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
+	guard := fixture.Create(t, env, fixture.Default).Guard
 	const writers = 20
 	var wg sync.WaitGroup
 	for g := range writers {
 		// A client each, like reclaimers in separate processes.
-		s, err := jobguard.NewMarkerStore(env.Redis, jobguard.MarkerConfig{Prefix: env.Prefix})
+		s, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
 		require.NoError(t, err)
 		wg.Go(func() {
 			for i := range 50 {
@@ -51,7 +54,7 @@ func TestMarkerStore_WritersOutOfOrderKeepTheHighestGeneration(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	s, err := jobguard.NewMarkerStore(env.Redis, jobguard.MarkerConfig{Prefix: env.Prefix})
+	s, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
 	require.NoError(t, err)
 	for i := range 50 {
 		m, found, err := s.Read(ctx, fmt.Sprintf("job-%d", i))
@@ -67,7 +70,8 @@ func TestMarkerStore_WritesAfterTheServerForgotTheScript(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
-	s, err := jobguard.NewMarkerStore(env.Redis, jobguard.MarkerConfig{Prefix: env.Prefix})
+	guard := fixture.Create(t, env, fixture.Default).Guard
+	s, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
 	require.NoError(t, err)
 	require.NoError(t, env.Redis.ScriptFlush(ctx).Err())
 
@@ -89,7 +93,8 @@ func TestMarkerStore_WritesWhatJSONMarshalWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
-	s, err := jobguard.NewMarkerStore(env.Redis, jobguard.MarkerConfig{Prefix: env.Prefix})
+	guard := fixture.Create(t, env, fixture.Default).Guard
+	s, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
 	require.NoError(t, err)
 	at := time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.FixedZone("KST", 9*3600))
 	markers := []jobguard.Marker{
@@ -116,9 +121,10 @@ func TestMarkerStore_OneCallPerMarkerForAClientOfUnknownKind(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
-	single, err := jobguard.NewMarkerStore(env.Redis, jobguard.MarkerConfig{Prefix: env.Prefix})
+	guard := fixture.Create(t, env, fixture.Default).Guard
+	single, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
 	require.NoError(t, err)
-	wrapped, err := jobguard.NewMarkerStore(aClient{env.Redis}, jobguard.MarkerConfig{Prefix: env.Prefix})
+	wrapped, err := jobguard.NewMarkerStore(guard, aClient{env.Redis}, jobguard.MarkerConfig{})
 	require.NoError(t, err)
 	var markers []jobguard.Marker
 	for i := range 1200 { // more than one call's worth on a single server

@@ -9,27 +9,6 @@ import (
 	"github.com/jobguard/jobguard/internal/metrics"
 )
 
-// GuardConfig configures what NewWithConfig adds to a Guard.
-type GuardConfig struct {
-	// MeterProvider receives the guard's metrics: jobguard.completions,
-	// counted by outcome (accepted, refused, error) and, for refusals, reason
-	// (terminal, superseded, not_found, unknown). Defaults to nil: no
-	// metrics, at no cost.
-	MeterProvider metric.MeterProvider
-}
-
-// NewWithConfig is New with options: it validates and builds the guard
-// exactly like New, then instruments it. New is NewWithConfig with the
-// zero GuardConfig.
-func NewWithConfig(ctx context.Context, db DB, table Table, opts GuardConfig) (*Guard, error) {
-	g, err := New(ctx, db, table)
-	if err != nil {
-		return nil, err
-	}
-	g.met = newGuardMetrics(opts.MeterProvider)
-	return g, nil
-}
-
 // guardMetrics are a Guard's instruments and their prebuilt attribute sets.
 type guardMetrics struct {
 	completions metric.Int64Counter

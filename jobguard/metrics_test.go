@@ -33,7 +33,7 @@ func TestMetrics_CompletionsCountedByOutcomeAndReason(t *testing.T) {
 	db := env.Pool
 	r := metricstest.New(t)
 	g := instrumented(t, jobs, r)
-	sg, err := jobguard.NewStartGuard(g, env.Redis, jobguard.StartGuardConfig{Markers: jobguard.MarkerConfig{Prefix: env.Prefix}})
+	sg, err := jobguard.NewStartGuard(g, env.Redis, jobguard.StartGuardConfig{})
 	require.NoError(t, err)
 
 	// A: completed once, then a late second completion is refused.
@@ -86,7 +86,7 @@ func TestMetrics_StartRefusalsCountedBySource(t *testing.T) {
 	db := env.Pool
 	r := metricstest.New(t)
 	sg, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{
-		Markers: jobguard.MarkerConfig{Prefix: env.Prefix}, MeterProvider: r.Provider})
+		MeterProvider: r.Provider})
 	require.NoError(t, err)
 
 	// The database reason refuses Check and Start.

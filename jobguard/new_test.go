@@ -90,8 +90,37 @@ func TestNewStartGuard_RejectsBadOptions(t *testing.T) {
 	require.ErrorContains(t, err, "redis client is nil")
 	_, err = jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{OnLookupError: 7})
 	require.ErrorContains(t, err, "OnLookupError 7")
-	_, err = jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{Markers: jobguard.MarkerConfig{Prefix: "a{b}"}})
-	require.ErrorContains(t, err, "Markers: jobguard: marker store: Prefix")
+}
+
+// The settings every process must agree on have one home, the guard: its
+// defaults are the documented constants, a field set stays as set, and a
+// prefix that cannot namespace a marker key is refused when the guard is
+// built, before any component reads it.
+func TestNewWithConfig_SharedSettings(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+
+	g, err := jobguard.New(ctx, env.Pool, jobs.Table)
+	require.NoError(t, err)
+	require.Equal(t, jobguard.Shared{
+		Prefix: jobguard.PrefixDefault, ReclaimedReason: jobguard.ReclaimedReasonDefault,
+		NoticeChannel: jobguard.NoticeChannelDefault, LeaderKey: jobguard.LeaderKeyDefault,
+	}, g.Shared())
+
+	g, err = jobguard.NewWithConfig(ctx, env.Pool, jobs.Table, jobguard.GuardConfig{
+		Shared: jobguard.Shared{Prefix: "shop", LeaderKey: 42}})
+	require.NoError(t, err)
+	require.Equal(t, "shop", g.Shared().Prefix)
+	require.EqualValues(t, 42, g.Shared().LeaderKey)
+	require.Equal(t, jobguard.ReclaimedReasonDefault, g.Shared().ReclaimedReason, "an unset field keeps its default")
+	sg, err := jobguard.NewStartGuard(g, env.Redis, jobguard.StartGuardConfig{})
+	require.NoError(t, err)
+	require.Equal(t, "shop:reclaimed:{j}", sg.Markers().Key("j"), "the start guard reads under the guard's prefix")
+
+	_, err = jobguard.NewWithConfig(ctx, env.Pool, jobs.Table, jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: "a{b}"}})
+	require.ErrorContains(t, err, "jobguard: new: Shared.Prefix")
 }
 
 func TestGuard_ClosedConnectionIsAnErrorNotARefusal(t *testing.T) {
@@ -214,12 +243,12 @@ func TestGuard_RefusesIntegerIDOutOfTheColumnsRange(t *testing.T) {
 					"updatedAt" timestamp(3) NOT NULL DEFAULT now())`, w.typ))
 				env.Exec(`INSERT INTO "Job" ("status") VALUES ('PROCESSING')`)
 				ctx := context.Background()
-				guard, err := jobguard.New(ctx, env.Pool, jobguard.Table{Name: "Job",
+				guard, err := jobguard.NewWithConfig(ctx, env.Pool, jobguard.Table{Name: "Job",
 					UpdatedAtColumn: "updatedAt", FailureReasonColumn: "failureReason",
-					GenerationColumn: "generation", ProgressColumn: "progress"})
+					GenerationColumn: "generation", ProgressColumn: "progress"},
+					jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix}})
 				require.NoError(t, err)
-				starts, err := jobguard.NewStartGuard(guard, env.Redis, jobguard.StartGuardConfig{
-					Markers: jobguard.MarkerConfig{Prefix: env.Prefix}})
+				starts, err := jobguard.NewStartGuard(guard, env.Redis, jobguard.StartGuardConfig{})
 				require.NoError(t, err)
 				beats := heartbeat.New(guard, heartbeat.Config{})
 				fin := jobguard.FinalizeSpec{Recheck: func(context.Context) error { return nil }}

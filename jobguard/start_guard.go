@@ -11,10 +11,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// ReclaimedReasonDefault is the failure reason the reclaimer writes and the
-// start guard looks for (as a prefix, so a reclaimer may append details).
-const ReclaimedReasonDefault = "reclaimed: exceeded runtime limit without progress"
-
 // LookupPolicy says what the start guard does when it cannot read its
 // evidence (Redis unreachable, a database error, an unreadable marker).
 type LookupPolicy int
@@ -37,14 +33,9 @@ func (p LookupPolicy) String() string {
 }
 
 // StartGuardConfig configures a StartGuard.
+// The failure reason it looks for and the markers' prefix are the guard's
+// Shared settings, which the reclaimer writes with.
 type StartGuardConfig struct {
-	// ReclaimedReason is the prefix of the failure reason that marks a job as
-	// reclaimed. It must match what the reclaimer writes. Defaults to
-	// ReclaimedReasonDefault.
-	ReclaimedReason string
-	// Markers configures where reclaim markers are read. Its Prefix must match
-	// the reclaimer's. Defaults to MarkerConfig's defaults.
-	Markers MarkerConfig
 	// OnLookupError is the policy when evidence cannot be read. Defaults to
 	// FailOpen.
 	OnLookupError LookupPolicy
@@ -74,12 +65,9 @@ func NewStartGuard(guard *Guard, rdb Redis, opts StartGuardConfig) (*StartGuard,
 	if guard == nil {
 		return nil, errors.New("jobguard: start guard: guard is nil")
 	}
-	markers, err := NewMarkerStore(rdb, opts.Markers)
+	markers, err := NewMarkerStore(guard, rdb, MarkerConfig{})
 	if err != nil {
-		return nil, fmt.Errorf("jobguard: start guard: Markers: %w", err)
-	}
-	if opts.ReclaimedReason == "" {
-		opts.ReclaimedReason = ReclaimedReasonDefault
+		return nil, fmt.Errorf("jobguard: start guard: %w", err)
 	}
 	if opts.OnLookupError != FailOpen && opts.OnLookupError != FailClosed {
 		return nil, fmt.Errorf("jobguard: start guard: OnLookupError %d is not a LookupPolicy", opts.OnLookupError)
@@ -87,7 +75,7 @@ func NewStartGuard(guard *Guard, rdb Redis, opts StartGuardConfig) (*StartGuard,
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &StartGuard{guard: guard, markers: markers, reason: opts.ReclaimedReason, policy: opts.OnLookupError, log: opts.Logger,
+	return &StartGuard{guard: guard, markers: markers, reason: guard.Shared().ReclaimedReason, policy: opts.OnLookupError, log: opts.Logger,
 		met: newStartMetrics(opts.MeterProvider, opts.OnLookupError)}, nil
 }
 

@@ -22,8 +22,7 @@ func TestWrites_StampTheTimeOfTheWriteNotOfTheTransaction(t *testing.T) {
 		ctx := context.Background()
 		pool := jobs.Env.Pool
 		g, st := jobs.Guard, jobs.Table.Statuses
-		starts, err := jobguard.NewStartGuard(g, jobs.Env.Redis, jobguard.StartGuardConfig{
-			Markers: jobguard.MarkerConfig{Prefix: jobs.Env.Prefix}})
+		starts, err := jobguard.NewStartGuard(g, jobs.Env.Redis, jobguard.StartGuardConfig{})
 		require.NoError(t, err)
 
 		const wait = 200 * time.Millisecond

@@ -27,7 +27,7 @@ func (r *Reclaimer) announce(ctx context.Context, reclaimed []jobguard.JobState,
 	markers := make([]jobguard.Marker, len(reclaimed))
 	execs := make([]jobguard.Execution, len(reclaimed))
 	for i, c := range reclaimed {
-		markers[i] = jobguard.Marker{JobID: c.ID, Generation: c.Generation, Reason: r.cfg.Reason, At: now}
+		markers[i] = jobguard.Marker{JobID: c.ID, Generation: c.Generation, Reason: r.cfg.Guard.Shared().ReclaimedReason, At: now}
 		execs[i] = jobguard.Execution{JobID: c.ID, Generation: c.Generation}
 	}
 	if err := r.markers.Write(ctx, markers...); err != nil {

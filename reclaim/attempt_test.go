@@ -23,7 +23,7 @@ func setStartedAgo(t *testing.T, jobs *fixture.Jobs, id string, ago time.Duratio
 func startGuard(t *testing.T, jobs *fixture.Jobs) *jobguard.StartGuard {
 	t.Helper()
 	sg, err := jobguard.NewStartGuard(jobs.Guard, jobs.Env.Redis,
-		jobguard.StartGuardConfig{Markers: jobguard.MarkerConfig{Prefix: jobs.Env.Prefix}})
+		jobguard.StartGuardConfig{})
 	require.NoError(t, err)
 	return sg
 }

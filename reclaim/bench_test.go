@@ -75,7 +75,7 @@ FROM generate_series(1, $1::int) AS i`, active, stuck)
 	b.Cleanup(pool.Close)
 	limits, err := reclaim.NewTableLimits(reclaim.TableLimitsConfig{DB: pool})
 	require.NoError(b, err)
-	markers, err := jobguard.NewMarkerStore(env.Redis, jobguard.MarkerConfig{Prefix: env.Prefix})
+	markers, err := jobguard.NewMarkerStore(jobs.Guard, env.Redis, jobguard.MarkerConfig{})
 	require.NoError(b, err)
 	return &benchTable{jobs: jobs, pool: pool, trips: trips, stuck: ids, active: active, limits: limits, markers: markers}
 }

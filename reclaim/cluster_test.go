@@ -32,7 +32,7 @@ func clusterSetup(t *testing.T, c *rediscluster.Cluster) *clusterBundle {
 	t.Helper()
 	env := testenv.New(t)
 	b := &clusterBundle{cluster: c, rdb: c.Client(t), jobs: fixture.Create(t, env, fixture.Default)}
-	sg, err := jobguard.NewStartGuard(b.jobs.Guard, b.rdb, jobguard.StartGuardConfig{Markers: jobguard.MarkerConfig{Prefix: env.Prefix}})
+	sg, err := jobguard.NewStartGuard(b.jobs.Guard, b.rdb, jobguard.StartGuardConfig{})
 	require.NoError(t, err)
 	b.sg = sg
 	return b

@@ -56,7 +56,7 @@ func (s faultSetup) course(t *testing.T) string {
 
 // faultConfig is the reclaimer of these tests: chapters over a minute
 // without progress for a minute are stuck; their course fails with them.
-func faultConfig(t testing.TB, db *pgxpool.Pool, guard *jobguard.Guard, rdb jobguard.Redis, prefix string, logger *slog.Logger) reclaim.Config {
+func faultConfig(t testing.TB, db *pgxpool.Pool, guard *jobguard.Guard, rdb jobguard.Redis, logger *slog.Logger) reclaim.Config {
 	t.Helper()
 	rule, err := reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "status", Value: "FAILED", From: []string{"GENERATING"}})
 	require.NoError(t, err)
@@ -64,7 +64,6 @@ func faultConfig(t testing.TB, db *pgxpool.Pool, guard *jobguard.Guard, rdb jobg
 		Guard: guard, DB: db, Redis: rdb,
 		Limits:     reclaim.StaticLimits{"chapter": time.Minute},
 		NoProgress: time.Minute,
-		Markers:    jobguard.MarkerConfig{Prefix: prefix},
 		OnReclaim:  map[string]reclaim.ParentRule{"chapter": rule},
 		Logger:     logger,
 	}
@@ -83,7 +82,7 @@ func TestFaults_RedisDown_ReclaimsInDatabaseAndReportsMarkerErrors(t *testing.T)
 	// One job reclaimed while Redis is up: its marker must survive the outage.
 	before := s.jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: time.Hour})
 	var logs testenv.Logs
-	r, err := reclaim.New(faultConfig(t, s.env.Pool, s.jobs.Guard, rdb, s.env.Prefix, slog.New(slog.NewTextHandler(&logs, nil))))
+	r, err := reclaim.New(faultConfig(t, s.env.Pool, s.jobs.Guard, rdb, slog.New(slog.NewTextHandler(&logs, nil))))
 	require.NoError(t, err)
 	rep, err := r.Sweep(ctx)
 	require.NoError(t, err)
@@ -105,7 +104,7 @@ func TestFaults_RedisDown_ReclaimsInDatabaseAndReportsMarkerErrors(t *testing.T)
 	require.Equal(t, jobguard.ReclaimedReasonDefault, row.Reason)
 
 	starts, err := jobguard.NewStartGuard(s.jobs.Guard, rdb, jobguard.StartGuardConfig{
-		Markers: jobguard.MarkerConfig{Prefix: s.env.Prefix}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(t, err)
 	_, err = starts.Start(ctx, s.env.Pool, later)
@@ -157,10 +156,10 @@ func TestFaults_ReclaimerChild(t *testing.T) {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, c.DatabaseURL)
 	require.NoError(t, err)
-	guard, err := jobguard.New(ctx, pool, jobguard.DefaultTable())
+	guard, err := jobguard.NewWithConfig(ctx, pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: c.Prefix}})
 	require.NoError(t, err)
 	rdb := redis.NewClient(&redis.Options{Addr: c.RedisAddr, ReadTimeout: -1, WriteTimeout: -1, MaxRetries: -1})
-	cfg := faultConfig(t, pool, guard, rdb, c.Prefix, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	cfg := faultConfig(t, pool, guard, rdb, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	if c.BlockInRule {
 		set := cfg.OnReclaim["chapter"]
 		cfg.OnReclaim["chapter"] = func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
@@ -255,7 +254,7 @@ func TestFaults_ReclaimerKilledBetweenUpdateAndMarkers(t *testing.T) {
 	require.Equal(t, int64(3), row.Generation)
 	require.Equal(t, "FAILED", s.course(t), "the parent changed with its job")
 	starts, err := jobguard.NewStartGuard(s.jobs.Guard, s.env.Redis, jobguard.StartGuardConfig{
-		Markers: jobguard.MarkerConfig{Prefix: s.env.Prefix}, OnLookupError: jobguard.FailClosed,
+		OnLookupError: jobguard.FailClosed,
 	})
 	require.NoError(t, err)
 	_, found, err := starts.Markers().Read(ctx, s.stuck)
@@ -299,7 +298,7 @@ func TestFaults_ReclaimerKilledInsideItsTransaction(t *testing.T) {
 	require.False(t, found)
 
 	// The next sweep reclaims the job whole.
-	r, err := reclaim.New(faultConfig(t, s.env.Pool, s.jobs.Guard, s.env.Redis, s.env.Prefix, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	r, err := reclaim.New(faultConfig(t, s.env.Pool, s.jobs.Guard, s.env.Redis, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	require.NoError(t, err)
 	rep, err := r.Sweep(ctx)
 	require.NoError(t, err)
@@ -313,7 +312,7 @@ func TestFaults_ReclaimerKilledInsideItsTransaction(t *testing.T) {
 
 func markerStore(t *testing.T, s faultSetup) *jobguard.MarkerStore {
 	t.Helper()
-	m, err := jobguard.NewMarkerStore(s.env.Redis, jobguard.MarkerConfig{Prefix: s.env.Prefix})
+	m, err := jobguard.NewMarkerStore(s.jobs.Guard, s.env.Redis, jobguard.MarkerConfig{})
 	require.NoError(t, err)
 	return m
 }
@@ -353,7 +352,7 @@ func TestFaults_GarbageBullMQHashes_AreSkippedWithAWarningNeverGuessed(t *testin
 	require.NoError(t, err)
 	var logs testenv.Logs
 	debug := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg := faultConfig(t, s.env.Pool, s.jobs.Guard, rdb, s.env.Prefix, debug)
+	cfg := faultConfig(t, s.env.Pool, s.jobs.Guard, rdb, debug)
 	cfg.Source = src
 	r, err := reclaim.New(cfg)
 	require.NoError(t, err)
@@ -391,7 +390,7 @@ func TestFaults_BullMQJobKeyOfAnotherType_IsSkippedNotFatal(t *testing.T) {
 	require.ErrorIs(t, jobs[0].Err, bullmq.ErrNoJobHash)
 	require.ErrorContains(t, jobs[0].Err, "holds a string")
 
-	cfg := faultConfig(t, s.env.Pool, s.jobs.Guard, rdb, s.env.Prefix, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cfg := faultConfig(t, s.env.Pool, s.jobs.Guard, rdb, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	cfg.Source = src
 	r, err := reclaim.New(cfg)
 	require.NoError(t, err)

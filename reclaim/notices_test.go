@@ -26,7 +26,7 @@ func TestSweep_NoticeCancelsTheReclaimedExecution(t *testing.T) {
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	ctx := context.Background()
-	transport := watch.Transport{Redis: env.Redis, Prefix: env.Prefix}
+	transport := watch.Transport{Redis: env.Redis}
 
 	w, err := watch.New(watch.Config{Guard: jobs.Guard, DB: env.Pool, Transport: transport, CheckInterval: time.Hour})
 	require.NoError(t, err)
@@ -44,7 +44,7 @@ func TestSweep_NoticeCancelsTheReclaimedExecution(t *testing.T) {
 	aliveCtx, releaseAlive := w.Watch(ctx, jobguard.Execution{JobID: alive, Generation: 2})
 	defer releaseAlive()
 
-	pub, err := watch.NewPublisher(transport)
+	pub, err := watch.NewPublisher(jobs.Guard, transport)
 	require.NoError(t, err)
 	r, _ := newReclaimer(t, jobs, reclaim.Config{Notices: pub})
 	rep, err := r.Sweep(ctx)

@@ -21,9 +21,6 @@ const (
 	NoProgressDefault = 15 * time.Minute
 	// IntervalDefault is the pause between two sweeps of Run.
 	IntervalDefault = time.Minute
-	// LeaderKeyDefault is the Postgres advisory lock key that elects Run's
-	// leader.
-	LeaderKeyDefault int64 = 0x6a6f62_7265636c // "job" "recl"
 	// PageSizeDefault is how many listings a sweep takes from its source at
 	// a time: one read of rows and one write per page.
 	PageSizeDefault = 10_000
@@ -52,14 +49,11 @@ type Config struct {
 	// NoProgress is how long a job's updated_at must have stood still before
 	// it may be reclaimed. Defaults to NoProgressDefault (15 minutes).
 	NoProgress time.Duration
-	// Markers says where markers are written. Its Prefix must match the start
-	// guard's StartGuardConfig.Markers.Prefix. Defaults to the MarkerConfig
-	// defaults (prefix "jobguard", a TTL of 7 days).
+	// Markers configures the markers written (their TTL). Their prefix, and
+	// the failure reason written, are Guard's Shared settings, which the
+	// start guards and watchers read. Defaults to the MarkerConfig defaults
+	// (a TTL of 7 days).
 	Markers jobguard.MarkerConfig
-	// Reason is written as the failure reason. It must start with the start
-	// guard's ReclaimedReason so that the guard recognises it. Defaults to
-	// jobguard.ReclaimedReasonDefault.
-	Reason string
 	// Notices, when set, announces every reclaimed execution after the
 	// reclaim has committed and its markers are written, so that a
 	// watch.Watcher in the worker cancels the execution's context and its
@@ -85,12 +79,6 @@ type Config struct {
 	// on a takeover that Run documents. Defaults to LivenessTimeoutDefault
 	// (10 seconds).
 	LivenessTimeout time.Duration
-	// LeaderKey is the advisory lock key that elects Run's leader; instances
-	// sweeping the same table must share it. Advisory locks are per database,
-	// not per schema or table: reclaimers of different jobs tables in one
-	// database need different keys, or only one of them sweeps. Defaults to
-	// LeaderKeyDefault.
-	LeaderKey int64
 	// Logger receives one summary line per sweep (info, or warn when
 	// something needs an operator: unreadable jobs, types without a limit,
 	// failed parent rules, markers or notices), the leader's changes, and a
@@ -126,7 +114,7 @@ func New(cfg Config) (*Reclaimer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: new: %w", err)
 	}
-	markers, err := jobguard.NewMarkerStore(cfg.Redis, cfg.Markers)
+	markers, err := jobguard.NewMarkerStore(cfg.Guard, cfg.Redis, cfg.Markers)
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: new: Markers: %w", err)
 	}
@@ -192,12 +180,6 @@ func (cfg Config) withDefaults() (Config, error) {
 	def(&cfg.LivenessTimeout, LivenessTimeoutDefault)
 	if cfg.PageSize == 0 {
 		cfg.PageSize = PageSizeDefault
-	}
-	if cfg.Reason == "" {
-		cfg.Reason = jobguard.ReclaimedReasonDefault
-	}
-	if cfg.LeaderKey == 0 {
-		cfg.LeaderKey = LeaderKeyDefault
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -49,14 +49,15 @@ func (failingSource) Active(context.Context, reclaim.Query, func([]reclaim.Activ
 func newReclaimer(t testing.TB, jobs *fixture.Jobs, cfg reclaim.Config) (*reclaim.Reclaimer, *testenv.Logs) {
 	t.Helper()
 	logs := &testenv.Logs{}
-	cfg.Guard = jobs.Guard
+	if cfg.Guard == nil {
+		cfg.Guard = jobs.Guard
+	}
 	if cfg.DB == nil {
 		cfg.DB = jobs.Env.Pool
 	}
 	if cfg.Redis == nil {
 		cfg.Redis = jobs.Env.Redis
 	}
-	cfg.Markers.Prefix = jobs.Env.Prefix
 	if cfg.Limits == nil {
 		cfg.Limits = reclaim.StaticLimits{"chapter": 30 * time.Minute}
 	}
@@ -76,7 +77,7 @@ func setUpdatedAgo(t *testing.T, jobs *fixture.Jobs, id string, ago time.Duratio
 
 func markers(t testing.TB, jobs *fixture.Jobs) *jobguard.MarkerStore {
 	t.Helper()
-	m, err := jobguard.NewMarkerStore(jobs.Env.Redis, jobguard.MarkerConfig{Prefix: jobs.Env.Prefix})
+	m, err := jobguard.NewMarkerStore(jobs.Guard, jobs.Env.Redis, jobguard.MarkerConfig{})
 	require.NoError(t, err)
 	return m
 }
@@ -210,7 +211,7 @@ func TestNew_ErrorsNameTheField(t *testing.T) {
 		"Redis":      func(c *reclaim.Config) { c.Redis = nil },
 		"NoProgress": func(c *reclaim.Config) { c.NoProgress = -time.Second },
 		"Interval":   func(c *reclaim.Config) { c.Interval = -time.Second },
-		"Markers":    func(c *reclaim.Config) { c.Markers.Prefix = "{x}" },
+		"Markers":    func(c *reclaim.Config) { c.Markers.TTL = time.Millisecond },
 		"OnReclaim":  func(c *reclaim.Config) { c.OnReclaim = map[string]reclaim.ParentRule{"chapter": nil} },
 	} {
 		cfg := base
@@ -336,7 +337,7 @@ func TestSweep_ReclaimedJobIsRefusedAtStartUntilRetried(t *testing.T) {
 		require.Equal(t, 1, rep.Reclaimed)
 
 		sg, err := jobguard.NewStartGuard(jobs.Guard, jobs.Env.Redis,
-			jobguard.StartGuardConfig{Markers: jobguard.MarkerConfig{Prefix: jobs.Env.Prefix}})
+			jobguard.StartGuardConfig{})
 		require.NoError(t, err)
 		m, found, err := sg.Markers().Read(ctx, id)
 		require.NoError(t, err)

@@ -18,7 +18,8 @@ import (
 const LivenessTimeoutDefault = 10 * time.Second
 
 // Run sweeps every Interval until ctx ends, then returns nil. Across any
-// number of instances with the same LeaderKey only one sweeps: the one that
+// number of instances with the same Shared.LeaderKey (their Guard's) only
+// one sweeps: the one that
 // holds a Postgres session-level advisory lock. Each instance keeps a
 // connection of its own for the lock, outside Config.DB but opened with its
 // connection settings (and its BeforeConnect hook), so the lock takes no
@@ -112,7 +113,7 @@ func (l *leaderLock) lead(ctx context.Context) bool {
 	}
 	var got bool
 	err := l.roundTrip(ctx, func(ctx context.Context) error {
-		return l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", l.r.cfg.LeaderKey).Scan(&got)
+		return l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", l.r.cfg.Guard.Shared().LeaderKey).Scan(&got)
 	})
 	if err != nil {
 		if ctx.Err() == nil {
@@ -123,7 +124,7 @@ func (l *leaderLock) lead(ctx context.Context) bool {
 	}
 	if got {
 		l.held = true
-		l.r.log.InfoContext(ctx, "reclaim: leading the sweeps", slog.Int64("leader_key", l.r.cfg.LeaderKey))
+		l.r.log.InfoContext(ctx, "reclaim: leading the sweeps", slog.Int64("leader_key", l.r.cfg.Guard.Shared().LeaderKey))
 	}
 	return got
 }
@@ -209,7 +210,7 @@ func (l *leaderLock) close(ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
 	if l.held {
 		_ = l.roundTrip(ctx, func(ctx context.Context) error {
-			_, err := l.conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", l.r.cfg.LeaderKey)
+			_, err := l.conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", l.r.cfg.Guard.Shared().LeaderKey)
 			return err
 		})
 	}

@@ -31,17 +31,18 @@ type runner struct {
 
 func startRun(t *testing.T, jobs *fixture.Jobs, key int64, name string) *runner {
 	t.Helper()
-	return startRunWith(t, jobs, name, reclaim.Config{Interval: 40 * time.Millisecond, LeaderKey: key})
+	return startRunWith(t, jobs, name, key, reclaim.Config{Interval: 40 * time.Millisecond})
 }
 
-// startRunWith starts the instance name, which writes its name into the
-// reasons of the jobs it reclaims. cfg.DB defaults to a pool of its own.
-func startRunWith(t *testing.T, jobs *fixture.Jobs, name string, cfg reclaim.Config) *runner {
+// startRunWith starts the instance name, elected with the leader key key,
+// which writes its name into the reasons of the jobs it reclaims. cfg.DB
+// defaults to a pool of its own.
+func startRunWith(t *testing.T, jobs *fixture.Jobs, name string, key int64, cfg reclaim.Config) *runner {
 	t.Helper()
 	if cfg.DB == nil {
 		cfg.DB = jobs.Env.Connect(testenv.Config{MaxConns: 3})
 	}
-	cfg.Reason = jobguard.ReclaimedReasonDefault + " by " + name
+	cfg.Guard = jobs.GuardWith(t, jobguard.Shared{ReclaimedReason: jobguard.ReclaimedReasonDefault + " by " + name, LeaderKey: key})
 	r, logs := newReclaimer(t, jobs, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	run := &runner{logs: logs, cancel: cancel, done: make(chan error, 1)}
@@ -131,7 +132,7 @@ func TestRun_LeadsWithAPoolOfOneConnection(t *testing.T) {
 	key := rand.Int64N(1<<62) + 1
 	pool := env.Connect(testenv.Config{MaxConns: 1})
 
-	startRunWith(t, jobs, "a", reclaim.Config{DB: pool, Interval: 40 * time.Millisecond, LeaderKey: key})
+	startRunWith(t, jobs, "a", key, reclaim.Config{DB: pool, Interval: 40 * time.Millisecond})
 	require.Equal(t, "a", reclaimedBy(t, jobs), "the lock takes no room in the pool")
 	var idle string
 	require.NoError(t, pool.QueryRow(context.Background(), "SHOW idle_session_timeout").Scan(&idle))
@@ -165,13 +166,12 @@ const (
 
 // fastConfig is the configuration of an instance on db (its own pool when
 // nil) with the short timings.
-func fastConfig(key int64, db *pgxpool.Pool) reclaim.Config {
+func fastConfig(db *pgxpool.Pool) reclaim.Config {
 	return reclaim.Config{
 		DB:              db,
 		Interval:        fastInterval,
 		SweepTimeout:    fastSweep,
 		LivenessTimeout: fastLiveness,
-		LeaderKey:       key,
 	}
 }
 
@@ -238,9 +238,9 @@ func TestRun_StandbyTakesOverFromAFrozenLeader(t *testing.T) {
 	key := rand.Int64N(1<<62) + 1
 	path := through(t, env)
 
-	a := startRunWith(t, jobs, "a", fastConfig(key, connect(t, env, "a", path)))
+	a := startRunWith(t, jobs, "a", key, fastConfig(connect(t, env, "a", path)))
 	waitLeader(t, env, key, "a", slack)
-	startRunWith(t, jobs, "b", fastConfig(key, connect(t, env, "b", nil)))
+	startRunWith(t, jobs, "b", key, fastConfig(connect(t, env, "b", nil)))
 	require.Equal(t, "a", reclaimedBy(t, jobs))
 	require.Equal(t, "a", leaderName(t, env, key))
 
@@ -269,9 +269,9 @@ func TestRun_StandbyTakesOverWhenTheLeadersConnectionsReset(t *testing.T) {
 	key := rand.Int64N(1<<62) + 1
 	path := through(t, env)
 
-	startRunWith(t, jobs, "a", fastConfig(key, connect(t, env, "a", path)))
+	startRunWith(t, jobs, "a", key, fastConfig(connect(t, env, "a", path)))
 	waitLeader(t, env, key, "a", slack)
-	startRunWith(t, jobs, "b", fastConfig(key, connect(t, env, "b", nil)))
+	startRunWith(t, jobs, "b", key, fastConfig(connect(t, env, "b", nil)))
 	require.Equal(t, "a", reclaimedBy(t, jobs))
 	require.Equal(t, "a", leaderName(t, env, key))
 
@@ -291,7 +291,7 @@ func TestRun_LeaderNoticesAFrozenPathAndStillStops(t *testing.T) {
 	key := rand.Int64N(1<<62) + 1
 	path := through(t, env)
 
-	a := startRunWith(t, jobs, "a", fastConfig(key, connect(t, env, "a", path)))
+	a := startRunWith(t, jobs, "a", key, fastConfig(connect(t, env, "a", path)))
 	waitLeader(t, env, key, "a", slack)
 
 	path.Freeze()
@@ -312,9 +312,9 @@ func TestRun_ReturnsWhenCancelledInsideAFrozenCheck(t *testing.T) {
 	key := rand.Int64N(1<<62) + 1
 	path := through(t, env)
 
-	cfg := fastConfig(key, connect(t, env, "a", path))
+	cfg := fastConfig(connect(t, env, "a", path))
 	cfg.LivenessTimeout = time.Minute // the check outlasts the test
-	a := startRunWith(t, jobs, "a", cfg)
+	a := startRunWith(t, jobs, "a", key, cfg)
 	waitLeader(t, env, key, "a", slack)
 
 	path.Freeze()

@@ -36,7 +36,7 @@ func (o *outcome) add(res jobguard.FailResult) {
 // tries again, and never a job without its parent.
 func (r *Reclaimer) write(ctx context.Context, chosen []jobguard.JobState, typeOf map[string]string) (outcome, error) {
 	if len(r.cfg.OnReclaim) == 0 {
-		res, err := r.cfg.Guard.Batch().FailIfUnchanged(ctx, r.cfg.DB, chosen, r.cfg.Reason)
+		res, err := r.cfg.Guard.Batch().FailIfUnchanged(ctx, r.cfg.DB, chosen, r.cfg.Guard.Shared().ReclaimedReason)
 		if err != nil {
 			return outcome{}, err
 		}
@@ -102,7 +102,7 @@ func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, batch []jobguard.Job
 		return jobguard.FailResult{}, "", err
 	}
 	defer func() { _ = sp.Rollback(ctx) }() // a no-op once released
-	res, err := r.cfg.Guard.Batch().FailIfUnchanged(ctx, sp, batch, r.cfg.Reason)
+	res, err := r.cfg.Guard.Batch().FailIfUnchanged(ctx, sp, batch, r.cfg.Guard.Shared().ReclaimedReason)
 	if err != nil {
 		return jobguard.FailResult{}, "", err
 	}

@@ -83,7 +83,7 @@ func BenchmarkNoticeToCancel(b *testing.B) {
 			tr := transportFor(env, kind)
 			w, err := watch.New(watch.Config{Guard: jobs.Guard, DB: env.Pool, Transport: tr, CheckInterval: time.Hour})
 			require.NoError(b, err)
-			pub, err := watch.NewPublisher(tr)
+			pub, err := watch.NewPublisher(jobs.Guard, tr)
 			require.NoError(b, err)
 			ctx, stop := context.WithCancel(context.Background())
 			done := make(chan struct{})

@@ -20,7 +20,7 @@ func TestWatch_OnACluster(t *testing.T) {
 	t.Parallel()
 	c := rediscluster.Start(t)
 	transport := func(t *testing.T) watch.Transport {
-		return watch.Transport{Redis: c.Client(t), Prefix: rediscluster.KeyPrefix(t)}
+		return watch.Transport{Redis: c.Client(t)}
 	}
 
 	t.Run("NoticeCancelsReclaimedExecution", func(t *testing.T) {
@@ -55,7 +55,7 @@ func TestWatch_OnACluster(t *testing.T) {
 			ctx := b.watch(t, exec)
 			node := redis.NewClient(&redis.Options{Addr: addr})
 			t.Cleanup(func() { _ = node.Close() })
-			pub, err := watch.NewPublisher(watch.Transport{Redis: node, Prefix: tr.Prefix})
+			pub, err := watch.NewPublisher(b.jobs.Guard, watch.Transport{Redis: node})
 			require.NoError(t, err)
 			require.NoError(t, pub.Publish(context.Background(), watch.Notice{JobID: exec.JobID, Generation: 2}))
 			cause, _ := cancelledWithin(t, ctx, time.Now(), time.Second)

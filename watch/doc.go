@@ -63,7 +63,8 @@
 //     (the status-only weakness jobguard documents), and a COMPLETED row is
 //     taken as the execution's own completion.
 //   - The check tells a reclaim from the execution's own Fail by the failure
-//     reason alone: Config.ReclaimedReason must match the reclaimer's.
+//     reason alone, the guard's Shared.ReclaimedReason, which the
+//     reclaimer writes.
 //   - Watch the execution only after Start has committed: the check would
 //     otherwise read the row as it was before the start and cancel it.
 //   - Contexts are not cancelled when Run returns; they are simply no
@@ -81,7 +82,7 @@
 // # Use
 //
 //	// In the reclaimer, after the reclaim committed:
-//	pub, err := watch.NewPublisher(watch.Transport{Redis: rdb})
+//	pub, err := watch.NewPublisher(guard, watch.Transport{Redis: rdb})
 //	err = pub.Publish(ctx, watch.NoticesFrom(reclaimed)...)
 //
 //	// In each worker process:

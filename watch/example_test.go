@@ -40,7 +40,7 @@ func ExampleWatcher_Watch() {
 	defer done()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	transport := watch.Transport{Redis: ex.env.Redis, Prefix: ex.env.Prefix}
+	transport := watch.Transport{Redis: ex.env.Redis}
 
 	// One watcher per worker process.
 	w, err := watch.New(watch.Config{Guard: ex.guard, DB: ex.env.Pool, Transport: transport})
@@ -56,7 +56,7 @@ func ExampleWatcher_Watch() {
 
 	// Meanwhile the reclaimer fails the job and, once that committed,
 	// publishes a notice for it.
-	pub, _ := watch.NewPublisher(transport)
+	pub, _ := watch.NewPublisher(ex.guard, transport)
 	rows, _ := ex.guard.Batch().Snapshot(ctx, ex.env.Pool, []string{ex.exec.JobID})
 	reclaimed, _ := ex.guard.Batch().FailIfUnchanged(ctx, ex.env.Pool, []jobguard.JobState{rows[ex.exec.JobID]}, "reclaimed: runtime limit exceeded")
 	_ = pub.Publish(ctx, watch.NoticesFrom(reclaimed.Failed)...)
@@ -115,8 +115,9 @@ func ExampleNewPublisher() {
 	ex, done := newExample()
 	defer done()
 
-	// Without Redis: LISTEN/NOTIFY on a channel of the database.
-	pub, err := watch.NewPublisher(watch.Transport{Postgres: ex.env.Pool, Channel: "jobguard_reclaim_notices"})
+	// Over Postgres: LISTEN/NOTIFY on the guard's Shared.NoticeChannel, so
+	// that PublishOn can send notices in the reclaim's own transaction.
+	pub, err := watch.NewPublisher(ex.guard, watch.Transport{Postgres: ex.env.Pool})
 	if err != nil {
 		panic(err)
 	}

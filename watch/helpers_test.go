@@ -22,9 +22,9 @@ var transports = []string{"redis", "postgres"}
 // under the test's prefix, or a Postgres channel named after its schema.
 func transportFor(env *testenv.Env, kind string) watch.Transport {
 	if kind == "redis" {
-		return watch.Transport{Redis: env.Redis, Prefix: env.Prefix}
+		return watch.Transport{Redis: env.Redis}
 	}
-	return watch.Transport{Postgres: env.Pool, Channel: env.Schema}
+	return watch.Transport{Postgres: env.Pool}
 }
 
 // bundle is one test's jobs table, a running watcher and a publisher on the
@@ -53,7 +53,7 @@ func setup(t *testing.T, kind string, v fixture.Variant, cfg watch.Config) *bund
 	w, err := watch.New(cfg)
 	require.NoError(t, err)
 	b.w = w
-	b.pub, err = watch.NewPublisher(cfg.Transport)
+	b.pub, err = watch.NewPublisher(jobs.Guard, cfg.Transport)
 	require.NoError(t, err)
 	run(t, w)
 	waitSubscribed(t, w)

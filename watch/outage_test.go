@@ -64,7 +64,7 @@ func TestWatch_RedisRestartCheckCatchesReclaimDuringOutage(t *testing.T) {
 	srv := startPrivateRedis(t)
 	rdb := redisClient(t, srv.addr())
 	b := setup(t, "", fixture.Default, watch.Config{
-		Transport:     watch.Transport{Redis: rdb, Prefix: "jgt-outage"},
+		Transport:     watch.Transport{Redis: rdb},
 		CheckInterval: time.Hour, // only the check after resubscribing can catch it
 		ReconnectMin:  20 * time.Millisecond,
 		ReconnectMax:  100 * time.Millisecond,
@@ -142,7 +142,7 @@ func TestWatch_CheckRunsWhileRedisIsDown(t *testing.T) {
 	t.Parallel()
 	srv := startPrivateRedis(t)
 	b := setup(t, "", fixture.Default, watch.Config{
-		Transport:     watch.Transport{Redis: redisClient(t, srv.addr()), Prefix: "jgt-outage"},
+		Transport:     watch.Transport{Redis: redisClient(t, srv.addr())},
 		CheckInterval: 100 * time.Millisecond,
 		ReconnectMin:  20 * time.Millisecond,
 		ReconnectMax:  100 * time.Millisecond,

@@ -15,10 +15,6 @@ import (
 
 // Transport defaults and limits.
 const (
-	// PrefixDefault namespaces the Redis channel, like jobguard's markers.
-	PrefixDefault = jobguard.MarkerPrefixDefault
-	// ChannelDefault is the Postgres LISTEN/NOTIFY channel.
-	ChannelDefault = "jobguard_reclaim_notices"
 	// PostgresPayloadMax is the longest NOTIFY payload PostgreSQL accepts
 	// (it must be shorter than 8000 bytes in the default configuration).
 	PostgresPayloadMax = 7999
@@ -38,14 +34,12 @@ var _ Redis = (redis.UniversalClient)(nil)
 
 // Transport says how notices travel: over Redis pub/sub or over Postgres
 // LISTEN/NOTIFY. Set exactly one of Redis and Postgres; publishers and
-// watchers must use the same settings to hear each other.
+// watchers must use the same one to hear each other. The channel's name is
+// the guard's: "<Shared.Prefix>:reclaim-notices" on Redis,
+// Shared.NoticeChannel on Postgres.
 type Transport struct {
-	// Redis carries notices over Redis pub/sub, on the single channel
-	// "<Prefix>:reclaim-notices". Defaults to nil (not Redis).
+	// Redis carries notices over Redis pub/sub. Defaults to nil (not Redis).
 	Redis Redis
-	// Prefix namespaces the Redis channel. It is not used with Postgres.
-	// Defaults to PrefixDefault.
-	Prefix string
 	// Postgres carries notices with LISTEN/NOTIFY. A Watcher holds one
 	// connection of it for listening (taken out of the pool, so leave room
 	// for one more); a Publisher runs pg_notify on it. Channels are per
@@ -53,44 +47,34 @@ type Transport struct {
 	// listening session must be a real one (not a PgBouncer transaction
 	// pool). Defaults to nil (not Postgres).
 	Postgres *pgxpool.Pool
-	// Channel is the LISTEN/NOTIFY channel name, an identifier of at most
-	// 63 bytes; it is not used with Redis. Defaults to ChannelDefault.
-	Channel string
 }
 
-// withDefaults fills in the defaults and validates t. Errors name the field.
-func (t Transport) withDefaults() (Transport, error) {
+// channel validates t and returns the name of its channel under guard's
+// shared settings. Errors name the field.
+func (t Transport) channel(guard *jobguard.Guard) (string, error) {
+	shared := guard.Shared()
 	switch {
 	case t.Redis != nil && t.Postgres != nil:
-		return t, errors.New("Transport: both Redis and Postgres are set; choose one")
+		return "", errors.New("Transport: both Redis and Postgres are set; choose one")
 	case t.Redis == nil && t.Postgres == nil:
-		return t, errors.New("Transport: neither Redis nor Postgres is set")
-	}
-	if t.Prefix == "" {
-		t.Prefix = PrefixDefault
-	}
-	if t.Channel == "" {
-		t.Channel = ChannelDefault
-	}
-	if t.Postgres != nil {
-		if err := ident.Check("Transport.Channel", t.Channel); err != nil {
-			return t, err
+		return "", errors.New("Transport: neither Redis nor Postgres is set")
+	case t.Postgres != nil:
+		if err := ident.Check("the guard's Shared.NoticeChannel", shared.NoticeChannel); err != nil {
+			return "", err
 		}
+		return shared.NoticeChannel, nil
+	case strings.ContainsAny(shared.Prefix, "*?["):
+		return "", fmt.Errorf("the guard's Shared.Prefix %q contains a glob character", shared.Prefix)
 	}
-	if t.Redis != nil && strings.ContainsAny(t.Prefix, "*?[") {
-		return t, fmt.Errorf("Transport.Prefix %q contains a glob character", t.Prefix)
-	}
-	return t, nil
+	return shared.Prefix + ":reclaim-notices", nil
 }
-
-// redisChannel is the one Redis channel of the transport.
-func (t Transport) redisChannel() string { return t.Prefix + ":reclaim-notices" }
 
 // ErrNotTransactional is returned by PublishOn on a Redis transport:
 // Redis pub/sub cannot wait for a database transaction to commit.
 var ErrNotTransactional = errors.New("watch: a Redis transport cannot publish inside a transaction")
 
-// Publisher sends notices to every Watcher on the same Transport: as JSON
+// Publisher sends notices to every Watcher on the same Transport and the
+// same shared settings: as JSON
 // arrays of at most RedisPayloadMax bytes on the transport's Redis channel,
 // or with pg_notify on its Postgres channel, at most PostgresPayloadMax
 // bytes each. Redis pub/sub delivers a message only to subscribers
@@ -103,16 +87,17 @@ type Publisher struct {
 	channel string
 }
 
-// NewPublisher returns the publisher of t.
-func NewPublisher(t Transport) (*Publisher, error) {
-	t, err := t.withDefaults()
+// NewPublisher returns the publisher of t, on the channel that guard's
+// Shared settings name.
+func NewPublisher(guard *jobguard.Guard, t Transport) (*Publisher, error) {
+	if guard == nil {
+		return nil, errors.New("watch: new publisher: guard is nil")
+	}
+	channel, err := t.channel(guard)
 	if err != nil {
 		return nil, fmt.Errorf("watch: new publisher: %w", err)
 	}
-	if t.Redis != nil {
-		return &Publisher{t: t, channel: t.redisChannel()}, nil
-	}
-	return &Publisher{t: t, channel: t.Channel}, nil
+	return &Publisher{t: t, channel: channel}, nil
 }
 
 // notifySQL sends every payload of $2 on channel $1 in one statement, so a

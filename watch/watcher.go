@@ -29,8 +29,9 @@ const (
 
 // Config configures a Watcher.
 type Config struct {
-	// Guard reads the watched rows for the periodic check, and says whether
-	// the table is fenced by generations. Required.
+	// Guard reads the watched rows for the periodic check, says whether the
+	// table is fenced by generations, and names the channel and the
+	// reclaimed failure reason (its Shared settings). Required.
 	Guard *jobguard.Guard
 	// DB is where the periodic check reads, such as a *pgxpool.Pool.
 	// Required.
@@ -55,13 +56,6 @@ type Config struct {
 	// ReconnectMax caps the wait between attempts to resubscribe. Defaults
 	// to ReconnectMaxDefault (30s).
 	ReconnectMax time.Duration
-	// ReclaimedReason is the prefix of the failure reason the reclaimer
-	// writes; it must match reclaim.Config.Reason. A reclaim leaves the
-	// generation as it was, so on a FAILED row at the execution's own
-	// generation only the reason tells a reclaim (cancel) from the
-	// execution's own Fail (done). Defaults to
-	// jobguard.ReclaimedReasonDefault.
-	ReclaimedReason string
 	// Logger receives a line for every cancelled execution (info), a lost
 	// and a restored subscription (warn, info) and a failed check (warn).
 	// Defaults to slog.Default().
@@ -105,11 +99,10 @@ func New(cfg Config) (*Watcher, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("watch: new: DB is nil")
 	}
-	t, err := cfg.Transport.withDefaults()
+	channel, err := cfg.Transport.channel(cfg.Guard)
 	if err != nil {
 		return nil, fmt.Errorf("watch: new: %w", err)
 	}
-	cfg.Transport = t
 	for _, d := range []struct {
 		field string
 		v     *time.Duration
@@ -130,9 +123,6 @@ func New(cfg Config) (*Watcher, error) {
 	if cfg.ReconnectMax < cfg.ReconnectMin {
 		return nil, fmt.Errorf("watch: new: ReconnectMax %v is below ReconnectMin %v", cfg.ReconnectMax, cfg.ReconnectMin)
 	}
-	if cfg.ReclaimedReason == "" {
-		cfg.ReclaimedReason = jobguard.ReclaimedReasonDefault
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -142,15 +132,15 @@ func New(cfg Config) (*Watcher, error) {
 	w := &Watcher{
 		cfg:      cfg,
 		log:      cfg.Logger,
-		rules:    rules{fenced: cfg.Guard.Fenced(), statuses: cfg.Guard.Table().Statuses, reclaimed: cfg.ReclaimedReason},
+		rules:    rules{fenced: cfg.Guard.Fenced(), statuses: cfg.Guard.Table().Statuses, reclaimed: cfg.Guard.Shared().ReclaimedReason},
 		jobs:     make(map[string]map[*entry]struct{}),
 		checkNow: make(chan struct{}, 1),
 		ready:    make(chan struct{}),
 	}
-	if t.Redis != nil {
-		w.lis = redisListener{rdb: t.Redis, channel: t.redisChannel(), ping: cfg.PingInterval}
+	if t := cfg.Transport; t.Redis != nil {
+		w.lis = redisListener{rdb: t.Redis, channel: channel, ping: cfg.PingInterval}
 	} else {
-		w.lis = postgresListener{pool: t.Postgres, channel: t.Channel, ping: cfg.PingInterval}
+		w.lis = postgresListener{pool: t.Postgres, channel: channel, ping: cfg.PingInterval}
 	}
 	return w, nil
 }

@@ -91,9 +91,7 @@ func TestWatch_LateNoticeSparesExecutionStartedAfterRetry(t *testing.T) {
 	b.reclaim(t, false, first.JobID)
 	_, err := b.jobs.Guard.Retry(ctx, b.env.Pool, first.JobID)
 	require.NoError(t, err)
-	starts, err := jobguard.NewStartGuard(b.jobs.Guard, b.env.Redis, jobguard.StartGuardConfig{
-		Markers: jobguard.MarkerConfig{Prefix: b.env.Prefix},
-	})
+	starts, err := jobguard.NewStartGuard(b.jobs.Guard, b.env.Redis, jobguard.StartGuardConfig{})
 	require.NoError(t, err)
 	second, err := starts.Start(ctx, b.env.Pool, first.JobID)
 	require.NoError(t, err)
@@ -303,10 +301,11 @@ func TestNew_ErrorsNameTheField(t *testing.T) {
 		"DB":                         func(c *watch.Config) { c.DB = nil },
 		"neither Redis nor Postgres": func(c *watch.Config) { c.Transport.Redis = nil },
 		"both Redis and Postgres":    func(c *watch.Config) { c.Transport.Postgres = env.Pool },
-		"Transport.Channel": func(c *watch.Config) {
-			c.Transport = watch.Transport{Postgres: env.Pool, Channel: strings.Repeat("c", 64)}
+		"Shared.NoticeChannel": func(c *watch.Config) {
+			c.Guard = jobs.GuardWith(t, jobguard.Shared{NoticeChannel: strings.Repeat("c", 64)})
+			c.Transport = watch.Transport{Postgres: env.Pool}
 		},
-		"Transport.Prefix":          func(c *watch.Config) { c.Transport.Prefix = "jobs*" },
+		"Shared.Prefix":             func(c *watch.Config) { c.Guard = jobs.GuardWith(t, jobguard.Shared{Prefix: "jobs*"}) },
 		"CheckInterval":             func(c *watch.Config) { c.CheckInterval = -time.Second },
 		"PingInterval":              func(c *watch.Config) { c.PingInterval = -time.Second },
 		"ReconnectMax 1ms is below": func(c *watch.Config) { c.ReconnectMax = time.Millisecond },
@@ -320,8 +319,10 @@ func TestNew_ErrorsNameTheField(t *testing.T) {
 	}
 	_, err := watch.New(valid())
 	require.NoError(t, err)
-	_, err = watch.NewPublisher(watch.Transport{})
+	_, err = watch.NewPublisher(jobs.Guard, watch.Transport{})
 	require.ErrorContains(t, err, "neither Redis nor Postgres")
+	_, err = watch.NewPublisher(nil, watch.Transport{Redis: env.Redis})
+	require.ErrorContains(t, err, "guard is nil")
 }
 
 func TestWatch_EveryTableShape(t *testing.T) {
@@ -414,7 +415,7 @@ func TestWatch_NoticeFindsAnExecutionWhoseIDIsSpelledOtherwise(t *testing.T) {
 func TestPublisher_RedisCannotPublishInATransaction(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
-	pub, err := watch.NewPublisher(watch.Transport{Redis: env.Redis, Prefix: env.Prefix})
+	pub, err := watch.NewPublisher(fixture.Create(t, env, fixture.Default).Guard, watch.Transport{Redis: env.Redis})
 	require.NoError(t, err)
 	tx, err := env.Pool.Begin(context.Background())
 	require.NoError(t, err)
@@ -427,7 +428,7 @@ func TestReady_ClosesAtTheFirstSubscription(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
-	w, err := watch.New(watch.Config{Guard: jobs.Guard, DB: env.Pool, Transport: watch.Transport{Redis: env.Redis, Prefix: env.Prefix}})
+	w, err := watch.New(watch.Config{Guard: jobs.Guard, DB: env.Pool, Transport: watch.Transport{Redis: env.Redis}})
 	require.NoError(t, err)
 	select {
 	case <-w.Ready():

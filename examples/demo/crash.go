@@ -72,7 +72,7 @@ func (d *demo) killedAfterCompletion(ctx context.Context) error {
 		return err
 	}
 	raw, err := json.Marshal(workerConfig{DatabaseURL: d.urls.database, RedisURL: d.urls.redis, Schema: e.Schema,
-		Prefix: e.Markers.Prefix, FilesDir: e.FilesDir, JobID: jobID})
+		Prefix: e.Guard.Shared().Prefix, FilesDir: e.FilesDir, JobID: jobID})
 	if err != nil {
 		return err
 	}

@@ -159,7 +159,7 @@ func (d *demo) usageOnce(ctx context.Context) (bool, string, error) {
 func (d *demo) reclaimsBacked(ctx context.Context) (bool, string, error) {
 	e := d.env
 	markers, unbacked := 0, 0
-	iter := e.Redis.Scan(ctx, 0, e.Markers.Prefix+":reclaimed:*", 500).Iterator()
+	iter := e.Redis.Scan(ctx, 0, e.Guard.Shared().Prefix+":reclaimed:*", 500).Iterator()
 	for iter.Next(ctx) {
 		key := iter.Val()
 		open, end := strings.IndexByte(key, '{'), strings.LastIndexByte(key, '}')

@@ -273,7 +273,7 @@ func drivenScrape(t *testing.T) exposition {
 	// It then hangs, having made a file.
 	dead := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1})
 	t.Cleanup(func() { _ = dead.Close() })
-	blind, err := jobguard.NewStartGuard(w.Guard, dead, jobguard.StartGuardConfig{Markers: w.Markers,
+	blind, err := jobguard.NewStartGuard(w.Guard, dead, jobguard.StartGuardConfig{
 		Logger: slog.New(slog.DiscardHandler), MeterProvider: wm.Provider})
 	require.NoError(t, err)
 	stuckID, err := flow.EnqueueChapter(ctx, w, "c2", 1)

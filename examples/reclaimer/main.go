@@ -136,7 +136,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		log.Error("reclaimer: cannot start", slog.Any("error", err))
 		return 1
 	}
-	log.Info("reclaimer: started", slog.String("schema", env.Schema), slog.String("marker_prefix", env.Markers.Prefix),
+	log.Info("reclaimer: started", slog.String("schema", env.Schema), slog.String("marker_prefix", env.Guard.Shared().Prefix),
 		slog.Duration("interval", interval), slog.Duration("no_progress", noProgress),
 		slog.String("limits", limits.String()), slog.String("bullmq_queue", *queue), slog.Bool("compensate", *compensate), slog.Bool("settle", *settleRecords),
 		slog.String("notices", cfg.Notices))

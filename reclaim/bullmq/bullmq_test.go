@@ -21,7 +21,6 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/sourcetest"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
-	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/reclaim/bullmq"
 )
@@ -201,10 +200,9 @@ func TestActive_ListedJobWithoutHashOrStartIsNotGuessed(t *testing.T) {
 	jobs := fixture.Create(t, env, fixture.TextID)
 	r, err := reclaim.New(reclaim.Config{
 		Guard: jobs.Guard, DB: env.Pool, Redis: env.Redis,
-		Source:  newSource(t, env, prefix, "chapters", ""),
-		Limits:  reclaim.StaticLimits{"chapter": time.Hour},
-		Markers: jobguardMarkers(env),
-		Logger:  slog.New(slog.DiscardHandler),
+		Source: newSource(t, env, prefix, "chapters", ""),
+		Limits: reclaim.StaticLimits{"chapter": time.Hour},
+		Logger: slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
 	rep, err := r.Sweep(ctx)
@@ -249,9 +247,8 @@ func TestSweep_ReclaimsJobsARealWorkerHolds(t *testing.T) {
 
 	r, err := reclaim.New(reclaim.Config{
 		Guard: jobs.Guard, DB: env.Pool, Redis: env.Redis,
-		Source:  newSource(t, env, prefix, "chapters", "rowId"),
-		Limits:  reclaim.StaticLimits{"chapter": 30 * time.Minute},
-		Markers: jobguardMarkers(env),
+		Source: newSource(t, env, prefix, "chapters", "rowId"),
+		Limits: reclaim.StaticLimits{"chapter": 30 * time.Minute},
 		// An hour later, by the reclaimer's clock: the held jobs are over
 		// their limit and have not progressed.
 		Now: func() time.Time { return time.Now().Add(time.Hour) },
@@ -273,10 +270,6 @@ func TestNew_ErrorsNameTheField(t *testing.T) {
 	require.ErrorContains(t, err, "Queue")
 	_, err = bullmq.New(bullmq.Config{Redis: env.Redis, Queue: "a:b"})
 	require.ErrorContains(t, err, "Queue")
-}
-
-func jobguardMarkers(env *testenv.Env) jobguard.MarkerConfig {
-	return jobguard.MarkerConfig{Prefix: env.Prefix}
 }
 
 func TestActive_RowIDFromData(t *testing.T) {

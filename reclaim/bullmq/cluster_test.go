@@ -60,8 +60,7 @@ func TestSource_OnACluster(t *testing.T) {
 		require.NoError(t, err)
 		r, err := reclaim.New(reclaim.Config{
 			Guard: jobs.Guard, DB: env.Pool, Redis: rdb, Source: src,
-			Limits:  reclaim.StaticLimits{"chapter": 30 * time.Minute},
-			Markers: jobguardMarkers(env),
+			Limits: reclaim.StaticLimits{"chapter": 30 * time.Minute},
 			// An hour later, by the reclaimer's clock: the held jobs are over
 			// their limit and have not progressed.
 			Now: func() time.Time { return time.Now().Add(time.Hour) },
@@ -73,7 +72,7 @@ func TestSource_OnACluster(t *testing.T) {
 		require.Zero(t, rep.MarkerErrors)
 		require.ElementsMatch(t, []string{"row-0", "row-1", "row-2"}, rep.ReclaimedIDs)
 
-		sg, err := jobguard.NewStartGuard(jobs.Guard, rdb, jobguard.StartGuardConfig{Markers: jobguardMarkers(env)})
+		sg, err := jobguard.NewStartGuard(jobs.Guard, rdb, jobguard.StartGuardConfig{})
 		require.NoError(t, err)
 		for _, id := range rep.ReclaimedIDs {
 			require.Equal(t, "dead", jobs.Read(t, id).Status)

@@ -17,7 +17,6 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/sourcetest"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
-	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/reclaim/riversource"
 )
@@ -178,11 +177,10 @@ func TestActive_RunningJobWithoutRowIDIsAnErrorNotAGuess(t *testing.T) {
 	jobs := fixture.Create(t, env, fixture.Default)
 	rec, err := reclaim.New(reclaim.Config{
 		Guard: jobs.Guard, DB: env.Pool, Redis: env.Redis,
-		Source:  newSource(t, env, riversource.Config{}),
-		Limits:  reclaim.StaticLimits{"chapter": time.Minute},
-		Markers: jobguard.MarkerConfig{Prefix: env.Prefix},
-		Logger:  slog.New(slog.DiscardHandler),
-		Now:     func() time.Time { return time.Now().Add(time.Hour) },
+		Source: newSource(t, env, riversource.Config{}),
+		Limits: reclaim.StaticLimits{"chapter": time.Minute},
+		Logger: slog.New(slog.DiscardHandler),
+		Now:    func() time.Time { return time.Now().Add(time.Hour) },
 	})
 	require.NoError(t, err)
 	rep, err := rec.Sweep(ctx)
@@ -300,10 +298,9 @@ func TestSweep_ReclaimsAStalledJobARealWorkerHolds(t *testing.T) {
 
 	rec, err := reclaim.New(reclaim.Config{
 		Guard: jobs.Guard, DB: env.Pool, Redis: env.Redis,
-		Source:  newSource(t, env, riversource.Config{}),
-		Limits:  reclaim.StaticLimits{"chapter": 30 * time.Minute},
-		Markers: jobguard.MarkerConfig{Prefix: env.Prefix},
-		Logger:  slog.New(slog.DiscardHandler),
+		Source: newSource(t, env, riversource.Config{}),
+		Limits: reclaim.StaticLimits{"chapter": 30 * time.Minute},
+		Logger: slog.New(slog.DiscardHandler),
 		// A reclaimer whose clock runs half a day ahead: River's start is
 		// measured on the clock that stamped it, and changes nothing.
 		Now: func() time.Time { return time.Now().Add(12 * time.Hour) },

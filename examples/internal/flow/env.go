@@ -125,8 +125,6 @@ type Env struct {
 	// survive a worker's crash. Its sweep (Sweep, Run) finishes what a
 	// crash or a failure left.
 	Settler *settle.Settler
-	// Markers is where the start guard and the reclaimer keep markers.
-	Markers jobguard.MarkerConfig
 	// FilesDir receives the encoded videos.
 	FilesDir string
 	// Schema holds every table.
@@ -180,7 +178,7 @@ func Open(ctx context.Context, cfg Config) (*Env, error) {
 		return nil, fmt.Errorf("redis url: %w", err)
 	}
 	rdb := redis.NewClient(ropt)
-	e := &Env{Pool: pool, Redis: rdb, Markers: jobguard.MarkerConfig{Prefix: cfg.Prefix},
+	e := &Env{Pool: pool, Redis: rdb,
 		FilesDir: cfg.FilesDir, Schema: cfg.Schema, Log: cfg.Logger, MeterProvider: cfg.MeterProvider}
 	if err := e.open(ctx, cfg); err != nil {
 		e.Close()
@@ -201,12 +199,14 @@ func (e *Env) open(ctx context.Context, cfg Config) error {
 	}
 	var err error
 	mp := cfg.MeterProvider
-	if e.Guard, err = jobguard.NewWithConfig(ctx, e.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{MeterProvider: mp}); err != nil {
+	// What the reclaimer and the processors must agree on lives on the
+	// guard: the Redis prefix of the markers and notices, and the leader
+	// key of the reclaimers (derived from the schema).
+	shared := jobguard.Shared{Prefix: cfg.Prefix, LeaderKey: leaderKey(cfg.Schema)}
+	if e.Guard, err = jobguard.NewWithConfig(ctx, e.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: shared, MeterProvider: mp}); err != nil {
 		return err
 	}
-	e.Starts, err = jobguard.NewStartGuard(e.Guard, e.Redis, jobguard.StartGuardConfig{
-		Markers: e.Markers, Logger: e.Log, MeterProvider: mp,
-	})
+	e.Starts, err = jobguard.NewStartGuard(e.Guard, e.Redis, jobguard.StartGuardConfig{Logger: e.Log, MeterProvider: mp})
 	if err != nil {
 		return err
 	}
@@ -246,14 +246,14 @@ func (e *Env) openNotices(ctx context.Context, cfg Config) error {
 	case NoticesOff:
 		return nil
 	case NoticesRedis:
-		t = watch.Transport{Redis: e.Redis, Prefix: cfg.Prefix}
+		t = watch.Transport{Redis: e.Redis}
 	case NoticesPostgres:
 		t = watch.Transport{Postgres: e.Pool}
 	default:
 		return fmt.Errorf("notices %q: want %s, %s or %s", cfg.Notices, NoticesRedis, NoticesPostgres, NoticesOff)
 	}
 	var err error
-	if e.Notices, err = watch.NewPublisher(t); err != nil {
+	if e.Notices, err = watch.NewPublisher(e.Guard, t); err != nil {
 		return err
 	}
 	if cfg.NoWatcher {

@@ -72,10 +72,8 @@ func NewReclaimer(e *Env, cfg ReclaimConfig) (*reclaim.Reclaimer, error) {
 		Source:     cfg.Source,
 		Limits:     cfg.Limits,
 		NoProgress: cfg.NoProgress,
-		Markers:    e.Markers,
 		OnReclaim:  rules,
 		Interval:   cfg.Interval,
-		LeaderKey:  leaderKey(e.Schema),
 		Logger:     cfg.Logger,
 		Notices:    notices,
 

@@ -134,7 +134,7 @@ func TestChaos(t *testing.T) {
 		env.Exec(sql)
 	}
 	ctx := context.Background()
-	guard, err := jobguard.New(ctx, env.Pool, jobguard.DefaultTable())
+	guard, err := jobguard.NewWithConfig(ctx, env.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix}})
 	require.NoError(t, err)
 
 	r := &run{
@@ -336,7 +336,7 @@ func (r *run) startWorker(slot int) error {
 	r.incarnation++
 	w := &workerProc{incarnation: r.incarnation, app: r.appName + "-w" + strconv.Itoa(r.incarnation), exited: make(chan struct{})}
 	cfg, err := json.Marshal(chaos.WorkerConfig{
-		DatabaseURL: r.env.DatabaseURL, RedisAddr: r.redis.Addr, MarkerPrefix: r.prefix,
+		DatabaseURL: r.env.DatabaseURL, RedisAddr: r.redis.Addr, Prefix: r.prefix,
 		Incarnation: w.incarnation, Concurrency: 4, AppName: w.app, Timing: r.timing,
 	})
 	if err != nil {
@@ -444,7 +444,6 @@ func (r *run) newReclaimer(n int) *reclaim.Reclaimer {
 		Guard: r.guard, DB: pool, Redis: rdb,
 		Limits:     reclaim.StaticLimits{chaos.KindChapter: r.timing.Limit, chaos.KindVideo: r.timing.Limit},
 		NoProgress: r.timing.NoProgress,
-		Markers:    jobguard.MarkerConfig{Prefix: r.prefix},
 		OnReclaim:  map[string]reclaim.ParentRule{chaos.KindChapter: rule("courses"), chaos.KindVideo: rule("videos")},
 		Logger:     slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})

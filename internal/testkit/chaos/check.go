@@ -244,7 +244,11 @@ var markerKey = regexp.MustCompile(`:reclaimed:\{([^}]*)\}$`)
 // Redis refused the write), and no marker without a reclaim of that
 // generation (invariant 4: a lost race writes none).
 func checkMarkers(ctx context.Context, db jobguard.DB, rdb *redis.Client, prefix string, rep Reported) ([]Violation, error) {
-	store, err := jobguard.NewMarkerStore(rdb, jobguard.MarkerConfig{Prefix: prefix})
+	guard, err := jobguard.NewWithConfig(ctx, db, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: prefix}})
+	if err != nil {
+		return nil, fmt.Errorf("chaos: check markers: %w", err)
+	}
+	store, err := jobguard.NewMarkerStore(guard, rdb, jobguard.MarkerConfig{})
 	if err != nil {
 		return nil, fmt.Errorf("chaos: check markers: %w", err)
 	}

@@ -91,7 +91,9 @@ func TestCheck_ReportsEachBrokenInvariant(t *testing.T) {
 	env.Exec(`INSERT INTO usage_ledger (job_id, meter, generation, account, quantity) VALUES ($1, 'video_ms', 5, 'acct-0', 10)`, stale)
 	// 4: a parent failed and a marker written for a reclaim that never happened.
 	write(t, env, "reclaim", 0, `UPDATE courses SET status = 'FAILED' WHERE id = 'course-2'`)
-	markers, err := jobguard.NewMarkerStore(env.Redis, jobguard.MarkerConfig{Prefix: env.Prefix})
+	guard, err := jobguard.NewWithConfig(ctx, env.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix}})
+	require.NoError(t, err)
+	markers, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
 	require.NoError(t, err)
 	require.NoError(t, markers.Write(ctx, jobguard.Marker{JobID: lost, Generation: 1, Reason: jobguard.ReclaimedReasonDefault, At: time.Now()}))
 	// 5: a write by generation 4 of a job at generation 5.

@@ -25,8 +25,9 @@ type WorkerConfig struct {
 	DatabaseURL string
 	// RedisAddr is the run's private Redis.
 	RedisAddr string
-	// MarkerPrefix namespaces the reclaim markers.
-	MarkerPrefix string
+	// Prefix is the guard's Shared.Prefix: it namespaces the reclaim
+	// markers.
+	Prefix string
 	// Incarnation identifies this process in events, kills and confirmed.
 	Incarnation int
 	// Concurrency is the number of jobs processed at once.
@@ -80,13 +81,11 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1,
 	})
 	defer rdb.Close()
-	guard, err := jobguard.New(ctx, pool, jobguard.DefaultTable())
+	guard, err := jobguard.NewWithConfig(ctx, pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: cfg.Prefix}})
 	if err != nil {
 		return fmt.Errorf("chaos: worker: %w", err)
 	}
-	starts, err := jobguard.NewStartGuard(guard, rdb, jobguard.StartGuardConfig{
-		Markers: jobguard.MarkerConfig{Prefix: cfg.MarkerPrefix}, Logger: cfg.Logger,
-	})
+	starts, err := jobguard.NewStartGuard(guard, rdb, jobguard.StartGuardConfig{Logger: cfg.Logger})
 	if err != nil {
 		return fmt.Errorf("chaos: worker: %w", err)
 	}

@@ -1,0 +1,111 @@
+package jobguard
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"go.opentelemetry.io/otel/metric"
+)
+
+// The defaults of Shared.
+const (
+	// PrefixDefault namespaces jobguard's Redis keys and channel.
+	PrefixDefault = "jobguard"
+	// ReclaimedReasonDefault is the failure reason the reclaimer writes and
+	// the start guard and the watcher look for.
+	ReclaimedReasonDefault = "reclaimed: exceeded runtime limit without progress"
+	// NoticeChannelDefault is the Postgres LISTEN/NOTIFY channel of the
+	// reclaim notices.
+	NoticeChannelDefault = "jobguard_reclaim_notices"
+	// LeaderKeyDefault is the Postgres advisory lock key that elects the
+	// reclaimer's leader.
+	LeaderKeyDefault int64 = 0x6a6f62_7265636c // "job" "recl"
+)
+
+// Shared holds the settings that every process working one jobs table must
+// agree on: the workers' start guards and watchers read what the reclaimer
+// writes, under these names. They live on the Guard, which every component
+// is built from, and nowhere else, so within a process they cannot
+// disagree; across processes, build the Guard from one place (one
+// GuardConfig in a package every service imports). The zero value is the
+// defaults.
+type Shared struct {
+	// Prefix namespaces jobguard's Redis keys and channel: the reclaim
+	// markers "<Prefix>:reclaimed:{<job id>}" and the notices channel
+	// "<Prefix>:reclaim-notices". It must not contain braces (the job id is
+	// the Redis Cluster hash tag). Defaults to PrefixDefault.
+	Prefix string
+	// ReclaimedReason is the failure reason the reclaimer writes. The start
+	// guard refuses a job whose failure reason starts with it, and the
+	// watcher tells a reclaim of its execution's job (cancel) from the
+	// execution's own Fail (done) by it. Defaults to ReclaimedReasonDefault.
+	ReclaimedReason string
+	// NoticeChannel is the Postgres LISTEN/NOTIFY channel of the reclaim
+	// notices, an identifier of at most 63 bytes; notices over Redis use
+	// Prefix instead. Defaults to NoticeChannelDefault.
+	NoticeChannel string
+	// LeaderKey is the Postgres advisory lock key that elects the leader
+	// among the reclaimers of this table. Advisory locks are per database,
+	// not per schema or table: guards of different jobs tables in one
+	// database need different keys, or only one table is swept. Defaults to
+	// LeaderKeyDefault.
+	LeaderKey int64
+}
+
+// withDefaults fills in every field left at its zero value and validates
+// what the components cannot: a marker key's shape.
+func (s Shared) withDefaults() (Shared, error) {
+	if s.Prefix == "" {
+		s.Prefix = PrefixDefault
+	}
+	if s.ReclaimedReason == "" {
+		s.ReclaimedReason = ReclaimedReasonDefault
+	}
+	if s.NoticeChannel == "" {
+		s.NoticeChannel = NoticeChannelDefault
+	}
+	if s.LeaderKey == 0 {
+		s.LeaderKey = LeaderKeyDefault
+	}
+	if strings.ContainsAny(s.Prefix, "{}") {
+		return s, fmt.Errorf("Shared.Prefix %q must not contain braces (the job id is the hash tag)", s.Prefix)
+	}
+	return s, nil
+}
+
+// sharedDefaults is what New gives every guard.
+var sharedDefaults, _ = Shared{}.withDefaults()
+
+// GuardConfig configures what NewWithConfig adds to a Guard.
+type GuardConfig struct {
+	// Shared holds the settings every process working the table must agree
+	// on. Defaults to the defaults of each field.
+	Shared Shared
+	// MeterProvider receives the guard's metrics: jobguard.completions,
+	// counted by outcome (accepted, refused, error) and, for refusals, reason
+	// (terminal, superseded, not_found, unknown). Defaults to nil: no
+	// metrics, at no cost.
+	MeterProvider metric.MeterProvider
+}
+
+// NewWithConfig is New with a configuration: it validates and builds the
+// guard exactly like New, then sets its shared settings and instruments
+// it. New is NewWithConfig with the zero GuardConfig.
+func NewWithConfig(ctx context.Context, db DB, table Table, cfg GuardConfig) (*Guard, error) {
+	shared, err := cfg.Shared.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("jobguard: new: %w", err)
+	}
+	g, err := New(ctx, db, table)
+	if err != nil {
+		return nil, err
+	}
+	g.shared = shared
+	g.met = newGuardMetrics(cfg.MeterProvider)
+	return g, nil
+}
+
+// Shared returns the guard's shared settings, with their defaults filled
+// in.
+func (g *Guard) Shared() Shared { return g.shared }

@@ -146,21 +146,39 @@ func BenchmarkSweep(b *testing.B) {
 			b.Run("floor", func(b *testing.B) {
 				t.measure(b, func() error { return floorSweep(ctx, t, size.stuck) })
 			})
+			// A shadow sweep next to its floor: the same read, and no write.
+			b.Run("shadow", func(b *testing.B) {
+				r, _ := newReclaimer(b, t.jobs, reclaim.Config{DB: t.pool, Limits: t.limits, Shadow: true, Logger: slog.New(slog.DiscardHandler)})
+				t.measure(b, func() error {
+					rep, err := r.Sweep(ctx)
+					if err == nil && rep.WouldReclaim != size.stuck {
+						err = fmt.Errorf("would reclaim %d of %d: %+v", rep.WouldReclaim, size.stuck, rep)
+					}
+					return err
+				})
+			})
+			b.Run("shadow-floor", func(b *testing.B) {
+				t.measure(b, func() error {
+					ids, _, _, err := floorRead(ctx, t)
+					if err == nil && len(ids) != size.stuck {
+						err = fmt.Errorf("floor read %d of %d", len(ids), size.stuck)
+					}
+					return err
+				})
+			})
 		})
 	}
 }
 
-// floorSweep is the hand-written reclaim that BenchmarkSweep compares with.
-func floorSweep(ctx context.Context, t *benchTable, want int) error {
+// floorRead is the hand-written read of floorSweep: the stuck jobs' ids,
+// updated_at and generations.
+func floorRead(ctx context.Context, t *benchTable) (ids []uuid.UUID, updated []time.Time, gens []int64, err error) {
 	rows, err := t.pool.Query(ctx, `
 SELECT id, status, updated_at, generation, now() FROM jobs
 WHERE status = 'PROCESSING' AND type = 'chapter' AND started_at < now() - interval '30 minutes'`)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	var ids []uuid.UUID
-	var updated []time.Time
-	var gens []int64
 	var id uuid.UUID
 	var status string
 	var at, now time.Time
@@ -171,10 +189,16 @@ WHERE status = 'PROCESSING' AND type = 'chapter' AND started_at < now() - interv
 		}
 		return nil
 	})
+	return ids, updated, gens, err
+}
+
+// floorSweep is the hand-written reclaim that BenchmarkSweep compares with.
+func floorSweep(ctx context.Context, t *benchTable, want int) error {
+	ids, updated, gens, err := floorRead(ctx, t)
 	if err != nil {
 		return err
 	}
-	rows, err = t.pool.Query(ctx, `
+	rows, err := t.pool.Query(ctx, `
 UPDATE jobs AS t SET status = 'FAILED', failure_reason = $4, updated_at = now()
 FROM unnest($1::uuid[], $2::timestamptz[], $3::int8[]) AS e(id, updated_at, generation)
 WHERE t.id = e.id AND t.status = 'PROCESSING' AND t.updated_at = e.updated_at AND t.generation = e.generation
@@ -185,6 +209,7 @@ RETURNING t.id::text, t.generation`, ids, updated, gens, jobguard.ReclaimedReaso
 	var done []string
 	var doneGens []int64
 	var s string
+	var gen int64
 	_, err = pgx.ForEachRow(rows, []any{&s, &gen}, func() error {
 		done, doneGens = append(done, s), append(doneGens, gen)
 		return nil

@@ -6,31 +6,33 @@ import (
 	"github.com/jobguard/jobguard/jobguard"
 )
 
-// decision is what a sweep does with one job. Every listed job gets exactly
-// one, and each has its own Report counter.
-type decision uint8
+// Decision is what a sweep does with one job. Every listed job gets exactly
+// one; each has its own Report counter, and its String is the decision's
+// name in log lines and metric labels.
+type Decision uint8
 
 const (
-	// sourceError: the source could not read the job. Skipped.
-	sourceError decision = iota + 1
-	// unknownType: the job's type has no limit. Skipped.
-	unknownType
-	// withinLimit: the current attempt has not run past its limit.
-	withinLimit
-	// noStartTime: neither the queue nor the row knows when the current
-	// attempt started. Skipped, never guessed.
-	noStartTime
-	// notActive: the row is missing or finished.
-	notActive
-	// stale: the listing is of an attempt the row no longer runs (the row
-	// was retried, or restarted since). Never acted on.
-	stale
-	// progressing: over the limit, but updated_at moved within the
+	// DecisionSourceError: the source could not read the job. Skipped.
+	DecisionSourceError Decision = iota + 1
+	// DecisionUnknownType: the job's type has no limit. Skipped.
+	DecisionUnknownType
+	// DecisionWithinLimit: the current attempt has not run past its limit.
+	DecisionWithinLimit
+	// DecisionNoStartTime: neither the queue nor the row knows when the
+	// current attempt started. Skipped, never guessed.
+	DecisionNoStartTime
+	// DecisionNotActive: the row is missing or finished.
+	DecisionNotActive
+	// DecisionStale: the listing is of an attempt the row no longer runs
+	// (the row was retried, or restarted since). Never acted on.
+	DecisionStale
+	// DecisionProgressing: over the limit, but updated_at moved within the
 	// no-progress threshold. Slow but alive: kept.
-	progressing
-	// reclaim: over the limit and no progress. The job is failed, if its row
-	// is still as read when the write comes.
-	reclaim
+	DecisionProgressing
+	// DecisionReclaim: over the limit and no progress. The job is failed, if
+	// its row is still as read when the write comes (a shadow sweep and Plan
+	// only count it).
+	DecisionReclaim
 )
 
 // rule is what decide needs besides the job: the limit of the job's type
@@ -50,14 +52,14 @@ type rule struct {
 // reports false when the decision needs the row. A queue start within the
 // limit settles it: the current attempt started no earlier than the latest
 // listing, so it is within its limit too.
-func screen(l ActiveJob, r rule) (decision, bool) {
+func screen(l ActiveJob, r rule) (Decision, bool) {
 	switch {
 	case l.Err != nil:
-		return sourceError, true
+		return DecisionSourceError, true
 	case !r.known:
-		return unknownType, true
+		return DecisionUnknownType, true
 	case !l.StartedAt.IsZero() && l.runtime(r.now) <= r.limit:
-		return withinLimit, true
+		return DecisionWithinLimit, true
 	}
 	return 0, false
 }
@@ -74,33 +76,33 @@ func screen(l ActiveJob, r rule) (decision, bool) {
 // listing's has moved on: a listing of either is stale. Progress is
 // compared on the database's clock only (ReadAt minus UpdatedAt), so a
 // reclaimer whose clock runs ahead cannot take a beating job for stalled.
-func decide(l ActiveJob, row *jobguard.JobState, r rule, st jobguard.Statuses) decision {
+func decide(l ActiveJob, row *jobguard.JobState, r rule, st jobguard.Statuses) Decision {
 	if d, ok := screen(l, r); ok {
 		return d
 	}
 	switch {
 	case row == nil || (row.Status != st.Queued && row.Status != st.Processing):
-		return notActive
+		return DecisionNotActive
 	case row.Status == st.Queued:
-		return stale
+		return DecisionStale
 	case l.Generation != 0 && row.Generation > l.Generation:
-		return stale
+		return DecisionStale
 	}
 	queued, rowStarted := !l.StartedAt.IsZero(), !row.StartedAt.IsZero()
 	switch {
 	case !queued && !rowStarted:
-		return noStartTime
+		return DecisionNoStartTime
 	case rowStarted && row.ReadAt.Sub(row.StartedAt) <= r.limit:
 		if queued {
 			// The queue's listing is over the limit, the row's attempt is
 			// not: the listing is of an earlier attempt.
-			return stale
+			return DecisionStale
 		}
-		return withinLimit
+		return DecisionWithinLimit
 	case row.ReadAt.Sub(row.UpdatedAt) < r.noProgress:
-		return progressing
+		return DecisionProgressing
 	}
-	return reclaim
+	return DecisionReclaim
 }
 
 // mergeListings folds a second listing of the same row into the first: the
@@ -125,23 +127,23 @@ func mergeListings(a, b ActiveJob) ActiveJob {
 
 // String returns the decision's name, as log lines and metric labels carry
 // it.
-func (d decision) String() string {
+func (d Decision) String() string {
 	switch d {
-	case sourceError:
+	case DecisionSourceError:
 		return "source_error"
-	case unknownType:
+	case DecisionUnknownType:
 		return "unknown_type"
-	case withinLimit:
+	case DecisionWithinLimit:
 		return "within_limit"
-	case noStartTime:
+	case DecisionNoStartTime:
 		return "no_start_time"
-	case notActive:
+	case DecisionNotActive:
 		return "not_active"
-	case stale:
+	case DecisionStale:
 		return "stale"
-	case progressing:
+	case DecisionProgressing:
 		return "progressing"
-	case reclaim:
+	case DecisionReclaim:
 		return "reclaim"
 	}
 	return "undecided"

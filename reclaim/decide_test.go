@@ -34,75 +34,75 @@ func TestDecide(t *testing.T) {
 		listing ActiveJob
 		row     *jobguard.JobState
 		rule    rule
-		want    decision
+		want    Decision
 	}{
 		"unreadable listing": {
 			listing: ActiveJob{Err: errors.New("garbled"), StartedAt: queuedAgo(2 * time.Hour)},
-			row:     stuck, rule: known, want: sourceError,
+			row:     stuck, rule: known, want: DecisionSourceError,
 		},
 		"type without a limit": {
 			listing: ActiveJob{StartedAt: queuedAgo(2 * time.Hour)},
-			row:     stuck, rule: rule{now: now, noProgress: 15 * time.Minute}, want: unknownType,
+			row:     stuck, rule: rule{now: now, noProgress: 15 * time.Minute}, want: DecisionUnknownType,
 		},
 		"queue start within the limit settles it": {
 			listing: ActiveJob{StartedAt: queuedAgo(10 * time.Minute)},
-			row:     nil, rule: known, want: withinLimit,
+			row:     nil, rule: known, want: DecisionWithinLimit,
 		},
 		"exactly at the limit is within it": {
 			listing: ActiveJob{StartedAt: queuedAgo(30 * time.Minute)},
-			row:     stuck, rule: known, want: withinLimit,
+			row:     stuck, rule: known, want: DecisionWithinLimit,
 		},
 		"queue start on the queue's own clock": {
 			listing: ActiveJob{StartedAt: db.Add(-10 * time.Minute), ReadAt: db},
-			row:     stuck, rule: known, want: withinLimit,
+			row:     stuck, rule: known, want: DecisionWithinLimit,
 		},
 		"no row": {
 			listing: ActiveJob{StartedAt: queuedAgo(2 * time.Hour)},
-			row:     nil, rule: known, want: notActive,
+			row:     nil, rule: known, want: DecisionNotActive,
 		},
 		"finished row": {
 			listing: ActiveJob{StartedAt: queuedAgo(2 * time.Hour)},
-			row:     row(st.Completed, 2*time.Hour, time.Hour), rule: known, want: notActive,
+			row:     row(st.Completed, 2*time.Hour, time.Hour), rule: known, want: DecisionNotActive,
 		},
 		"retried row waiting in a backlog": {
 			listing: ActiveJob{StartedAt: queuedAgo(2 * time.Hour)},
-			row:     row(st.Queued, 0, 20*time.Minute), rule: known, want: stale,
+			row:     row(st.Queued, 0, 20*time.Minute), rule: known, want: DecisionStale,
 		},
 		"row of a newer generation": {
 			listing: ActiveJob{StartedAt: queuedAgo(2 * time.Hour), Generation: 1},
-			row:     stuck, rule: known, want: stale,
+			row:     stuck, rule: known, want: DecisionStale,
 		},
 		"row of the listing's generation": {
 			listing: ActiveJob{StartedAt: queuedAgo(2 * time.Hour), Generation: 2},
-			row:     stuck, rule: known, want: reclaim,
+			row:     stuck, rule: known, want: DecisionReclaim,
 		},
 		"row restarted since the listing's attempt": {
 			listing: ActiveJob{StartedAt: queuedAgo(2 * time.Hour)},
-			row:     row(st.Processing, 16*time.Minute, 16*time.Minute), rule: known, want: stale,
+			row:     row(st.Processing, 16*time.Minute, 16*time.Minute), rule: known, want: DecisionStale,
 		},
 		"no start anywhere": {
 			listing: ActiveJob{},
-			row:     row(st.Processing, 0, time.Hour), rule: known, want: noStartTime,
+			row:     row(st.Processing, 0, time.Hour), rule: known, want: DecisionNoStartTime,
 		},
 		"row's start alone, within the limit": {
 			listing: ActiveJob{},
-			row:     row(st.Processing, 20*time.Minute, 20*time.Minute), rule: known, want: withinLimit,
+			row:     row(st.Processing, 20*time.Minute, 20*time.Minute), rule: known, want: DecisionWithinLimit,
 		},
 		"row's start alone, over the limit": {
 			listing: ActiveJob{},
-			row:     stuck, rule: known, want: reclaim,
+			row:     stuck, rule: known, want: DecisionReclaim,
 		},
 		"queue start alone, over the limit": {
 			listing: ActiveJob{StartedAt: queuedAgo(2 * time.Hour)},
-			row:     row(st.Processing, 0, time.Hour), rule: known, want: reclaim,
+			row:     row(st.Processing, 0, time.Hour), rule: known, want: DecisionReclaim,
 		},
 		"progress within the threshold, on the database's clock": {
 			listing: ActiveJob{StartedAt: queuedAgo(2 * time.Hour)},
-			row:     row(st.Processing, 2*time.Hour, 4*time.Minute), rule: known, want: progressing,
+			row:     row(st.Processing, 2*time.Hour, 4*time.Minute), rule: known, want: DecisionProgressing,
 		},
 		"progress exactly at the threshold is no progress": {
 			listing: ActiveJob{StartedAt: queuedAgo(2 * time.Hour)},
-			row:     row(st.Processing, 2*time.Hour, 15*time.Minute), rule: known, want: reclaim,
+			row:     row(st.Processing, 2*time.Hour, 15*time.Minute), rule: known, want: DecisionReclaim,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -68,6 +68,19 @@
 // the sweep under way): that is safe, as reclaims are conditional writes and
 // concurrent sweeps reclaim each job once.
 //
+// # Before it writes: shadow mode and plans
+//
+// A limit set too tight throws good work away. Config.Shadow runs the whole
+// decision (source, limits, progress, the current-attempt rule) on every
+// sweep and writes nothing: no row, parent, marker or notice. The jobs it
+// would reclaim are counted (Report.WouldReclaim, the decision
+// would_reclaim) and logged one line each, so a shadow reclaimer can run
+// beside production for a week before it is enabled, or after a limit was
+// lowered. Shadow instances elect their own leader and never take a live
+// reclaimer's lock. Plan is the one-shot form on any reclaimer: the
+// decision of every listed job with its runtime, limit and time without
+// progress, and in words (PlannedJob.String).
+//
 // # What it does not do
 //
 // It does not stop the stuck worker: a late worker finds out at its next

@@ -19,11 +19,13 @@ type sweepMetrics struct {
 
 	noStartTime, sourceError, unknownType, withinLimit, stale []metric.AddOption
 	notActive, progressing, reclaimed, lostRace, locked       []metric.AddOption
-	ruleError                                                 []metric.AddOption
+	ruleError, wouldReclaim                                   []metric.AddOption
 	ok, failed                                                []metric.RecordOption
 }
 
-func newSweepMetrics(mp metric.MeterProvider) *sweepMetrics {
+// newSweepMetrics builds the instruments; a shadow reclaimer's series of
+// would_reclaim starts at zero, a live one's is never recorded.
+func newSweepMetrics(mp metric.MeterProvider, shadow bool) *sweepMetrics {
 	m := metrics.Meter(mp, "reclaim")
 	decision := func(d string) []metric.AddOption { return metrics.Add(metrics.KeyDecision.String(d)) }
 	sm := &sweepMetrics{
@@ -35,22 +37,26 @@ func newSweepMetrics(mp metric.MeterProvider) *sweepMetrics {
 			"Reclaimed jobs whose notice could not be published; watchers find them at their next check."),
 		duration: metrics.Histogram(m, metrics.ReclaimSweepDuration,
 			"Duration of each sweep, by result (ok, error)."),
-		noStartTime: decision(noStartTime.String()),
-		sourceError: decision(sourceError.String()),
-		unknownType: decision(unknownType.String()),
-		withinLimit: decision(withinLimit.String()),
-		stale:       decision(stale.String()),
-		notActive:   decision(notActive.String()),
-		progressing: decision(progressing.String()),
-		reclaimed:   decision("reclaimed"),
-		lostRace:    decision("lost_race"),
-		locked:      decision("locked"),
-		ruleError:   decision("rule_error"),
-		ok:          metrics.Record(metrics.KeyResult.String("ok")),
-		failed:      metrics.Record(metrics.KeyResult.String("error")),
+		noStartTime:  decision(DecisionNoStartTime.String()),
+		sourceError:  decision(DecisionSourceError.String()),
+		unknownType:  decision(DecisionUnknownType.String()),
+		withinLimit:  decision(DecisionWithinLimit.String()),
+		stale:        decision(DecisionStale.String()),
+		notActive:    decision(DecisionNotActive.String()),
+		progressing:  decision(DecisionProgressing.String()),
+		reclaimed:    decision("reclaimed"),
+		lostRace:     decision("lost_race"),
+		locked:       decision("locked"),
+		ruleError:    decision("rule_error"),
+		wouldReclaim: decision("would_reclaim"),
+		ok:           metrics.Record(metrics.KeyResult.String("ok")),
+		failed:       metrics.Record(metrics.KeyResult.String("error")),
 	}
 	metrics.Zero(sm.decisions, sm.noStartTime, sm.sourceError, sm.unknownType, sm.withinLimit, sm.stale,
 		sm.notActive, sm.progressing, sm.reclaimed, sm.lostRace, sm.locked, sm.ruleError)
+	if shadow {
+		metrics.Zero(sm.decisions, sm.wouldReclaim)
+	}
 	metrics.Zero(sm.markerErrors, nil)
 	metrics.Zero(sm.noticeErrors, nil)
 	return sm
@@ -68,6 +74,7 @@ func (m *sweepMetrics) swept(ctx context.Context, rep Report, err error, took ti
 		{rep.Stale, m.stale}, {rep.NotActive, m.notActive}, {rep.Progressing, m.progressing},
 		{rep.Reclaimed, m.reclaimed}, {rep.LostRace, m.lostRace},
 		{rep.Locked, m.locked}, {rep.RuleErrors, m.ruleError},
+		{rep.WouldReclaim, m.wouldReclaim},
 	} {
 		if c.n > 0 {
 			m.decisions.Add(ctx, int64(c.n), c.opts...)

@@ -62,6 +62,16 @@ type Config struct {
 	// (leave the field unset; a nil *watch.Publisher stored in it is not a
 	// nil Notifier).
 	Notices Notifier
+	// Shadow makes every sweep decide and write nothing: no row, parent,
+	// marker or notice. The jobs a sweep would reclaim are counted in
+	// Report.WouldReclaim, as the decision would_reclaim of
+	// jobguard.reclaim.decisions, and logged one line each ("reclaim:
+	// shadow: would reclaim", at info). Run beside a live reclaimer, or
+	// after a limit was lowered, it shows what a limit would throw away
+	// before it does. Shadow instances elect a leader among themselves, on
+	// a lock key derived from the guard's Shared.LeaderKey, and never take
+	// a live reclaimer's lock. Defaults to false.
+	Shadow bool
 	// OnReclaim holds the parent rule of each job type, run in the reclaim's
 	// transaction for the rows that changed. Defaults to no rules.
 	OnReclaim map[string]ParentRule
@@ -118,7 +128,7 @@ func New(cfg Config) (*Reclaimer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: new: Markers: %w", err)
 	}
-	return &Reclaimer{cfg: cfg, markers: markers, log: cfg.Logger, met: newSweepMetrics(cfg.MeterProvider)}, nil
+	return &Reclaimer{cfg: cfg, markers: markers, log: cfg.Logger, met: newSweepMetrics(cfg.MeterProvider, cfg.Shadow)}, nil
 }
 
 // validate checks what New cannot default, naming the field.

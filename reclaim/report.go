@@ -11,7 +11,7 @@ import (
 // Report counts the decisions of one sweep. The listings of one row are
 // folded into one job, and every job lands in exactly one of NoStartTime,
 // SourceErrors, UnknownType, WithinLimit, Stale, NotActive, Progressing,
-// Reclaimed, LostRace, Locked and RuleErrors.
+// Reclaimed, LostRace, Locked, RuleErrors and WouldReclaim.
 type Report struct {
 	// Scanned is the number of jobs the source listed (a TableSource lists
 	// only the jobs over their limit).
@@ -61,6 +61,12 @@ type Report struct {
 	// ReclaimedIDs lists the reclaimed jobs' ids, as the id column prints
 	// them.
 	ReclaimedIDs []string
+	// WouldReclaim counts the jobs a shadow sweep (Config.Shadow) or a Plan
+	// would have reclaimed: over the limit and no progress. Nothing was
+	// written for them. A live sweep leaves it at zero.
+	WouldReclaim int
+	// WouldReclaimIDs lists their ids, as the id column prints them.
+	WouldReclaimIDs []string
 }
 
 // notes are what a sweep tells an operator beyond its counts: the first
@@ -83,8 +89,13 @@ func (n *notes) needsAttention() bool {
 
 // summarize logs the one line of a sweep: every counter, how long it took,
 // and, at warn level, whatever needs an operator.
-func (r *Reclaimer) summarize(ctx context.Context, rep Report, n *notes, err error, took time.Duration) {
-	attrs := []slog.Attr{
+func (r *Reclaimer) summarize(ctx context.Context, p *pass, err error, took time.Duration) {
+	rep, n := p.rep, &p.notes
+	var attrs []slog.Attr
+	if p.dry {
+		attrs = append(attrs, slog.Bool("shadow", true), slog.Int("would_reclaim", rep.WouldReclaim))
+	}
+	attrs = append(attrs,
 		slog.Int("scanned", rep.Scanned), slog.Int("reclaimed", rep.Reclaimed),
 		slog.Int("within_limit", rep.WithinLimit), slog.Int("progressing", rep.Progressing),
 		slog.Int("stale", rep.Stale), slog.Int("not_active", rep.NotActive),
@@ -93,7 +104,7 @@ func (r *Reclaimer) summarize(ctx context.Context, rep Report, n *notes, err err
 		slog.Int("locked", rep.Locked), slog.Int("rule_errors", rep.RuleErrors),
 		slog.Int("marker_errors", rep.MarkerErrors), slog.Int("notice_errors", rep.NoticeErrors),
 		slog.Duration("took", took),
-	}
+	)
 	level := slog.LevelInfo
 	if n.needsAttention() || err != nil {
 		level = slog.LevelWarn

@@ -19,8 +19,8 @@ const LivenessTimeoutDefault = 10 * time.Second
 
 // Run sweeps every Interval until ctx ends, then returns nil. Across any
 // number of instances with the same Shared.LeaderKey (their Guard's) only
-// one sweeps: the one that
-// holds a Postgres session-level advisory lock. Each instance keeps a
+// one sweeps: the one that holds a Postgres session-level advisory lock.
+// Shadow instances (Config.Shadow) contend for a lock of their own. Each instance keeps a
 // connection of its own for the lock, outside Config.DB but opened with its
 // connection settings (and its BeforeConnect hook), so the lock takes no
 // room in the pool.
@@ -113,7 +113,7 @@ func (l *leaderLock) lead(ctx context.Context) bool {
 	}
 	var got bool
 	err := l.roundTrip(ctx, func(ctx context.Context) error {
-		return l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", l.r.cfg.Guard.Shared().LeaderKey).Scan(&got)
+		return l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", l.r.leaderKey()).Scan(&got)
 	})
 	if err != nil {
 		if ctx.Err() == nil {
@@ -124,7 +124,7 @@ func (l *leaderLock) lead(ctx context.Context) bool {
 	}
 	if got {
 		l.held = true
-		l.r.log.InfoContext(ctx, "reclaim: leading the sweeps", slog.Int64("leader_key", l.r.cfg.Guard.Shared().LeaderKey))
+		l.r.log.InfoContext(ctx, "reclaim: leading the sweeps", slog.Int64("leader_key", l.r.leaderKey()))
 	}
 	return got
 }
@@ -210,7 +210,7 @@ func (l *leaderLock) close(ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
 	if l.held {
 		_ = l.roundTrip(ctx, func(ctx context.Context) error {
-			_, err := l.conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", l.r.cfg.Guard.Shared().LeaderKey)
+			_, err := l.conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", l.r.leaderKey())
 			return err
 		})
 	}
@@ -230,4 +230,18 @@ func (l *leaderLock) closeConn(ctx context.Context) {
 func millis(d time.Duration) string {
 	ms := int64(math.Ceil(float64(d) / float64(time.Millisecond)))
 	return strconv.FormatInt(min(ms, math.MaxInt32), 10)
+}
+
+// shadowKeyMask turns a leader key into the shadow instances' key: the
+// same key with its top bit flipped, so that shadow and live reclaimers of
+// one table never contend for one lock, and each kind elects one leader.
+const shadowKeyMask = -1 << 63
+
+// leaderKey is the advisory lock key Run contends for.
+func (r *Reclaimer) leaderKey() int64 {
+	key := r.cfg.Guard.Shared().LeaderKey
+	if r.cfg.Shadow {
+		key ^= shadowKeyMask
+	}
+	return key
 }

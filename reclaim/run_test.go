@@ -79,7 +79,7 @@ func leaderPID(t *testing.T, env *testenv.Env, key int64) int32 {
 	err := env.Pool.QueryRow(context.Background(), `
 SELECT coalesce(max(pid), 0) FROM pg_locks
 WHERE locktype = 'advisory' AND granted AND objsubid = 1
-  AND classid::int8 = ($1::int8 >> 32) AND objid::int8 = ($1::int8 & 4294967295)`, key).Scan(&pid)
+  AND classid::int8 = (($1::int8 >> 32) & 4294967295) AND objid::int8 = ($1::int8 & 4294967295)`, key).Scan(&pid)
 	require.NoError(t, err)
 	return pid
 }

@@ -27,46 +27,57 @@ import (
 // the deadline passed: pages handled before stand, and the report counts
 // them. Per-job problems are counted and summed up in the sweep's one log
 // line, not returned.
+//
+// With Config.Shadow set, the sweep decides the same and writes nothing: the
+// jobs it would reclaim are counted in Report.WouldReclaim and logged.
 func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
 	// The duration is real elapsed time, whatever clock Config.Now is.
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.SweepTimeout)
 	defer cancel()
-	var n notes
-	rep, err := r.sweep(ctx, &n)
+	p := &pass{dry: r.cfg.Shadow}
+	err := r.run(ctx, p)
+	if err != nil {
+		err = fmt.Errorf("reclaim: sweep: %w", err)
+	}
 	took := time.Since(start)
-	r.met.swept(ctx, rep, err, took)
-	r.summarize(ctx, rep, &n, err, took)
-	return rep, err
+	r.met.swept(ctx, p.rep, err, took)
+	r.summarize(ctx, p, err, took)
+	return p.rep, err
 }
 
-// sweep is Sweep without its deadline, metrics and summary.
-func (r *Reclaimer) sweep(ctx context.Context, n *notes) (Report, error) {
-	var rep Report
+// pass is one sweep, or one plan, under way.
+type pass struct {
+	rep   Report
+	notes notes
+	// dry decides and writes nothing: no row, parent, marker or notice.
+	dry bool
+	// plan, when set, receives every job's decision.
+	plan *[]PlannedJob
+}
+
+// run is a sweep without its deadline, metrics and summary.
+func (r *Reclaimer) run(ctx context.Context, p *pass) error {
 	limits, err := r.cfg.Limits.Limits(ctx)
 	if err != nil {
-		return rep, fmt.Errorf("reclaim: sweep: %w", err)
+		return err
 	}
-	n.noLimits = len(limits) == 0
+	p.notes.noLimits = len(limits) == 0
 	q := Query{Limits: limits, PageSize: r.cfg.PageSize}
-	err = r.cfg.Source.Active(ctx, q, func(page []ActiveJob) error {
-		return r.page(ctx, page, limits, &rep, n)
+	return r.cfg.Source.Active(ctx, q, func(page []ActiveJob) error {
+		return r.page(ctx, p, page, limits)
 	})
-	if err != nil {
-		return rep, fmt.Errorf("reclaim: sweep: %w", err)
-	}
-	return rep, nil
 }
 
 // page reads, decides, writes and announces one page of listings.
-func (r *Reclaimer) page(ctx context.Context, listed []ActiveJob, limits map[string]time.Duration, rep *Report, n *notes) error {
+func (r *Reclaimer) page(ctx context.Context, p *pass, listed []ActiveJob, limits map[string]time.Duration) error {
 	now := r.cfg.Now()
 	ruleOf := func(jobType string) rule {
 		limit, known := limits[jobType]
 		return rule{limit: limit, known: known, now: now, noProgress: r.cfg.NoProgress}
 	}
 	jobs := r.fold(listed)
-	rep.Scanned += len(jobs)
+	p.rep.Scanned += len(jobs)
 	if err := r.readRows(ctx, jobs, ruleOf); err != nil {
 		return err
 	}
@@ -75,9 +86,17 @@ func (r *Reclaimer) page(ctx context.Context, listed []ActiveJob, limits map[str
 	typeOf := map[string]string{} // id → the type its limit and parent rule are keyed by
 	st := r.cfg.Guard.Table().Statuses
 	for _, l := range jobs {
-		d := decide(l, l.Row, ruleOf(l.Type), st)
-		if d != reclaim {
-			r.count(ctx, rep, n, l, d)
+		rl := ruleOf(l.Type)
+		d := decide(l, l.Row, rl, st)
+		if p.plan != nil {
+			*p.plan = append(*p.plan, planned(l, d, rl))
+		}
+		switch {
+		case d != DecisionReclaim:
+			r.count(ctx, &p.rep, &p.notes, l, d)
+			continue
+		case p.dry:
+			r.wouldReclaim(ctx, p, planned(l, d, rl))
 			continue
 		}
 		chosen = append(chosen, *l.Row)
@@ -90,8 +109,8 @@ func (r *Reclaimer) page(ctx context.Context, listed []ActiveJob, limits map[str
 	if err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
-	r.tally(ctx, rep, n, out, typeOf)
-	r.announce(ctx, out.failed, rep, n)
+	r.tally(ctx, &p.rep, &p.notes, out, typeOf)
+	r.announce(ctx, out.failed, &p.rep, &p.notes)
 	return nil
 }
 
@@ -159,9 +178,9 @@ func (r *Reclaimer) tally(ctx context.Context, rep *Report, n *notes, out outcom
 }
 
 // count adds a decision other than reclaim to the report.
-func (r *Reclaimer) count(ctx context.Context, rep *Report, n *notes, l ActiveJob, d decision) {
+func (r *Reclaimer) count(ctx context.Context, rep *Report, n *notes, l ActiveJob, d Decision) {
 	switch d {
-	case sourceError:
+	case DecisionSourceError:
 		rep.SourceErrors++
 		if n.sourceErr == nil {
 			n.sourceErr = fmt.Errorf("job %s: %w", l.ID, l.Err)
@@ -169,24 +188,24 @@ func (r *Reclaimer) count(ctx context.Context, rep *Report, n *notes, l ActiveJo
 		r.log.DebugContext(ctx, "reclaim: cannot read active job; skipped",
 			slog.String("job_id", l.ID), slog.String("job_type", l.Type), slog.Any("error", l.Err))
 		return
-	case unknownType:
+	case DecisionUnknownType:
 		rep.UnknownType++
 		if n.unknownTypes == nil {
 			n.unknownTypes = map[string]int{}
 		}
 		n.unknownTypes[l.Type]++
 		return
-	case withinLimit:
+	case DecisionWithinLimit:
 		rep.WithinLimit++
 		return
-	case noStartTime:
+	case DecisionNoStartTime:
 		rep.NoStartTime++
 		return
-	case notActive:
+	case DecisionNotActive:
 		rep.NotActive++
-	case stale:
+	case DecisionStale:
 		rep.Stale++
-	case progressing:
+	case DecisionProgressing:
 		rep.Progressing++
 	}
 	r.log.DebugContext(ctx, "reclaim: job over its limit left alone", slog.String("job_id", l.ID),

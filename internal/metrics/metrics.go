@@ -36,7 +36,8 @@ const (
 	HeartbeatBeats = "jobguard.heartbeat.beats"
 	// ReclaimDecisions counts the reclaimer's decisions per scanned job, one
 	// per Report counter (no_start_time, source_error, unknown_type,
-	// within_limit, not_active, progressing, reclaimed, lost_race).
+	// within_limit, stale, not_active, progressing, reclaimed, lost_race,
+	// locked, rule_error, and would_reclaim for a shadow reclaimer).
 	ReclaimDecisions = "jobguard.reclaim.decisions"
 	// ReclaimMarkerErrors counts reclaimed jobs whose Redis marker could not
 	// be written.

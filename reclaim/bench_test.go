@@ -254,3 +254,61 @@ func BenchmarkSweep_QueueSource(b *testing.B) {
 		return err
 	})
 }
+
+// BenchmarkSuggest reads the history of a table of finished jobs of five
+// types, spread over thirty days, with the bundled index on the finished
+// jobs, next to its floor: the same per-type LATERAL read and aggregates
+// written by hand. Sizes vary the finished rows at a fixed PerType, so the
+// cost reads as a function of the table's size.
+//
+//	go test ./reclaim -run '^$' -bench Suggest -benchtime 20x -timeout 30m
+func BenchmarkSuggest(b *testing.B) {
+	types := []string{"chapter", "export", "quiz", "summary", "video"}
+	for _, finished := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("finished=%d", finished), func(b *testing.B) {
+			ctx := context.Background()
+			env := testenv.New(b, testenv.Config{MaxConns: 4})
+			jobs := fixture.Create(b, env, fixture.Default)
+			env.Exec(reclaim.Migration)
+			env.Exec(`
+INSERT INTO jobs (type, status, generation, started_at, updated_at)
+SELECT ($2::text[])[1 + i % 5], CASE WHEN i % 50 = 0 THEN 'FAILED' ELSE 'COMPLETED' END, 1,
+       t - (1 + i % 97) * interval '1 minute', t
+FROM generate_series(1, $1::int) AS i, LATERAL (SELECT now() - (i % 43200) * interval '1 minute' AS t) AS s`, finished, types)
+			env.Exec(`VACUUM ANALYZE jobs`)
+			r, _ := newReclaimer(b, jobs, reclaim.Config{Logger: slog.New(slog.DiscardHandler)})
+			spec := reclaim.SuggestSpec{Types: types}
+			b.Run("suggest", func(b *testing.B) {
+				for b.Loop() {
+					got, err := r.Suggest(ctx, spec)
+					require.NoError(b, err)
+					require.Len(b, got, len(types))
+					require.Positive(b, got[0].Completed)
+					require.LessOrEqual(b, got[0].Completed+got[0].Reclaimed+got[0].Failed, reclaim.SuggestPerTypeDefault)
+				}
+			})
+			b.Run("floor", func(b *testing.B) {
+				for b.Loop() {
+					rows, err := env.Pool.Query(ctx, `
+SELECT k.type, count(*) FILTER (WHERE j.status = 'COMPLETED'),
+       percentile_cont(ARRAY[0.5, 0.9, 0.99]) WITHIN GROUP (ORDER BY j.secs) FILTER (WHERE j.status = 'COMPLETED'),
+       max(j.secs) FILTER (WHERE j.status = 'COMPLETED')
+FROM unnest($1::text[]) AS k(type)
+CROSS JOIN LATERAL (
+    SELECT status, extract(epoch FROM updated_at - started_at) AS secs FROM jobs
+    WHERE type = k.type AND status IN ('COMPLETED', 'FAILED') AND updated_at >= now() - interval '7 days'
+      AND started_at IS NOT NULL
+    ORDER BY updated_at DESC LIMIT 10000) AS j
+GROUP BY k.type`, types)
+					require.NoError(b, err)
+					n := 0
+					for rows.Next() {
+						n++
+					}
+					require.NoError(b, rows.Err())
+					require.Equal(b, len(types), n)
+				}
+			})
+		})
+	}
+}

@@ -81,6 +81,13 @@
 // decision of every listed job with its runtime, limit and time without
 // progress, and in words (PlannedJob.String).
 //
+// Suggest reads the limits from evidence instead of guesses: per type, the
+// runtimes of the latest completions (jobguard's Batch.History, one index
+// range per type over a bounded window), how many of them ran longer than
+// the current limit, how many jobs were reclaimed, and a suggested limit (a
+// percentile times a margin, never below the longest completion unless
+// asked). It writes nothing; TableLimits.Set applies a suggestion.
+//
 // # What it does not do
 //
 // It does not stop the stuck worker: a late worker finds out at its next

@@ -45,8 +45,9 @@ func (l StaticLimits) Limits(context.Context) (map[string]time.Duration, error) 
 // job_type (text) and max_runtime (interval), one query per sweep. Create it
 // with NewTableLimits.
 type TableLimits struct {
-	db  jobguard.DB
-	sql string
+	db     jobguard.DB
+	sql    string
+	upsert string
 }
 
 // TableLimitsConfig says where TableLimits reads.
@@ -73,7 +74,23 @@ func NewTableLimits(cfg TableLimitsConfig) (*TableLimits, error) {
 		return nil, fmt.Errorf("reclaim: table limits: %w", err)
 	}
 	// Microseconds, the interval's own precision, so no float is involved.
-	return &TableLimits{db: cfg.DB, sql: `SELECT job_type::text, (extract(epoch FROM max_runtime) * 1000000)::int8 FROM ` + name}, nil
+	return &TableLimits{db: cfg.DB,
+		sql: `SELECT job_type::text, (extract(epoch FROM max_runtime) * 1000000)::int8 FROM ` + name,
+		upsert: `INSERT INTO ` + name + ` (job_type, max_runtime) VALUES ($1, $2::int8 * interval '1 microsecond')` +
+			` ON CONFLICT (job_type) DO UPDATE SET max_runtime = EXCLUDED.max_runtime`,
+	}, nil
+}
+
+// Set stores jobType's limit, replacing the one it had; the next sweep
+// uses it. It is the explicit step that applies a Suggestion.
+func (l *TableLimits) Set(ctx context.Context, jobType string, limit time.Duration) error {
+	if limit < time.Microsecond {
+		return fmt.Errorf("reclaim: set limit of %q: %v is not positive", jobType, limit)
+	}
+	if _, err := l.db.Exec(ctx, l.upsert, jobType, limit.Microseconds()); err != nil {
+		return fmt.Errorf("reclaim: set limit of %q: %w", jobType, err)
+	}
+	return nil
 }
 
 // Limits reads the whole table.

@@ -1,0 +1,187 @@
+package jobguard
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/jobguard/jobguard/internal/ident"
+)
+
+// HistoryQuery selects the finished jobs History summarizes.
+type HistoryQuery struct {
+	// Limits names the job types to summarize, each with the limit its
+	// OverLimit counts are measured against (zero: none). On a table
+	// without a type column, the type is "". Required.
+	Limits map[string]time.Duration
+	// Window keeps the jobs whose updated-at column is within Window of
+	// the database's now. Required.
+	Window time.Duration
+	// PerType keeps at most the latest PerType finished jobs of each type.
+	// Required.
+	PerType int
+	// Percentile, above 0 and at most 1, is computed beside the median, p90
+	// and p99 into TypeHistory.AtPercentile. Defaults to 0.99.
+	Percentile float64
+}
+
+// TypeHistory summarizes the finished jobs of one type. A job's runtime is
+// that of its last attempt: from its started-at column (stamped by Start)
+// to its updated-at column (stamped by the completion). The percentiles
+// interpolate between runtimes (PostgreSQL's percentile_cont).
+type TypeHistory struct {
+	// Type is the job type.
+	Type string
+	// Completed is the number of COMPLETED jobs summarized. The durations
+	// below are theirs, and zero when there are none.
+	Completed int
+	// P50, P90 and P99 are percentiles of their runtimes, and Max the
+	// longest.
+	P50, P90, P99, Max time.Duration
+	// AtPercentile is the runtime at HistoryQuery.Percentile.
+	AtPercentile time.Duration
+	// OverLimit counts the completions that ran longer than the type's
+	// limit in HistoryQuery.Limits: work a reclaimer with that limit could
+	// have thrown away, had the jobs stopped beating. Zero without a limit.
+	OverLimit int
+	// Reclaimed counts the FAILED jobs whose failure reason starts with the
+	// guard's Shared.ReclaimedReason.
+	Reclaimed int
+	// Failed counts the other FAILED jobs.
+	Failed int
+}
+
+// History summarizes, per job type and in one statement, the runtimes of
+// the latest finished (COMPLETED or FAILED) jobs. For each type it reads
+// one index range, the PerType latest jobs within the window, given an
+// index on (type, updated_at) over the finished statuses (the bundled
+// migration's jobs_finished_idx); without it each type is a scan of the
+// table. Jobs without a start time are left out. The table needs a
+// started-at column (ErrNoStartedAt).
+func (b *Batch) History(ctx context.Context, db DB, q HistoryQuery) ([]TypeHistory, error) {
+	g := b.g
+	switch {
+	case g.batch.history == "":
+		return nil, fmt.Errorf("jobguard: history: %w", ErrNoStartedAt)
+	case len(q.Limits) == 0:
+		return nil, fmt.Errorf("jobguard: history: Limits names no type")
+	case q.Window <= 0:
+		return nil, fmt.Errorf("jobguard: history: Window %v is not positive", q.Window)
+	case q.PerType <= 0:
+		return nil, fmt.Errorf("jobguard: history: PerType %d is not positive", q.PerType)
+	case q.Percentile == 0:
+		q.Percentile = 0.99
+	case q.Percentile < 0 || q.Percentile > 1 || math.IsNaN(q.Percentile):
+		return nil, fmt.Errorf("jobguard: history: Percentile %v is not in (0, 1]", q.Percentile)
+	}
+	types := slices.Sorted(func(yield func(string) bool) {
+		for typ := range q.Limits {
+			if !yield(typ) {
+				return
+			}
+		}
+	})
+	limits := make([]int64, len(types))
+	for i, typ := range types {
+		limits[i] = q.Limits[typ].Microseconds()
+	}
+	rows, err := db.Query(ctx, g.batch.history, types, limits, q.Window.Microseconds(), q.PerType,
+		q.Percentile, g.shared.ReclaimedReason)
+	if err != nil {
+		return nil, fmt.Errorf("jobguard: history: %w", err)
+	}
+	defer rows.Close()
+	var out []TypeHistory
+	for rows.Next() {
+		var h TypeHistory
+		var pct []*float64
+		var max, at *float64
+		if err := rows.Scan(&h.Type, &h.Completed, &pct, &at, &max, &h.OverLimit, &h.Reclaimed, &h.Failed); err != nil {
+			return nil, fmt.Errorf("jobguard: history: %w", err)
+		}
+		if len(pct) == 3 {
+			h.P50, h.P90, h.P99 = seconds(pct[0]), seconds(pct[1]), seconds(pct[2])
+		}
+		h.AtPercentile, h.Max = seconds(at), seconds(max)
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("jobguard: history: %w", err)
+	}
+	return out, nil
+}
+
+// seconds converts a number of seconds, NULL when there were no rows, to
+// a duration rounded to the microsecond, the timestamps' precision.
+func seconds(s *float64) time.Duration {
+	if s == nil {
+		return 0
+	}
+	return time.Duration(math.Round(*s*1e6)) * time.Microsecond
+}
+
+// buildHistory is History's statement: $1 types, $2 their limits (µs, 0
+// for none), $3 the window (µs), $4 the rows per type, $5 the percentile,
+// $6 the reclaimed reason.
+//
+// Each type is a LATERAL subquery that reads the latest finished jobs of
+// that type by the updated-at column, bare, so an index on (type,
+// updated_at) over the finished statuses serves it as one backward range
+// ending at LIMIT. The window's bound is computed in the column's own
+// convention (a column without time zone holds UTC wall time), and both
+// timestamps are read as timestamptz for the runtime, so the session's time
+// zone changes nothing. An enum type column is matched through pg_enum, as
+// Overdue does, so that a type the enum lacks summarizes nothing.
+func buildHistory(t Table, cat catalog) string {
+	q := ident.Quote
+	col := func(name string) string { return "t." + q(name) }
+	asTZ := func(name string) string {
+		if cat.columns[name].name == "timestamp" {
+			return "(" + col(name) + " AT TIME ZONE 'UTC')"
+		}
+		return col(name)
+	}
+	now := "now()"
+	if cat.columns[t.UpdatedAtColumn].name == "timestamp" {
+		now = "(now() AT TIME ZONE 'UTC')"
+	}
+	st := t.Statuses
+	completed, failed := ident.Literal(st.Completed), ident.Literal(st.Failed)
+	status := col(t.StatusColumn)
+
+	types := "SELECT l.type, l.type AS name, l.us FROM unnest($1::text[], $2::int8[]) AS l(type, us)"
+	typeMatch := ""
+	switch ti := cat.columns[t.TypeColumn]; {
+	case t.TypeColumn == "":
+		types += " WHERE l.type = ''"
+	case ti.kind == 'e':
+		types = fmt.Sprintf("SELECT e.enumlabel::text::%s AS type, l.type AS name, l.us"+
+			" FROM unnest($1::text[], $2::int8[]) AS l(type, us)"+
+			" JOIN pg_catalog.pg_enum AS e ON e.enumtypid = %d AND e.enumlabel = l.type",
+			ti.quoted(), ti.typeOID)
+		typeMatch = col(t.TypeColumn) + " = k.type AND "
+	default:
+		typeMatch = col(t.TypeColumn) + " = k.type AND "
+	}
+	reclaimed := "false"
+	if t.FailureReasonColumn != "" {
+		reclaimed = fmt.Sprintf("coalesce(starts_with(%s, $6::text), false)", col(t.FailureReasonColumn))
+	}
+	job := fmt.Sprintf(`SELECT %[1]s = %[2]s AS done, %[1]s = %[3]s AND %[4]s AS reclaimed,`+
+		` extract(epoch FROM %[5]s - %[6]s)::float8 AS secs FROM %[7]s AS t`+
+		` WHERE %[8]s%[1]s IN (%[2]s, %[3]s) AND %[9]s >= %[10]s - $3::int8 * interval '1 microsecond'`+
+		` AND %[11]s IS NOT NULL ORDER BY %[9]s DESC LIMIT $4`,
+		status, completed, failed, reclaimed, asTZ(t.UpdatedAtColumn), asTZ(t.StartedAtColumn),
+		t.QualifiedName(), typeMatch, col(t.UpdatedAtColumn), now, col(t.StartedAtColumn))
+	return fmt.Sprintf(`WITH k AS (%s) SELECT k.name,`+
+		` count(*) FILTER (WHERE j.done)::int8,`+
+		` percentile_cont(ARRAY[0.5, 0.9, 0.99]::float8[]) WITHIN GROUP (ORDER BY j.secs) FILTER (WHERE j.done),`+
+		` percentile_cont($5::float8) WITHIN GROUP (ORDER BY j.secs) FILTER (WHERE j.done),`+
+		` max(j.secs) FILTER (WHERE j.done),`+
+		` count(*) FILTER (WHERE j.done AND k.us > 0 AND j.secs * 1000000 > k.us)::int8,`+
+		` count(*) FILTER (WHERE j.reclaimed)::int8,`+
+		` count(*) FILTER (WHERE NOT j.done AND NOT j.reclaimed)::int8`+
+		` FROM k LEFT JOIN LATERAL (%s) AS j ON true GROUP BY k.name ORDER BY k.name`, types, job)
+}

@@ -1,0 +1,150 @@
+package reclaim
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// The defaults of SuggestSpec.
+const (
+	// SuggestWindowDefault is how far back Suggest reads finished jobs.
+	SuggestWindowDefault = 7 * 24 * time.Hour
+	// SuggestPerTypeDefault is how many of each type's latest finished jobs
+	// Suggest reads at most.
+	SuggestPerTypeDefault = 10_000
+	// SuggestPercentileDefault is the percentile of the completions'
+	// runtimes a suggestion starts from.
+	SuggestPercentileDefault = 0.99
+	// SuggestMarginDefault is what the percentile is multiplied by.
+	SuggestMarginDefault = 1.5
+)
+
+// SuggestSpec says which history Suggest reads and how it suggests.
+type SuggestSpec struct {
+	// Types are the job types to suggest limits for. Defaults to the types
+	// of the current limits and of the active jobs.
+	Types []string
+	// Window keeps the jobs that finished within it. Defaults to
+	// SuggestWindowDefault (7 days).
+	Window time.Duration
+	// PerType keeps at most each type's latest PerType finished jobs.
+	// Defaults to SuggestPerTypeDefault.
+	PerType int
+	// Percentile, above 0 and at most 1, of the completions' runtimes is
+	// where a suggestion starts. Defaults to SuggestPercentileDefault.
+	Percentile float64
+	// Margin multiplies the percentile; at least 1. Defaults to
+	// SuggestMarginDefault.
+	Margin float64
+	// BelowLongest lets a suggestion fall below the longest completion
+	// seen, which a limit would have put at risk. Defaults to false: never
+	// below it.
+	BelowLongest bool
+}
+
+// Suggestion is the evidence of one job type and the limit it suggests.
+type Suggestion struct {
+	jobguard.TypeHistory
+	// Limit is the type's current limit; zero when it has none. OverLimit
+	// counts the completions that ran longer.
+	Limit time.Duration
+	// Suggested is the runtime at Percentile times Margin, rounded up to
+	// the second, and never below the longest completion unless
+	// BelowLongest. Zero when the type has no completion to judge from.
+	Suggested time.Duration
+}
+
+// Suggest reads the history of the finished jobs (jobguard's
+// Batch.History: per type, one index range of the latest finished jobs
+// within the window) and suggests a limit for each type from the runtimes
+// of its completions. It writes nothing; TableLimits.Set applies a
+// suggestion.
+func (r *Reclaimer) Suggest(ctx context.Context, spec SuggestSpec) ([]Suggestion, error) {
+	spec, err := spec.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("reclaim: suggest: %w", err)
+	}
+	limits, err := r.cfg.Limits.Limits(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reclaim: suggest: %w", err)
+	}
+	types := spec.Types
+	if len(types) == 0 {
+		active, err := r.cfg.Guard.Batch().ActiveTypes(ctx, r.cfg.DB)
+		if err != nil {
+			return nil, fmt.Errorf("reclaim: suggest: %w", err)
+		}
+		types = slices.Compact(slices.Sorted(func(yield func(string) bool) {
+			for _, t := range append(slices.Collect(maps.Keys(limits)), active...) {
+				if !yield(t) {
+					return
+				}
+			}
+		}))
+	}
+	if len(types) == 0 {
+		return nil, nil
+	}
+	q := jobguard.HistoryQuery{Limits: make(map[string]time.Duration, len(types)), Window: spec.Window,
+		PerType: spec.PerType, Percentile: spec.Percentile}
+	for _, t := range types {
+		q.Limits[t] = limits[t]
+	}
+	hs, err := r.cfg.Guard.Batch().History(ctx, r.cfg.DB, q)
+	if err != nil {
+		return nil, fmt.Errorf("reclaim: suggest: %w", err)
+	}
+	out := make([]Suggestion, len(hs))
+	for i, h := range hs {
+		out[i] = Suggestion{TypeHistory: h, Limit: limits[h.Type], Suggested: spec.suggest(h)}
+	}
+	return out, nil
+}
+
+// withDefaults fills in and checks the spec. Errors name the field.
+func (s SuggestSpec) withDefaults() (SuggestSpec, error) {
+	if s.Window == 0 {
+		s.Window = SuggestWindowDefault
+	}
+	if s.PerType == 0 {
+		s.PerType = SuggestPerTypeDefault
+	}
+	if s.Percentile == 0 {
+		s.Percentile = SuggestPercentileDefault
+	}
+	if s.Margin == 0 {
+		s.Margin = SuggestMarginDefault
+	}
+	switch {
+	case s.Window < 0:
+		return s, fmt.Errorf("Window %v is negative", s.Window)
+	case s.PerType < 0:
+		return s, fmt.Errorf("PerType %d is negative", s.PerType)
+	case !(s.Percentile > 0 && s.Percentile <= 1):
+		return s, fmt.Errorf("Percentile %v is not in (0, 1]", s.Percentile)
+	case !(s.Margin >= 1) || math.IsInf(s.Margin, 1):
+		return s, fmt.Errorf("Margin %v is below 1", s.Margin)
+	}
+	return s, nil
+}
+
+// suggest is the limit h suggests under s.
+func (s SuggestSpec) suggest(h jobguard.TypeHistory) time.Duration {
+	if h.Completed == 0 {
+		return 0
+	}
+	d := time.Duration(math.Ceil(float64(h.AtPercentile) * s.Margin))
+	if !s.BelowLongest {
+		d = max(d, h.Max)
+	}
+	if r := d % time.Second; r != 0 {
+		d += time.Second - r
+	}
+	return d
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/jobguard/jobguard/jobguard"
@@ -44,18 +43,6 @@ func SetLimit(ctx context.Context, db jobguard.DB, jobType string, limit time.Du
 		return fmt.Errorf("set limit of %s: %w", jobType, err)
 	}
 	return nil
-}
-
-// SummaryAttrs renders a sweep's report as snake_case log attributes.
-func SummaryAttrs(rep reclaim.Report) []slog.Attr {
-	return []slog.Attr{
-		slog.Int("scanned", rep.Scanned), slog.Int("reclaimed", rep.Reclaimed),
-		slog.Int("progressing", rep.Progressing), slog.Int("within_limit", rep.WithinLimit),
-		slog.Int("lost_race", rep.LostRace), slog.Int("not_active", rep.NotActive),
-		slog.Int("no_start_time", rep.NoStartTime), slog.Int("unknown_type", rep.UnknownType),
-		slog.Int("source_errors", rep.SourceErrors), slog.Int("marker_errors", rep.MarkerErrors),
-		slog.Int("notice_errors", rep.NoticeErrors),
-	}
 }
 
 // Beside is what an example command needs to show a reclaim in one

@@ -42,22 +42,24 @@ func workerMain(raw string, stderr io.Writer) int {
 		return 2
 	}
 	ctx := context.Background()
-	e, err := flow.Open(ctx, flow.Config{
-		DatabaseURL: cfg.DatabaseURL, RedisURL: cfg.RedisURL, Schema: cfg.Schema, Prefix: cfg.Prefix,
-		FilesDir: cfg.FilesDir, HeartbeatInterval: beatEvery, Notices: flow.NoticesOff, SettleGrace: settleGrace,
-		Logger: slog.New(slog.NewTextHandler(stderr, nil)),
-		BeforeUpdate: func(context.Context, string) {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {}
-		},
-	})
+	fcfg := flow.Config{DatabaseURL: cfg.DatabaseURL, RedisURL: cfg.RedisURL, Schema: cfg.Schema, Prefix: cfg.Prefix,
+		Notices: flow.NoticesOff}
+	conns, err := flow.Connect(ctx, fcfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "worker:", err)
 		return 2
 	}
-	defer e.Close()
-	videos := &flow.Videos{Env: e, Encoder: sim.Encoder{Steps: 4, StepDelay: stepDelay, Seconds: 75}}
-	_, err = videos.Process(ctx, cfg.JobID)
+	defer conns.Close()
+	kill := func(context.Context, string) {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	w, err := wire(ctx, conns, fcfg, cfg.FilesDir, slog.New(slog.NewTextHandler(stderr, nil)), kill)
+	if err != nil {
+		fmt.Fprintln(stderr, "worker:", err)
+		return 2
+	}
+	_, err = w.videos(sim.Encoder{Steps: 4, StepDelay: stepDelay, Seconds: 75}).Process(ctx, cfg.JobID)
 	fmt.Fprintf(stderr, "worker: the job ended without the kill (%v)\n", err)
 	return 3
 }
@@ -65,14 +67,14 @@ func workerMain(raw string, stderr io.Writer) int {
 // Scene 6: a worker process is killed after its completion committed; the
 // settle sweep finishes its metadata and bills it once.
 func (d *demo) killedAfterCompletion(ctx context.Context) error {
-	tl, e := d.tl, d.env
+	tl, w := d.tl, d.w
 	tl.heading("Scene 6: a worker process is killed right after its video job's completion commits")
-	jobID, err := flow.EnqueueVideo(ctx, e, "video-3")
+	jobID, err := flow.EnqueueVideo(ctx, w.pool, "video-3")
 	if err != nil {
 		return err
 	}
-	raw, err := json.Marshal(workerConfig{DatabaseURL: d.urls.database, RedisURL: d.urls.redis, Schema: e.Schema,
-		Prefix: e.Guard.Shared().Prefix, FilesDir: e.FilesDir, JobID: jobID})
+	raw, err := json.Marshal(workerConfig{DatabaseURL: d.urls.database, RedisURL: d.urls.redis, Schema: d.conns.Schema,
+		Prefix: w.guard.Shared().Prefix, FilesDir: w.files, JobID: jobID})
 	if err != nil {
 		return err
 	}
@@ -96,7 +98,7 @@ func (d *demo) killedAfterCompletion(ctx context.Context) error {
 	var status, video, state string
 	var ledger int
 	var pending []string
-	err = e.Pool.QueryRow(ctx, `SELECT j.status, v.status, s.state, s.pending,
+	err = w.pool.QueryRow(ctx, `SELECT j.status, v.status, s.state, s.pending,
 			(SELECT count(*) FROM usage_ledger WHERE job_id = $1::text)
 		FROM jobs j JOIN videos v ON v.id = j.parent_id
 		LEFT JOIN job_settlements s ON s.job_id = $1::text AND s.generation = j.generation
@@ -113,7 +115,7 @@ func (d *demo) killedAfterCompletion(ctx context.Context) error {
 	if err := sleep(ctx, settleGrace); err != nil {
 		return err
 	}
-	rep, err := e.Settler.Sweep(ctx)
+	rep, err := w.settler.Sweep(ctx)
 	if err != nil {
 		return err
 	}
@@ -122,7 +124,7 @@ func (d *demo) killedAfterCompletion(ctx context.Context) error {
 	var seconds int64
 	var asset string
 	var published bool
-	err = e.Pool.QueryRow(ctx, `SELECT v.status, a.status, c.published, s.state,
+	err = w.pool.QueryRow(ctx, `SELECT v.status, a.status, c.published, s.state,
 			(SELECT count(*) FROM usage_ledger WHERE job_id = $1::text), (SELECT quantity FROM usage_ledger WHERE job_id = $1::text)
 		FROM jobs j JOIN videos v ON v.id = j.parent_id JOIN assets a ON a.video_id = v.id
 		JOIN contents c ON c.video_id = v.id JOIN job_settlements s ON s.job_id = $1::text
@@ -133,7 +135,7 @@ func (d *demo) killedAfterCompletion(ctx context.Context) error {
 	tl.expect(rep.Settled == 1 && rep.Updates == 3 && rep.Accrued == 1 && video == "READY" && asset == "READY" && published && ledger == 1,
 		"the sweep ran the three metadata updates through their registered handlers: video-3 is %s, its asset %s, its content published=%v; its %ds were billed in the transaction that confirmed the record (%s)",
 		video, asset, published, seconds, state)
-	again, err := e.Settler.Sweep(ctx)
+	again, err := w.settler.Sweep(ctx)
 	if err != nil {
 		return err
 	}

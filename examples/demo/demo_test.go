@@ -74,7 +74,7 @@ func TestDemo_InvariantChecksSeeViolations(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { closeDemo(false) })
 	require.NoError(t, d.story(ctx))
-	pool := d.env.Pool
+	pool := d.w.pool
 
 	var chapterJob, healthyJob, videoJob string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT id::text FROM jobs WHERE parent_id = 'course-1'`).Scan(&chapterJob))
@@ -110,9 +110,9 @@ func TestDemo_InvariantChecksSeeViolations(t *testing.T) {
 			func() { exec(`DELETE FROM usage_ledger WHERE meter = 'tokens'`) }},
 		{"a marker with no reclaim behind it",
 			func() {
-				require.NoError(t, d.env.Starts.Markers().Write(ctx, jobguard.Marker{JobID: videoJob, Generation: 1, Reason: "stray"}))
+				require.NoError(t, d.w.starts.Markers().Write(ctx, jobguard.Marker{JobID: videoJob, Generation: 1, Reason: "stray"}))
 			},
-			func() { require.NoError(t, d.env.Starts.Markers().Delete(ctx, videoJob)) }},
+			func() { require.NoError(t, d.w.starts.Markers().Delete(ctx, videoJob)) }},
 		{"a row written by an old generation",
 			func() {
 				exec(`INSERT INTO chapters (course_id, job_id, generation, week, title)

@@ -54,7 +54,7 @@ func (d *demo) checks() []invariant {
 
 func (d *demo) billingSurvives(ctx context.Context) (bool, string, error) {
 	var completed, confirmed, givenUp, pending, missing, wrong, bySweep int
-	err := d.env.Pool.QueryRow(ctx, `
+	err := d.w.pool.QueryRow(ctx, `
 		WITH v AS (
 		    SELECT j.id::text AS job_id, s.state, s.attempts,
 		           (SELECT count(*) FROM usage_ledger u WHERE u.job_id = j.id::text AND u.meter = $1) AS billed
@@ -82,7 +82,7 @@ const reclaimedPrefix = jobguard.ReclaimedReasonDefault
 
 func (d *demo) failedStaysFailed(ctx context.Context) (bool, string, error) {
 	var failed, retries, other int
-	err := d.env.Pool.QueryRow(ctx, `
+	err := d.w.pool.QueryRow(ctx, `
 		SELECT count(*) FILTER (WHERE new_status = 'FAILED'),
 		       count(*) FILTER (WHERE old_status = 'FAILED' AND new_status = 'QUEUED'
 		                          AND new_generation = old_generation + 1 AND failure_reason IS NULL),
@@ -100,7 +100,7 @@ func (d *demo) noOrphanProducts(ctx context.Context) (bool, string, error) {
 	var chapters, lessons, lectures, readyCourses, readyVideos, readyAssets, exportsDone int
 	var bad [7]int
 	notDone := `j.status IS DISTINCT FROM 'COMPLETED'`
-	err := d.env.Pool.QueryRow(ctx, `
+	err := d.w.pool.QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM chapters),
 		       (SELECT count(*) FROM lessons),
 		       (SELECT count(*) FROM lectures),
@@ -136,7 +136,7 @@ func (d *demo) noOrphanProducts(ctx context.Context) (bool, string, error) {
 
 func (d *demo) usageOnce(ctx context.Context) (bool, string, error) {
 	var rows, stale, wrongCount, completed, badAccounts, billed int
-	err := d.env.Pool.QueryRow(ctx, `
+	err := d.w.pool.QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM usage_ledger),
 		       (SELECT count(*) FROM usage_ledger u LEFT JOIN jobs j ON j.id::text = u.job_id
 		            WHERE j.status IS DISTINCT FROM 'COMPLETED' OR j.generation <> u.generation),
@@ -157,9 +157,9 @@ func (d *demo) usageOnce(ctx context.Context) (bool, string, error) {
 }
 
 func (d *demo) reclaimsBacked(ctx context.Context) (bool, string, error) {
-	e := d.env
+	w := d.w
 	markers, unbacked := 0, 0
-	iter := e.Redis.Scan(ctx, 0, e.Guard.Shared().Prefix+":reclaimed:*", 500).Iterator()
+	iter := d.conns.Redis.Scan(ctx, 0, w.guard.Shared().Prefix+":reclaimed:*", 500).Iterator()
 	for iter.Next(ctx) {
 		key := iter.Val()
 		open, end := strings.IndexByte(key, '{'), strings.LastIndexByte(key, '}')
@@ -167,7 +167,7 @@ func (d *demo) reclaimsBacked(ctx context.Context) (bool, string, error) {
 			return false, "", fmt.Errorf("marker key %q has no hash tag", key)
 		}
 		jobID := key[open+1 : end]
-		m, found, err := e.Starts.Markers().Read(ctx, jobID)
+		m, found, err := w.starts.Markers().Read(ctx, jobID)
 		if err != nil {
 			return false, "", err
 		}
@@ -176,7 +176,7 @@ func (d *demo) reclaimsBacked(ctx context.Context) (bool, string, error) {
 		}
 		markers++
 		var backed bool
-		if err := e.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM job_transitions WHERE job_id::text = $1
+		if err := w.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM job_transitions WHERE job_id::text = $1
 			AND old_status IN ('QUEUED', 'PROCESSING') AND new_status = 'FAILED' AND new_generation = $2
 			AND starts_with(failure_reason, $3))`, jobID, m.Generation, reclaimedPrefix).Scan(&backed); err != nil {
 			return false, "", err
@@ -189,7 +189,7 @@ func (d *demo) reclaimsBacked(ctx context.Context) (bool, string, error) {
 		return false, "", err
 	}
 	var reclaims, failedParents, orphanParents int
-	err := e.Pool.QueryRow(ctx, `
+	err := w.pool.QueryRow(ctx, `
 		WITH failed AS (
 		    SELECT id, 'chapter' AS type FROM courses WHERE status = 'FAILED'
 		    UNION ALL SELECT id, 'video' FROM videos WHERE status = 'FAILED'
@@ -218,7 +218,7 @@ func (d *demo) reclaimsBacked(ctx context.Context) (bool, string, error) {
 
 func (d *demo) oldGenerationsInert(ctx context.Context) (bool, string, error) {
 	var old, oldOpen, staleRows, badKept int
-	err := d.env.Pool.QueryRow(ctx, `
+	err := d.w.pool.QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM job_artifacts a JOIN jobs j ON j.id::text = a.job_id WHERE a.generation <> j.generation),
 		       (SELECT count(*) FROM job_artifacts a JOIN jobs j ON j.id::text = a.job_id
 		            WHERE a.generation <> j.generation AND a.state <> 'done'),
@@ -237,7 +237,7 @@ func (d *demo) oldGenerationsInert(ctx context.Context) (bool, string, error) {
 }
 
 func (d *demo) refusalsVisible(ctx context.Context) (bool, string, error) {
-	rows, err := d.env.Pool.Query(ctx, `SELECT job_id::text, new_generation FROM job_transitions
+	rows, err := d.w.pool.Query(ctx, `SELECT job_id::text, new_generation FROM job_transitions
 		WHERE new_status = 'FAILED' AND starts_with(failure_reason, $1)`, reclaimedPrefix)
 	if err != nil {
 		return false, "", err

@@ -27,6 +27,13 @@
 // The servers are found like the tests find them: JOBGUARD_DATABASE_URL and
 // JOBGUARD_REDIS_URL, else 127.0.0.1:5432 (database test) and
 // 127.0.0.1:6379, else containers where Docker answers.
+//
+// The demo wires the library where it can be read: open connects
+// (flow.Connect: the pool, Redis, the migrations) and wire (wire.go)
+// builds a worker's parts, the guard, the start guard, the heartbeat, the
+// artifacts, the settler and the watcher, which the scenes hand to the
+// processors; setup builds the reclaimer whose sweeps the scenes run. The
+// worker process of scene 6 is wired by the same function.
 package main
 
 import (
@@ -48,6 +55,7 @@ import (
 	"github.com/jobguard/jobguard/examples/internal/flow"
 	"github.com/jobguard/jobguard/internal/testkit/endpoint"
 	"github.com/jobguard/jobguard/reclaim"
+	"github.com/jobguard/jobguard/watch"
 )
 
 func main() {
@@ -67,14 +75,15 @@ const (
 	overLimit  = limit + 500*time.Millisecond
 )
 
-// demo is one run: its connections, reclaimer, log and the refusals its
-// callers saw.
+// demo is one run: its connections, worker, reclaimer, log and the
+// refusals its callers saw.
 type demo struct {
-	tl   *timeline
-	env  *flow.Env
-	rec  *reclaim.Reclaimer
-	logs *logStore
-	log  *slog.Logger
+	tl    *timeline
+	conns *flow.Conns
+	w     *worker
+	rec   *reclaim.Reclaimer
+	logs  *logStore
+	log   *slog.Logger
 	// retried is the job of scenes 3 to 5.
 	retried string
 	// urls reach the servers, for the worker process of scene 6.
@@ -144,11 +153,16 @@ func open(ctx context.Context, out io.Writer, verbose bool) (*demo, func(keep bo
 	}
 	store := &logStore{}
 	logger := slog.New(&recorder{store: store, tl: tl, verbose: verbose})
-	env, err := flow.Open(ctx, flow.Config{
-		DatabaseURL: ep.DatabaseURL, RedisURL: ep.RedisURL, Schema: schema, Prefix: prefix,
-		FilesDir: files, HeartbeatInterval: beatEvery, Logger: logger, SettleGrace: settleGrace,
-	})
+	cfg := flow.Config{DatabaseURL: ep.DatabaseURL, RedisURL: ep.RedisURL, Schema: schema, Prefix: prefix}
+	conns, err := flow.Connect(ctx, cfg)
 	if err != nil {
+		_ = os.RemoveAll(files)
+		_ = ep.Close(ctx)
+		return nil, nil, err
+	}
+	w, err := wire(ctx, conns, cfg, files, logger, nil)
+	if err != nil {
+		conns.Close()
 		_ = os.RemoveAll(files)
 		_ = ep.Close(ctx)
 		return nil, nil, err
@@ -159,12 +173,12 @@ func open(ctx context.Context, out io.Writer, verbose bool) (*demo, func(keep bo
 		if keep {
 			tl.say("\nkept: schema %s, Redis keys %s:*, files in %s", schema, prefix, files)
 		} else {
-			cleanup(ctx, env, prefix, files)
+			cleanup(ctx, conns, prefix, files)
 		}
-		env.Close()
+		conns.Close()
 		_ = ep.Close(ctx)
 	}
-	d := &demo{tl: tl, env: env, logs: store, log: logger, refusals: map[string][]error{}}
+	d := &demo{tl: tl, conns: conns, w: w, logs: store, log: logger, refusals: map[string][]error{}}
 	d.urls.database, d.urls.redis = ep.DatabaseURL, ep.RedisURL
 	return d, closeDemo, nil
 }
@@ -190,18 +204,19 @@ func (d *demo) story(ctx context.Context) error {
 }
 
 // setup writes the limits, the product rows and the audit trigger the
-// invariants read, and builds the reclaimer.
+// invariants read, and builds the reclaimer: over the jobs table, with the
+// examples' parent rules, announcing each reclaim to the watcher.
 func (d *demo) setup(ctx context.Context) error {
-	e := d.env
+	pool := d.conns.Pool
 	for _, typ := range []string{flow.TypeChapter, flow.TypeVideo, flow.TypeExport} {
-		if err := flow.SetLimit(ctx, e, typ, limit); err != nil {
+		if err := flow.SetLimit(ctx, pool, typ, limit); err != nil {
 			return err
 		}
 	}
-	if _, err := e.Pool.Exec(ctx, auditSQL); err != nil {
+	if _, err := pool.Exec(ctx, auditSQL); err != nil {
 		return fmt.Errorf("audit trigger: %w", err)
 	}
-	if _, err := e.Pool.Exec(ctx, `
+	if _, err := pool.Exec(ctx, `
 		INSERT INTO courses (id, title) VALUES ('course-1', 'Distributed Systems'), ('course-2', 'Databases'),
 			('course-3', 'Operating Systems');
 		INSERT INTO accounts (id) VALUES ('acct-1');
@@ -211,8 +226,18 @@ func (d *demo) setup(ctx context.Context) error {
 			('video-3', 'acct-1', 'Lecture 3: replication');`); err != nil {
 		return fmt.Errorf("product rows: %w", err)
 	}
-	var err error
-	d.rec, err = flow.NewReclaimer(e, flow.ReclaimConfig{NoProgress: noProgress, Logger: d.log})
+	rules, err := flow.ParentRules()
+	if err != nil {
+		return err
+	}
+	rc := reclaim.Config{Guard: d.w.guard, DB: pool, Redis: d.conns.Redis, OnReclaim: rules,
+		NoProgress: noProgress, Logger: d.log}
+	if transport, notices := d.conns.Transport(); notices {
+		if rc.Notices, err = watch.NewPublisher(d.w.guard, transport); err != nil {
+			return err
+		}
+	}
+	d.rec, err = reclaim.New(rc)
 	return err
 }
 
@@ -244,15 +269,15 @@ CREATE TRIGGER record_job_transition AFTER INSERT OR UPDATE ON jobs
     FOR EACH ROW EXECUTE FUNCTION record_job_transition();`
 
 // cleanup drops the schema, the Redis keys and the files.
-func cleanup(ctx context.Context, e *flow.Env, prefix, files string) {
-	_, _ = e.Pool.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{e.Schema}.Sanitize()+` CASCADE`)
-	iter := e.Redis.Scan(ctx, 0, prefix+":*", 500).Iterator()
+func cleanup(ctx context.Context, conns *flow.Conns, prefix, files string) {
+	_, _ = conns.Pool.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{conns.Schema}.Sanitize()+` CASCADE`)
+	iter := conns.Redis.Scan(ctx, 0, prefix+":*", 500).Iterator()
 	var keys []string
 	for iter.Next(ctx) {
 		keys = append(keys, iter.Val())
 	}
 	if len(keys) > 0 {
-		_ = e.Redis.Del(ctx, keys...).Err()
+		_ = conns.Redis.Del(ctx, keys...).Err()
 	}
 	_ = os.RemoveAll(files)
 }

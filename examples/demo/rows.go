@@ -39,7 +39,7 @@ func (d *demo) finalRows(ctx context.Context) error {
 
 // table prints the result of sql under title, aligned.
 func (d *demo) table(ctx context.Context, title, sql string) error {
-	rows, err := d.env.Pool.Query(ctx, sql)
+	rows, err := d.w.pool.Query(ctx, sql)
 	if err != nil {
 		return err
 	}

@@ -24,21 +24,21 @@ import (
 // scene shows both guarantees: the reclaim cancels the watched call at once,
 // and the unwatched call, which runs to its end, has its save refused.
 func (d *demo) hungChapterAndSlowVideo(ctx context.Context) error {
-	tl, e := d.tl, d.env
+	tl, w := d.tl, d.w
 	tl.heading("Scenes 1 and 2: two chapter jobs whose model calls hang, and a slow video encode that keeps making progress")
-	chapterJob, err := flow.EnqueueChapter(ctx, e, "course-1", 2)
+	chapterJob, err := flow.EnqueueChapter(ctx, w.pool, "course-1", 2)
 	if err != nil {
 		return err
 	}
-	unwatchedJob, err := flow.EnqueueChapter(ctx, e, "course-3", 2)
+	unwatchedJob, err := flow.EnqueueChapter(ctx, w.pool, "course-3", 2)
 	if err != nil {
 		return err
 	}
-	videoJob, err := flow.EnqueueVideo(ctx, e, "video-1")
+	videoJob, err := flow.EnqueueVideo(ctx, w.pool, "video-1")
 	if err != nil {
 		return err
 	}
-	healthyJob, err := flow.EnqueueChapter(ctx, e, "course-2", 1)
+	healthyJob, err := flow.EnqueueChapter(ctx, w.pool, "course-2", 1)
 	if err != nil {
 		return err
 	}
@@ -47,9 +47,10 @@ func (d *demo) hungChapterAndSlowVideo(ctx context.Context) error {
 
 	hang, unwatchedHang := sim.NewGate(), sim.NewGate()
 	defer hang.Release() // only a cancellation ends the watched call
-	chapters := &flow.Chapters{Env: e, Model: sim.Model{Call: sim.Call{Hang: hang}}}
-	unwatched := &flow.Chapters{Env: e.WithoutWatcher(), Model: sim.Model{Call: sim.Call{Hang: unwatchedHang}}}
-	videos := &flow.Videos{Env: e, Encoder: sim.Encoder{Steps: 60, StepDelay: stepDelay, Seconds: 90}}
+	chapters := w.chapters(sim.Model{Call: sim.Call{Hang: hang}})
+	unwatched := w.chapters(sim.Model{Call: sim.Call{Hang: unwatchedHang}})
+	unwatched.Watcher = nil // a worker that receives no notices
+	videos := w.videos(sim.Encoder{Steps: 60, StepDelay: stepDelay, Seconds: 90})
 	chapterDone := d.goDeliver(ctx, flow.TypeChapter, chapterJob, func(ctx context.Context, id string) error {
 		_, err := chapters.Process(ctx, id)
 		return err
@@ -64,7 +65,7 @@ func (d *demo) hungChapterAndSlowVideo(ctx context.Context) error {
 		videoRes, err = videos.Process(ctx, id)
 		return err
 	})
-	healthy := &flow.Chapters{Env: e, Model: sim.Model{Call: sim.Call{Latency: 200 * time.Millisecond}}}
+	healthy := w.chapters(sim.Model{Call: sim.Call{Latency: 200 * time.Millisecond}})
 	var healthyRes flow.ChapterResult
 	err = d.deliver(ctx, flow.TypeChapter, healthyJob, func(ctx context.Context, id string) (err error) {
 		healthyRes, err = healthy.Process(ctx, id)
@@ -140,7 +141,7 @@ func (d *demo) hungChapterAndSlowVideo(ctx context.Context) error {
 		"video-1 is %s and its seconds were billed", video)
 	if err == nil {
 		// A replayed message, or a second call, finds the earlier accrual.
-		acc, err := usage.Accrue(ctx, e.Pool, videoRes.Finalize, usage.Entry{
+		acc, err := usage.Accrue(ctx, w.pool, videoRes.Finalize, usage.Entry{
 			Account: "acct-1", Meter: flow.MeterVideoSeconds, Quantity: int64(videoRes.Seconds),
 		}, nil)
 		tl.expect(err == nil && !acc.Accrued, "a replayed accrual of video-1 finds the earlier entry and bills nothing")
@@ -152,16 +153,16 @@ func (d *demo) hungChapterAndSlowVideo(ctx context.Context) error {
 // progress; the reclaim's notice cancels the mux, and what it made is
 // undone.
 func (d *demo) reclaimedMidEncode(ctx context.Context) error {
-	tl, e := d.tl, d.env
+	tl, w := d.tl, d.w
 	tl.heading("Scene 3: a video job reclaimed mid-encode is cancelled")
-	jobID, err := flow.EnqueueVideo(ctx, e, "video-2")
+	jobID, err := flow.EnqueueVideo(ctx, w.pool, "video-2")
 	if err != nil {
 		return err
 	}
 	d.retried = jobID
 	mux := sim.NewGate()
 	defer mux.Release() // only a cancellation ends the mux
-	videos := &flow.Videos{Env: e, Encoder: sim.Encoder{Steps: 4, StepDelay: stepDelay, Seconds: 120, Hang: mux}}
+	videos := w.videos(sim.Encoder{Steps: 4, StepDelay: stepDelay, Seconds: 120, Hang: mux})
 	var res flow.VideoResult
 	done := d.goDeliver(ctx, flow.TypeVideo, jobID, func(ctx context.Context, id string) (err error) {
 		res, err = videos.Process(ctx, id)
@@ -182,9 +183,9 @@ func (d *demo) reclaimedMidEncode(ctx context.Context) error {
 		return err
 	}
 	tl.expect(rep.Reclaimed == 1 && rep.ReclaimedIDs[0] == jobID, "video job %s was reclaimed", short(jobID))
-	m, found, err := e.Starts.Markers().Read(ctx, jobID)
+	m, found, err := w.starts.Markers().Read(ctx, jobID)
 	tl.expect(err == nil && found && m.Generation == 1,
-		"Redis marker %s records generation %d, reason %q", e.Starts.Markers().Key(jobID), m.Generation, m.Reason)
+		"Redis marker %s records generation %d, reason %q", w.starts.Markers().Key(jobID), m.Generation, m.Reason)
 
 	err = cancelErr
 	tl.at("encode cancelled: %v", err)
@@ -203,9 +204,9 @@ func (d *demo) reclaimedMidEncode(ctx context.Context) error {
 
 // Scene 4: the queue delivers the reclaimed job again.
 func (d *demo) redelivered(ctx context.Context) error {
-	tl, e := d.tl, d.env
+	tl := d.tl
 	tl.heading("Scene 4: the queue redelivers the reclaimed job")
-	videos := &flow.Videos{Env: e, Encoder: sim.Encoder{Steps: 4, StepDelay: stepDelay}}
+	videos := d.w.videos(sim.Encoder{Steps: 4, StepDelay: stepDelay})
 	err := d.deliver(ctx, flow.TypeVideo, d.retried, func(ctx context.Context, id string) error {
 		_, err := videos.Process(ctx, id)
 		return err
@@ -221,15 +222,15 @@ func (d *demo) redelivered(ctx context.Context) error {
 
 // Scene 5: an operator's explicit retry runs the job again.
 func (d *demo) operatorRetry(ctx context.Context) error {
-	tl, e := d.tl, d.env
+	tl, w := d.tl, d.w
 	tl.heading("Scene 5: an operator retries it")
-	gen, err := e.Guard.Retry(ctx, e.Pool, d.retried)
+	gen, err := w.guard.Retry(ctx, w.pool, d.retried)
 	if err != nil {
 		return err
 	}
 	tl.at("Retry: job %s is QUEUED at generation %d, reason cleared; the marker of generation 1 no longer applies",
 		short(d.retried), gen)
-	videos := &flow.Videos{Env: e, Encoder: sim.Encoder{Steps: 6, StepDelay: stepDelay, Seconds: 120}}
+	videos := w.videos(sim.Encoder{Steps: 6, StepDelay: stepDelay, Seconds: 120})
 	var res flow.VideoResult
 	err = d.deliver(ctx, flow.TypeVideo, d.retried, func(ctx context.Context, id string) (err error) {
 		res, err = videos.Process(ctx, id)
@@ -253,7 +254,7 @@ func (d *demo) freshHeartbeat(ctx context.Context, jobID string) error {
 	for {
 		var status string
 		var fresh bool
-		err := d.env.Pool.QueryRow(ctx, `SELECT status, now() - updated_at < $2::interval FROM jobs WHERE id = $1`,
+		err := d.w.pool.QueryRow(ctx, `SELECT status, now() - updated_at < $2::interval FROM jobs WHERE id = $1`,
 			jobID, (2*beatEvery).String()).Scan(&status, &fresh)
 		switch {
 		case err != nil:
@@ -327,13 +328,13 @@ func (d *demo) goDeliver(ctx context.Context, typ, jobID string, process func(co
 
 func (d *demo) text(ctx context.Context, sql string, args ...any) (string, error) {
 	var s string
-	err := d.env.Pool.QueryRow(ctx, sql, args...).Scan(&s)
+	err := d.w.pool.QueryRow(ctx, sql, args...).Scan(&s)
 	return s, err
 }
 
 func (d *demo) count(ctx context.Context, sql string, args ...any) (int, error) {
 	var n int
-	err := d.env.Pool.QueryRow(ctx, sql, args...).Scan(&n)
+	err := d.w.pool.QueryRow(ctx, sql, args...).Scan(&n)
 	return n, err
 }
 

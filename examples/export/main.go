@@ -11,8 +11,12 @@
 //
 //	go run ./examples/export -hang 3s -limit 1s -no-progress 1s -reclaim
 //
-// The processor itself is examples/internal/flow/export.go; the parent rule
-// that fails only the export status is in examples/internal/flow/reclaim.go.
+// The command wires the library where it can be read: run connects
+// (flow.Connect: the pool, Redis, the migrations), and wire builds the
+// guard over the jobs table, the start guard and, with -reclaim, the
+// reclaimer, and hands them to the processor,
+// examples/internal/flow/export.go. The parent rule that fails only the
+// export status is in examples/internal/flow/reclaim.go.
 package main
 
 import (
@@ -29,6 +33,8 @@ import (
 	"github.com/jobguard/jobguard/examples/internal/flow"
 	"github.com/jobguard/jobguard/examples/internal/sim"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/reclaim"
+	"github.com/jobguard/jobguard/watch"
 )
 
 func main() {
@@ -54,23 +60,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	cfg.Logger = log
+	render := sim.Call{Latency: *latency}
+	if *hang > 0 {
+		render.Hang = sim.HangFor(*hang)
+	}
 
-	env, err := flow.Open(ctx, cfg)
+	conns, err := flow.Connect(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "export: %v\n", err)
 		return 1
 	}
-	defer env.Close()
-	stopReclaimer, err := beside.Start(ctx, env, flow.TypeExport)
-	defer stopReclaimer()
+	defer conns.Close()
+	exports, err := wire(ctx, conns, cfg, beside, render, log)
 	if err == nil {
-		_, err = env.Pool.Exec(ctx, `INSERT INTO documents (id, title) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`,
+		_, err = conns.Pool.Exec(ctx, `INSERT INTO documents (id, title) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`,
 			*doc, "Document "+*doc)
 	}
 	var jobID string
 	if err == nil {
-		jobID, err = flow.EnqueueExport(ctx, env, *doc)
+		jobID, err = flow.EnqueueExport(ctx, conns.Pool, *doc)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "export: %v\n", err)
@@ -78,11 +86,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "queued export job %s: export %s\n", jobID, *doc)
 
-	render := sim.Call{Latency: *latency}
-	if *hang > 0 {
-		render.Hang = sim.HangFor(*hang)
-	}
-	exports := &flow.Exports{Env: env, Render: render}
 	var path string
 	err = flow.Deliver(ctx, log, flow.TypeExport, jobID, func(ctx context.Context, id string) (err error) {
 		path, err = exports.Process(ctx, id)
@@ -98,11 +101,52 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	var status, exportStatus string
-	if err := env.Pool.QueryRow(ctx, `SELECT status, export_status FROM documents WHERE id = $1`, *doc).
+	if err := conns.Pool.QueryRow(ctx, `SELECT status, export_status FROM documents WHERE id = $1`, *doc).
 		Scan(&status, &exportStatus); err != nil {
 		fmt.Fprintf(stderr, "export: %v\n", err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "document %s: status %s, export %s\n", *doc, status, exportStatus)
 	return 0
+}
+
+// wire builds the parts of the library this command uses, each from the
+// ones before it, and returns the processor: the guard over the jobs
+// table, with the settings every process must agree on; the start guard;
+// and, with -reclaim, a reclaimer beside the worker, which announces its
+// reclaims unless -notices off. The export processor runs its render
+// without a watcher, so the process has none. What it starts runs until
+// conns.Close.
+func wire(ctx context.Context, conns *flow.Conns, cfg flow.Config, beside flow.Beside, render sim.Call, log *slog.Logger) (*flow.Exports, error) {
+	guard, err := jobguard.NewWithConfig(ctx, conns.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: cfg.Shared()})
+	if err != nil {
+		return nil, err
+	}
+	starts, err := jobguard.NewStartGuard(guard, conns.Redis, jobguard.StartGuardConfig{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+
+	if err := flow.SetLimit(ctx, conns.Pool, flow.TypeExport, beside.Limit); err != nil {
+		return nil, err
+	}
+	if beside.Reclaim {
+		rules, err := flow.ParentRules()
+		if err != nil {
+			return nil, err
+		}
+		rc := reclaim.Config{Guard: guard, DB: conns.Pool, Redis: conns.Redis, OnReclaim: rules,
+			NoProgress: beside.NoProgress, Interval: beside.Interval, Logger: log}
+		if transport, notices := conns.Transport(); notices {
+			if rc.Notices, err = watch.NewPublisher(guard, transport); err != nil {
+				return nil, err
+			}
+		}
+		r, err := reclaim.New(rc)
+		if err != nil {
+			return nil, err
+		}
+		conns.Go(ctx, r.Run)
+	}
+	return &flow.Exports{Guard: guard, Starts: starts, DB: conns.Pool, Render: render}, nil
 }

@@ -236,30 +236,27 @@ func drivenScrape(t *testing.T) exposition {
 	wm, err := serveMetrics("127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, wm.shutdown(context.Background())) })
-	w, err := flow.Open(ctx, flow.Config{DatabaseURL: env.DatabaseURL, RedisURL: env.RedisURL,
-		Schema: env.Schema, Prefix: env.Prefix, Notices: flow.NoticesOff, MeterProvider: wm.Provider})
-	require.NoError(t, err)
-	t.Cleanup(w.Close)
-	_, err = w.Pool.Exec(ctx, `INSERT INTO courses (id, title) VALUES ('c1', 'Course'), ('c2', 'Course')`)
+	w := newWorker(t, env, flow.NoticesOff, wm.Provider)
+	_, err = w.pool.Exec(ctx, `INSERT INTO courses (id, title) VALUES ('c1', 'Course'), ('c2', 'Course')`)
 	require.NoError(t, err)
 
 	// A job that runs to its end: a heartbeat written, a completion
 	// accepted, its usage accrued and a replay of the accrual caught.
-	jobID, err := flow.EnqueueChapter(ctx, w, "c1", 1)
+	jobID, err := flow.EnqueueChapter(ctx, w.pool, "c1", 1)
 	require.NoError(t, err)
-	exec, err := w.Starts.Start(ctx, w.Pool, jobID)
+	exec, err := w.starts.Start(ctx, w.pool, jobID)
 	require.NoError(t, err)
-	beat, err := w.Heartbeat.Beat(ctx, w.Pool, exec, heartbeat.Progress(50))
+	beat, err := w.heartbeat.Beat(ctx, w.pool, exec, heartbeat.Progress(50))
 	require.NoError(t, err)
 	require.Equal(t, heartbeat.Written, beat)
-	fin, err := w.Guard.Finalize(ctx, w.Pool, exec, jobguard.FinalizeSpec{})
+	fin, err := w.guard.Finalize(ctx, w.pool, exec, jobguard.FinalizeSpec{})
 	require.NoError(t, err)
 	require.True(t, fin.Confirmed())
 	ledger, err := usage.NewLedger(usage.Config{MeterProvider: wm.Provider})
 	require.NoError(t, err)
 	entry := usage.Entry{Account: "a1", Meter: "tokens", Quantity: 10}
 	for _, want := range []bool{true, false} {
-		acc, err := ledger.Accrue(ctx, w.Pool, fin, entry, nil)
+		acc, err := ledger.Accrue(ctx, w.pool, fin, entry, nil)
 		require.NoError(t, err)
 		require.Equal(t, want, acc.Accrued)
 	}
@@ -273,15 +270,15 @@ func drivenScrape(t *testing.T) exposition {
 	// It then hangs, having made a file.
 	dead := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1})
 	t.Cleanup(func() { _ = dead.Close() })
-	blind, err := jobguard.NewStartGuard(w.Guard, dead, jobguard.StartGuardConfig{
+	blind, err := jobguard.NewStartGuard(w.guard, dead, jobguard.StartGuardConfig{
 		Logger: slog.New(slog.DiscardHandler), MeterProvider: wm.Provider})
 	require.NoError(t, err)
-	stuckID, err := flow.EnqueueChapter(ctx, w, "c2", 1)
+	stuckID, err := flow.EnqueueChapter(ctx, w.pool, "c2", 1)
 	require.NoError(t, err)
-	stuck, err := blind.Start(ctx, w.Pool, stuckID)
+	stuck, err := blind.Start(ctx, w.pool, stuckID)
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "chapter.txt")
-	require.NoError(t, w.Artifacts.Record(ctx, w.Pool, stuck, "file", file))
+	require.NoError(t, w.artifacts.Record(ctx, w.pool, stuck, flow.KindFile, file))
 	require.NoError(t, os.WriteFile(file, []byte("week 1"), 0o644))
 
 	// The service, limits from the table (chapter has none yet: every sweep
@@ -309,7 +306,7 @@ func drivenScrape(t *testing.T) exposition {
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), `msg="reclaimer: started"`) },
 		10*time.Second, 10*time.Millisecond)
 	proxy.Close()
-	require.NoError(t, flow.SetLimit(ctx, w, flow.TypeChapter, 300*time.Millisecond))
+	require.NoError(t, flow.SetLimit(ctx, w.pool, flow.TypeChapter, 300*time.Millisecond))
 	waitStatus(t, w, stuckID, "FAILED")
 	var page string
 	require.Eventually(t, func() bool {
@@ -322,10 +319,10 @@ func drivenScrape(t *testing.T) exposition {
 
 	// The late execution: its completion is refused, the job's redelivery
 	// is refused, and the file it made is compensated.
-	require.ErrorIs(t, w.Guard.CompleteIfActive(ctx, w.Pool, stuck), jobguard.ErrJobTerminal)
-	_, err = w.Starts.Start(ctx, w.Pool, stuckID)
+	require.ErrorIs(t, w.guard.CompleteIfActive(ctx, w.pool, stuck), jobguard.ErrJobTerminal)
+	_, err = w.starts.Start(ctx, w.pool, stuckID)
 	require.ErrorIs(t, err, jobguard.ErrReclaimed)
-	rep, err := w.Artifacts.CompensateExecution(ctx, stuck)
+	rep, err := w.artifacts.CompensateExecution(ctx, stuck)
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Compensated)
 	require.NoFileExists(t, file)
@@ -493,13 +490,13 @@ func TestDeploy_DashboardQueriesParse(t *testing.T) {
 // sweep (pending), whose first attempt fails too (jobguard.settle.records,
 // retrying for a failed reason) and a later one settles it (settled), and
 // the sweeps' duration.
-func driveSettle(t *testing.T, w *flow.Env, mp metric.MeterProvider, courses [2]string) {
+func driveSettle(t *testing.T, w *worker, mp metric.MeterProvider, courses [2]string) {
 	t.Helper()
 	ctx := context.Background()
 	var calls atomic.Int32 // of the first job's update
 	var first atomic.Value
 	s, err := settle.New(ctx, settle.Config{
-		Guard: w.Guard, DB: w.Pool, Grace: time.Nanosecond, BackoffMin: time.Nanosecond,
+		Guard: w.guard, DB: w.pool, Grace: time.Nanosecond, BackoffMin: time.Nanosecond,
 		Handlers: map[string]settle.Handler{"title": func(_ context.Context, exec jobguard.Execution, _ json.RawMessage) error {
 			if exec.JobID == first.Load() && calls.Add(1) <= 2 {
 				return errors.New("metadata store unreachable")
@@ -511,14 +508,14 @@ func driveSettle(t *testing.T, w *flow.Env, mp metric.MeterProvider, courses [2]
 	require.NoError(t, err)
 	// The first finalize meets the failing update, the second settles.
 	for i, course := range courses {
-		jobID, err := flow.EnqueueChapter(ctx, w, course, 9)
+		jobID, err := flow.EnqueueChapter(ctx, w.pool, course, 9)
 		require.NoError(t, err)
-		exec, err := w.Starts.Start(ctx, w.Pool, jobID)
+		exec, err := w.starts.Start(ctx, w.pool, jobID)
 		require.NoError(t, err)
 		if i == 0 {
 			first.Store(exec.JobID)
 		}
-		res, err := s.Finalize(ctx, w.Pool, exec, settle.Spec{Updates: []settle.Update{{Name: "title"}}})
+		res, err := s.Finalize(ctx, w.pool, exec, settle.Spec{Updates: []settle.Update{{Name: "title"}}})
 		if i == 0 {
 			require.ErrorIs(t, err, settle.ErrPending)
 			continue

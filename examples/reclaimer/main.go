@@ -20,6 +20,13 @@
 // whose watcher cancels the reclaimed execution's work. The guards' metrics
 // are served for Prometheus at http://127.0.0.1:9464/metrics
 // (-metrics-addr; empty disables).
+//
+// The service wires the library where it can be read: run connects
+// (flow.Connect: the pool, Redis, the migrations), and wire builds the
+// guard over the jobs table, with the settings the workers share, the
+// reclaimer with its source, limits, parent rules and notice publisher,
+// and the artifacts and the settler whose sweeps it runs. It builds no
+// start guard, heartbeat or watcher: it runs no executions.
 package main
 
 import (
@@ -36,9 +43,15 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/jobguard/jobguard/compensate"
 	"github.com/jobguard/jobguard/examples/internal/flow"
+	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/reclaim/bullmq"
+	"github.com/jobguard/jobguard/settle"
+	"github.com/jobguard/jobguard/watch"
 )
 
 func main() {
@@ -54,26 +67,27 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("reclaimer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg.Flags(fs)
-	interval, err := durationEnv("JOBGUARD_RECLAIM_INTERVAL", reclaim.IntervalDefault)
+	o := options{limits: limitFlag{}}
+	var err error
+	o.interval, err = durationEnv("JOBGUARD_RECLAIM_INTERVAL", reclaim.IntervalDefault)
 	if err != nil {
 		fmt.Fprintf(stderr, "reclaimer: %v\n", err)
 		return 2
 	}
-	noProgress, err := durationEnv("JOBGUARD_NO_PROGRESS", reclaim.NoProgressDefault)
+	o.noProgress, err = durationEnv("JOBGUARD_NO_PROGRESS", reclaim.NoProgressDefault)
 	if err != nil {
 		fmt.Fprintf(stderr, "reclaimer: %v\n", err)
 		return 2
 	}
-	fs.DurationVar(&interval, "interval", interval, "pause between sweeps (env JOBGUARD_RECLAIM_INTERVAL)")
-	fs.DurationVar(&noProgress, "no-progress", noProgress,
+	fs.DurationVar(&o.interval, "interval", o.interval, "pause between sweeps (env JOBGUARD_RECLAIM_INTERVAL)")
+	fs.DurationVar(&o.noProgress, "no-progress", o.noProgress,
 		"how long updated_at must stand still before a job over its limit is reclaimed (env JOBGUARD_NO_PROGRESS)")
-	limits := limitFlag{}
-	fs.Var(limits, "limit", "maximum runtime of a job type, as type=duration; repeat per type (default: the job_type_limits table)")
-	queue := fs.String("bullmq-queue", "", "watch this BullMQ queue's active jobs instead of the jobs table's PROCESSING rows")
-	queuePrefix := fs.String("bullmq-prefix", bullmq.PrefixDefault, "the BullMQ queue's key prefix")
-	rowIDField := fs.String("bullmq-row-id-field", "", "field of a BullMQ job's data that holds its row id (default: the BullMQ job id)")
-	compensate := fs.Bool("compensate", true, "also compensate the artifacts of rejected executions")
-	settleRecords := fs.Bool("settle", true, "also settle the finalize records that crashed or failed video workers left: re-run their metadata updates, bill them once")
+	fs.Var(o.limits, "limit", "maximum runtime of a job type, as type=duration; repeat per type (default: the job_type_limits table)")
+	fs.StringVar(&o.queue, "bullmq-queue", "", "watch this BullMQ queue's active jobs instead of the jobs table's PROCESSING rows")
+	fs.StringVar(&o.queuePrefix, "bullmq-prefix", bullmq.PrefixDefault, "the BullMQ queue's key prefix")
+	fs.StringVar(&o.rowIDField, "bullmq-row-id-field", "", "field of a BullMQ job's data that holds its row id (default: the BullMQ job id)")
+	fs.BoolVar(&o.compensate, "compensate", true, "also compensate the artifacts of rejected executions")
+	fs.BoolVar(&o.settle, "settle", true, "also settle the finalize records that crashed or failed video workers left: re-run their metadata updates, bill them once")
 	metricsAddr := fs.String("metrics-addr", MetricsAddrDefault,
 		"serve the metrics for Prometheus at http://<addr>/metrics (empty: no metrics)")
 	format := fs.String("log-format", "text", "log format: text or json")
@@ -87,16 +101,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "reclaimer: -notices %q: want redis, postgres or off\n", cfg.Notices)
 		return 2
 	}
-	var log *slog.Logger
-	log, err = newLogger(stderr, *format, *level)
+	log, err := newLogger(stderr, *format, *level)
 	if err != nil {
 		fmt.Fprintf(stderr, "reclaimer: %v\n", err)
 		return 2
 	}
-	cfg.Logger = log
-	// The service runs no executions: it publishes notices, it watches none.
-	cfg.NoWatcher = true
 
+	var mp metric.MeterProvider // nil: no metrics
 	if *metricsAddr != "" {
 		m, err := serveMetrics(*metricsAddr)
 		if err != nil {
@@ -110,48 +121,112 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 				log.Warn("reclaimer: metrics server did not stop cleanly", slog.Any("error", err))
 			}
 		}()
-		cfg.MeterProvider = m.Provider
+		mp = m.Provider
 		log.Info("reclaimer: serving metrics", slog.String("url", "http://"+m.Addr+"/metrics"))
 	}
 
-	env, err := flow.Open(ctx, cfg)
+	conns, err := flow.Connect(ctx, cfg)
 	if err != nil {
 		log.Error("reclaimer: cannot start", slog.Any("error", err))
 		return 1
 	}
-	defer env.Close()
-	rc := flow.ReclaimConfig{NoProgress: noProgress, Interval: interval}
-	if len(limits) > 0 {
-		rc.Limits = reclaim.StaticLimits(limits)
-	}
-	if *queue != "" {
-		rc.Source, err = bullmq.New(bullmq.Config{Redis: env.Redis, Prefix: *queuePrefix, Queue: *queue, RowIDField: *rowIDField})
-		if err != nil {
-			log.Error("reclaimer: cannot start", slog.Any("error", err))
-			return 1
-		}
-	}
-	r, err := flow.NewReclaimer(env, rc)
+	defer conns.Close()
+	svc, err := wire(ctx, conns, cfg, o, log, mp)
 	if err != nil {
 		log.Error("reclaimer: cannot start", slog.Any("error", err))
 		return 1
 	}
-	log.Info("reclaimer: started", slog.String("schema", env.Schema), slog.String("marker_prefix", env.Guard.Shared().Prefix),
-		slog.Duration("interval", interval), slog.Duration("no_progress", noProgress),
-		slog.String("limits", limits.String()), slog.String("bullmq_queue", *queue), slog.Bool("compensate", *compensate), slog.Bool("settle", *settleRecords),
+	log.Info("reclaimer: started", slog.String("schema", conns.Schema), slog.String("marker_prefix", cfg.Shared().Prefix),
+		slog.Duration("interval", o.interval), slog.Duration("no_progress", o.noProgress),
+		slog.String("limits", o.limits.String()), slog.String("bullmq_queue", o.queue), slog.Bool("compensate", o.compensate), slog.Bool("settle", o.settle),
 		slog.String("notices", cfg.Notices))
 
 	var wg sync.WaitGroup
-	if *compensate {
-		wg.Go(func() { _ = env.Artifacts.Run(ctx) }) // returns nil when ctx ends
+	if svc.artifacts != nil {
+		wg.Go(func() { _ = svc.artifacts.Run(ctx) }) // returns nil when ctx ends
 	}
-	if *settleRecords {
-		wg.Go(func() { _ = env.Settler.Run(ctx) }) // returns nil when ctx ends
+	if svc.settler != nil {
+		wg.Go(func() { _ = svc.settler.Run(ctx) }) // returns nil when ctx ends
 	}
-	_ = r.Run(ctx) // returns nil when ctx ends
+	_ = svc.reclaimer.Run(ctx) // returns nil when ctx ends
 	wg.Wait()
 	log.Info("reclaimer: stopped")
 	return 0
+}
+
+// options are the service's own flags.
+type options struct {
+	interval, noProgress           time.Duration
+	limits                         limitFlag
+	queue, queuePrefix, rowIDField string
+	compensate, settle             bool
+}
+
+// service is what the service runs: the reclaimer, and the sweeps of the
+// artifacts and the finalize records.
+type service struct {
+	reclaimer *reclaim.Reclaimer
+	// artifacts is nil without -compensate.
+	artifacts *compensate.Artifacts
+	// settler is nil without -settle.
+	settler *settle.Settler
+}
+
+// wire builds the parts of the library the service uses, each from the
+// ones before it, every one of them recording its metrics on mp: the guard
+// over the jobs table, with the settings the workers share; the reclaimer,
+// over the jobs table or a BullMQ queue, with the limits of -limit or of
+// the job_type_limits table, the examples' parent rules and, unless
+// -notices off, a publisher of its reclaims; and, unless turned off, the
+// artifacts with the examples' compensators, and the settler with the
+// video's metadata updates and billing.
+func wire(ctx context.Context, conns *flow.Conns, cfg flow.Config, o options, log *slog.Logger, mp metric.MeterProvider) (*service, error) {
+	guard, err := jobguard.NewWithConfig(ctx, conns.Pool, jobguard.DefaultTable(),
+		jobguard.GuardConfig{Shared: cfg.Shared(), MeterProvider: mp})
+	if err != nil {
+		return nil, err
+	}
+	rules, err := flow.ParentRules()
+	if err != nil {
+		return nil, err
+	}
+	rc := reclaim.Config{Guard: guard, DB: conns.Pool, Redis: conns.Redis, OnReclaim: rules,
+		NoProgress: o.noProgress, Interval: o.interval, Logger: log, MeterProvider: mp}
+	if len(o.limits) > 0 {
+		rc.Limits = reclaim.StaticLimits(o.limits)
+	}
+	if o.queue != "" {
+		rc.Source, err = bullmq.New(bullmq.Config{Redis: conns.Redis, Prefix: o.queuePrefix, Queue: o.queue, RowIDField: o.rowIDField})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if transport, notices := conns.Transport(); notices {
+		// Every reclaim is announced: the workers' watcher cancels the
+		// execution that lost its job.
+		if rc.Notices, err = watch.NewPublisher(guard, transport); err != nil {
+			return nil, err
+		}
+	}
+	svc := &service{}
+	if svc.reclaimer, err = reclaim.New(rc); err != nil {
+		return nil, err
+	}
+	if o.compensate {
+		svc.artifacts, err = compensate.New(ctx, compensate.Config{Guard: guard, DB: conns.Pool,
+			Compensators: flow.Compensators(), Logger: log, MeterProvider: mp})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if o.settle {
+		svc.settler, err = settle.New(ctx, settle.Config{Guard: guard, DB: conns.Pool,
+			Handlers: flow.VideoHandlers(conns.Pool, nil), Increments: flow.VideoIncrements(), Logger: log, MeterProvider: mp})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return svc, nil
 }
 
 // newLogger builds the service's logger.

@@ -26,27 +26,24 @@ func args(env *testenv.Env, extra ...string) []string {
 
 // stuckChapterJob opens the examples' tables in env and starts a chapter
 // job that will never finish.
-func stuckChapterJob(t *testing.T, env *testenv.Env) (*flow.Env, string) {
+func stuckChapterJob(t *testing.T, env *testenv.Env) (*worker, string) {
 	t.Helper()
 	ctx := context.Background()
-	e, err := flow.Open(ctx, flow.Config{DatabaseURL: env.DatabaseURL, RedisURL: env.RedisURL,
-		Schema: env.Schema, Prefix: env.Prefix})
+	w := newWorker(t, env, "", nil)
+	_, err := w.pool.Exec(ctx, `INSERT INTO courses (id, title) VALUES ('c1', 'Course')`)
 	require.NoError(t, err)
-	t.Cleanup(e.Close)
-	_, err = e.Pool.Exec(ctx, `INSERT INTO courses (id, title) VALUES ('c1', 'Course')`)
+	jobID, err := flow.EnqueueChapter(ctx, w.pool, "c1", 1)
 	require.NoError(t, err)
-	jobID, err := flow.EnqueueChapter(ctx, e, "c1", 1)
+	_, err = w.starts.Start(ctx, w.pool, jobID)
 	require.NoError(t, err)
-	_, err = e.Starts.Start(ctx, e.Pool, jobID)
-	require.NoError(t, err)
-	return e, jobID
+	return w, jobID
 }
 
-func waitStatus(t *testing.T, e *flow.Env, jobID, want string) {
+func waitStatus(t *testing.T, w *worker, jobID, want string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		var status string
-		err := e.Pool.QueryRow(context.Background(), `SELECT status FROM jobs WHERE id = $1`, jobID).Scan(&status)
+		err := w.pool.QueryRow(context.Background(), `SELECT status FROM jobs WHERE id = $1`, jobID).Scan(&status)
 		return err == nil && status == want
 	}, 15*time.Second, 50*time.Millisecond)
 }
@@ -86,9 +83,9 @@ func TestReclaimer_ReclaimsStuckJobsLogsEachSweepAndStops(t *testing.T) {
 	require.True(t, strings.HasSuffix(strings.TrimSpace(out), `msg="reclaimer: stopped"`), out)
 
 	var course string
-	require.NoError(t, e.Pool.QueryRow(context.Background(), `SELECT status FROM courses WHERE id = 'c1'`).Scan(&course))
+	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT status FROM courses WHERE id = 'c1'`).Scan(&course))
 	require.Equal(t, "FAILED", course, "the chapter parent rule ran")
-	m, found, err := e.Starts.Markers().Read(context.Background(), jobID)
+	m, found, err := e.starts.Markers().Read(context.Background(), jobID)
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, int64(1), m.Generation)
@@ -140,7 +137,7 @@ func TestReclaimer_WatchesABullMQQueue(t *testing.T) {
 	started := time.Now().Add(-time.Minute).UnixMilli() // by the queue's clock
 	// The row has no start of its own, so the table cannot say how long the
 	// attempt has run: only the queue can.
-	_, err := e.Pool.Exec(ctx, `UPDATE jobs SET started_at = NULL WHERE id = $1`, jobID)
+	_, err := e.pool.Exec(ctx, `UPDATE jobs SET started_at = NULL WHERE id = $1`, jobID)
 	require.NoError(t, err)
 	require.NoError(t, env.Redis.RPush(ctx, prefix+":chapters:active", "42").Err())
 	require.NoError(t, env.Redis.HSet(ctx, prefix+":chapters:42", "name", "chapter",

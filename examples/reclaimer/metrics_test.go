@@ -122,17 +122,15 @@ func TestReclaimer_NoticesCancelTheReclaimedModelCall(t *testing.T) {
 			t.Parallel()
 			env := testenv.New(t)
 			ctx := context.Background()
-			worker, err := flow.Open(ctx, flow.Config{DatabaseURL: env.DatabaseURL, RedisURL: env.RedisURL,
-				Schema: env.Schema, Prefix: env.Prefix, Notices: transport, CheckInterval: time.Hour})
+			w := newWorker(t, env, transport, nil)
+			_, err := w.pool.Exec(ctx, `INSERT INTO courses (id, title) VALUES ('c1', 'Course')`)
 			require.NoError(t, err)
-			t.Cleanup(worker.Close)
-			_, err = worker.Pool.Exec(ctx, `INSERT INTO courses (id, title) VALUES ('c1', 'Course')`)
-			require.NoError(t, err)
-			jobID, err := flow.EnqueueChapter(ctx, worker, "c1", 1)
+			jobID, err := flow.EnqueueChapter(ctx, w.pool, "c1", 1)
 			require.NoError(t, err)
 
 			hang := sim.NewGate() // never released: only a cancellation ends the call
-			chapters := &flow.Chapters{Env: worker, Model: sim.Model{Call: sim.Call{Hang: hang}}}
+			chapters := &flow.Chapters{Guard: w.guard, Starts: w.starts, DB: w.pool, Watcher: w.watcher,
+				Model: sim.Model{Call: sim.Call{Hang: hang}}}
 			processed := make(chan error, 1)
 			go func() {
 				_, err := chapters.Process(ctx, jobID)
@@ -148,9 +146,9 @@ func TestReclaimer_NoticesCancelTheReclaimedModelCall(t *testing.T) {
 					"-notices", transport), &logs)
 			}()
 			defer func() { cancel(); require.Equal(t, 0, <-done, logs.String()) }()
-			waitStatus(t, worker, jobID, "FAILED")
+			waitStatus(t, w, jobID, "FAILED")
 			var reclaimedAt time.Time
-			require.NoError(t, worker.Pool.QueryRow(ctx, `SELECT updated_at FROM jobs WHERE id = $1`, jobID).Scan(&reclaimedAt))
+			require.NoError(t, w.pool.QueryRow(ctx, `SELECT updated_at FROM jobs WHERE id = $1`, jobID).Scan(&reclaimedAt))
 			select {
 			case err := <-processed:
 				// The check runs hourly: only the notice can have been this fast.
@@ -163,7 +161,7 @@ func TestReclaimer_NoticesCancelTheReclaimedModelCall(t *testing.T) {
 				t.Fatal("the reclaimed model call was not cancelled")
 			}
 			var rows int
-			require.NoError(t, worker.Pool.QueryRow(ctx, `SELECT count(*) FROM chapters`).Scan(&rows))
+			require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM chapters`).Scan(&rows))
 			require.Zero(t, rows)
 		})
 	}

@@ -15,8 +15,13 @@
 //
 //	go run ./examples/river -hang 3s -limit 1s -no-progress 1s -reclaim -redeliver
 //
-// See README.md for how River's rescuer and jobguard's reclaimer divide the
-// work.
+// The command wires the library where it can be read: runWorker connects
+// (flow.Connect: the pool, Redis, the migrations) and applies River's
+// migrations, wire builds the guard over the jobs table, the start guard,
+// the watcher and, with -reclaim, the reclaimer, and hands them to the
+// processor, examples/internal/flow/chapter.go, which the River worker
+// runs. See README.md for how River's rescuer and jobguard's reclaimer
+// divide the work.
 package main
 
 import (
@@ -40,7 +45,9 @@ import (
 	"github.com/jobguard/jobguard/examples/internal/flow"
 	"github.com/jobguard/jobguard/examples/internal/sim"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/reclaim/riversource"
+	"github.com/jobguard/jobguard/watch"
 )
 
 // QueueDefault is the River queue the example's chapter jobs go to.
@@ -126,7 +133,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	stderr = &lockedWriter{w: stderr} // two loggers share it
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	cfg.Logger = log
 	// River logs its routine work at info; its warnings and errors are enough here.
 	riverLog := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if err := runWorker(ctx, cfg, beside, o, log, riverLog, stdout); err != nil {
@@ -143,34 +149,37 @@ func runWorker(ctx context.Context, cfg flow.Config, beside flow.Beside, o optio
 		log.WarnContext(ctx, "river: the job type's limit is not below River's RescueStuckJobsAfter",
 			slog.Duration("limit", beside.Limit), slog.Duration("rescue_after", o.rescueAfter))
 	}
-	env, err := flow.Open(ctx, cfg)
+	conns, err := flow.Connect(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer env.Close()
+	defer conns.Close()
 
 	// 1. River's own tables, by River's own migrations, in the examples'
 	// schema beside the jobs table.
-	migrator, err := rivermigrate.New(riverpgxv5.New(env.Pool), &rivermigrate.Config{Schema: env.Schema, Logger: riverLog})
+	migrator, err := rivermigrate.New(riverpgxv5.New(conns.Pool), &rivermigrate.Config{Schema: conns.Schema, Logger: riverLog})
 	if err != nil {
 		return err
 	}
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return fmt.Errorf("migrate River: %w", err)
 	}
-	if err := flow.SetLimit(ctx, env, flow.TypeChapter, beside.Limit); err != nil {
-		return err
-	}
 
-	// 2. A River client that works the chapter queue with the processor.
+	// 2. jobguard's parts, and the processor (see wire).
 	call := sim.Call{Latency: o.latency}
 	if o.hang > 0 {
 		call.Hang = sim.HangFor(o.hang)
 	}
+	chapters, err := wire(ctx, conns, cfg, beside, o.queue, sim.Model{Call: call}, log)
+	if err != nil {
+		return err
+	}
+
+	// 3. A River client that works the chapter queue with the processor.
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &ChapterWorker{Chapters: &flow.Chapters{Env: env, Model: sim.Model{Call: call}}, Log: log})
-	client, err := river.NewClient(riverpgxv5.New(env.Pool), &river.Config{
-		Schema:               env.Schema,
+	river.AddWorker(workers, &ChapterWorker{Chapters: chapters, Log: log})
+	client, err := river.NewClient(riverpgxv5.New(conns.Pool), &river.Config{
+		Schema:               conns.Schema,
 		Queues:               map[string]river.QueueConfig{o.queue: {MaxWorkers: 4}},
 		Workers:              workers,
 		JobTimeout:           o.jobTimeout,
@@ -196,23 +205,13 @@ func runWorker(ctx context.Context, cfg flow.Config, beside flow.Beside, o optio
 		}
 	}()
 
-	// 3. With -reclaim, a reclaimer watching this River queue: River's
-	// running jobs, attempted_at as the start of the attempt.
-	if beside.Reclaim {
-		stopReclaimer, err := startReclaimer(ctx, env, beside, o.queue)
-		if err != nil {
-			return err
-		}
-		defer stopReclaimer()
-	}
-
 	// 4. Queue the job: its row in the jobs table, then the River job that
 	// carries the row's id.
-	if _, err := env.Pool.Exec(ctx, `INSERT INTO courses (id, title) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`,
+	if _, err := conns.Pool.Exec(ctx, `INSERT INTO courses (id, title) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`,
 		o.course, "Course "+o.course); err != nil {
 		return err
 	}
-	jobID, err := flow.EnqueueChapter(ctx, env, o.course, o.weeks)
+	jobID, err := flow.EnqueueChapter(ctx, conns.Pool, o.course, o.weeks)
 	if err != nil {
 		return err
 	}
@@ -247,7 +246,7 @@ func runWorker(ctx context.Context, cfg flow.Config, beside flow.Beside, o optio
 
 	var status, reason, riverState string
 	var total, rows int
-	if err := env.Pool.QueryRow(ctx, `SELECT c.status, c.weeks,
+	if err := conns.Pool.QueryRow(ctx, `SELECT c.status, c.weeks,
 		(SELECT count(*) FROM chapters WHERE job_id = $2),
 		(SELECT status || coalesce(': ' || failure_reason, '') FROM jobs WHERE id = $2),
 		(SELECT state::text FROM river_job WHERE id = $3)
@@ -260,24 +259,62 @@ func runWorker(ctx context.Context, cfg flow.Config, beside flow.Beside, o optio
 	return nil
 }
 
-// startReclaimer runs a reclaimer over the River queue until the returned
-// stop is called.
-func startReclaimer(ctx context.Context, env *flow.Env, beside flow.Beside, queue string) (stop func(), err error) {
-	src, err := riversource.New(riversource.Config{DB: env.Pool, Schema: env.Schema, Queues: []string{queue}})
+// wire builds the parts of jobguard this command uses, each from the ones
+// before it, and returns the processor: the guard over the jobs table,
+// with the settings every process must agree on; the start guard; the
+// process's watcher, unless -notices off; and, with -reclaim, a reclaimer
+// beside the worker that watches River's queue through reclaim/riversource
+// (River's running jobs, attempted_at as the start of the attempt). What
+// it starts runs until conns.Close.
+func wire(ctx context.Context, conns *flow.Conns, cfg flow.Config, beside flow.Beside, queue string, model sim.Model, log *slog.Logger) (*flow.Chapters, error) {
+	guard, err := jobguard.NewWithConfig(ctx, conns.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: cfg.Shared()})
 	if err != nil {
 		return nil, err
 	}
-	r, err := flow.NewReclaimer(env, flow.ReclaimConfig{Source: src, NoProgress: beside.NoProgress, Interval: beside.Interval})
+	starts, err := jobguard.NewStartGuard(guard, conns.Redis, jobguard.StartGuardConfig{Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = r.Run(ctx) // returns nil when ctx ends
-	}()
-	return func() { cancel(); <-done }, nil
+	transport, notices := conns.Transport()
+	var watcher *watch.Watcher
+	if notices {
+		// One subscription for the process: a reclaim's notice cancels the
+		// model call of the execution that lost its job.
+		watcher, err = watch.New(watch.Config{Guard: guard, DB: conns.Pool, Transport: transport, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		if err := conns.RunWatcher(ctx, watcher); err != nil {
+			return nil, err
+		}
+	}
+
+	if err := flow.SetLimit(ctx, conns.Pool, flow.TypeChapter, beside.Limit); err != nil {
+		return nil, err
+	}
+	if beside.Reclaim {
+		src, err := riversource.New(riversource.Config{DB: conns.Pool, Schema: conns.Schema, Queues: []string{queue}})
+		if err != nil {
+			return nil, err
+		}
+		rules, err := flow.ParentRules()
+		if err != nil {
+			return nil, err
+		}
+		rc := reclaim.Config{Guard: guard, DB: conns.Pool, Redis: conns.Redis, Source: src, OnReclaim: rules,
+			NoProgress: beside.NoProgress, Interval: beside.Interval, Logger: log}
+		if notices {
+			if rc.Notices, err = watch.NewPublisher(guard, transport); err != nil {
+				return nil, err
+			}
+		}
+		r, err := reclaim.New(rc)
+		if err != nil {
+			return nil, err
+		}
+		conns.Go(ctx, r.Run)
+	}
+	return &flow.Chapters{Guard: guard, Starts: starts, DB: conns.Pool, Watcher: watcher, Model: model}, nil
 }
 
 // await returns the next event of River job id.

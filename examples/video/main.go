@@ -15,7 +15,11 @@
 //	go run ./examples/video -hang 3s -limit 1s -no-progress 1s -heartbeat 100ms -reclaim
 //	go run ./examples/video -hang 3s -limit 1s -no-progress 1s -heartbeat 100ms -reclaim -notices off
 //
-// The processor itself is examples/internal/flow/video.go.
+// The command wires the library where it can be read: run connects
+// (flow.Connect: the pool, Redis, the migrations), and wire builds the
+// guard over the jobs table, the start guard, the heartbeat, the
+// artifacts, the settler, the watcher and, with -reclaim, the reclaimer,
+// and hands them to the processor, examples/internal/flow/video.go.
 package main
 
 import (
@@ -31,10 +35,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jobguard/jobguard/compensate"
 	"github.com/jobguard/jobguard/examples/internal/flow"
 	"github.com/jobguard/jobguard/examples/internal/sim"
 	"github.com/jobguard/jobguard/heartbeat"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/reclaim"
+	"github.com/jobguard/jobguard/settle"
+	"github.com/jobguard/jobguard/watch"
 )
 
 func main() {
@@ -44,11 +52,19 @@ func main() {
 	os.Exit(code)
 }
 
+// options are what the command's own flags give wire.
+type options struct {
+	heartbeat time.Duration
+	files     string
+	encoder   sim.Encoder
+}
+
 // run returns the exit code: 0 when the job completed or was refused by a
 // guard (both are outcomes this example shows), 1 on any other error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cfg flow.Config
 	var beside flow.Beside
+	var o options
 	flags := flag.NewFlagSet("video", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	cfg.Flags(flags)
@@ -58,32 +74,34 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	step := flags.Duration("step", 100*time.Millisecond, "time one chunk takes")
 	seconds := flags.Int("seconds", 90, "length of the video, in seconds (the usage billed)")
 	hang := flags.Duration("hang", 0, "how long the final mux hangs, after the last progress report")
-	flags.DurationVar(&cfg.HeartbeatInterval, "heartbeat", heartbeat.IntervalDefault, "least time between two heartbeat writes of the job")
-	flags.StringVar(&cfg.FilesDir, "files", os.TempDir(), "directory for the encoded files")
+	flags.DurationVar(&o.heartbeat, "heartbeat", heartbeat.IntervalDefault, "least time between two heartbeat writes of the job")
+	flags.StringVar(&o.files, "files", os.TempDir(), "directory for the encoded files")
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	cfg.Logger = log
+	o.encoder = sim.Encoder{Steps: *steps, StepDelay: *step, Seconds: *seconds}
+	if *hang > 0 {
+		o.encoder.Hang = sim.HangFor(*hang)
+	}
 
-	env, err := flow.Open(ctx, cfg)
+	conns, err := flow.Connect(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "video: %v\n", err)
 		return 1
 	}
-	defer env.Close()
-	stopReclaimer, err := beside.Start(ctx, env, flow.TypeVideo)
-	defer stopReclaimer()
+	defer conns.Close()
+	videos, err := wire(ctx, conns, cfg, beside, o, log)
 	if err == nil {
-		_, err = env.Pool.Exec(ctx, `INSERT INTO accounts (id) VALUES ('acct-1') ON CONFLICT (id) DO NOTHING;`)
+		_, err = conns.Pool.Exec(ctx, `INSERT INTO accounts (id) VALUES ('acct-1') ON CONFLICT (id) DO NOTHING;`)
 	}
 	if err == nil {
-		_, err = env.Pool.Exec(ctx, `INSERT INTO videos (id, account_id, title) VALUES ($1, 'acct-1', $2)
+		_, err = conns.Pool.Exec(ctx, `INSERT INTO videos (id, account_id, title) VALUES ($1, 'acct-1', $2)
 			ON CONFLICT (id) DO NOTHING`, *video, "Video "+*video)
 	}
 	var jobID string
 	if err == nil {
-		jobID, err = flow.EnqueueVideo(ctx, env, *video)
+		jobID, err = flow.EnqueueVideo(ctx, conns.Pool, *video)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "video: %v\n", err)
@@ -91,11 +109,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "queued video job %s: encode %s\n", jobID, *video)
 
-	enc := sim.Encoder{Steps: *steps, StepDelay: *step, Seconds: *seconds}
-	if *hang > 0 {
-		enc.Hang = sim.HangFor(*hang)
-	}
-	videos := &flow.Videos{Env: env, Encoder: enc}
 	var res flow.VideoResult
 	err = flow.Deliver(ctx, log, flow.TypeVideo, jobID, func(ctx context.Context, id string) (err error) {
 		res, err = videos.Process(ctx, id)
@@ -119,7 +132,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var status string
 	var assets, billed int
 	var ledger int
-	if err := env.Pool.QueryRow(ctx, `SELECT v.status,
+	if err := conns.Pool.QueryRow(ctx, `SELECT v.status,
 		(SELECT count(*) FROM assets WHERE video_id = v.id),
 		(SELECT count(*) FROM usage_ledger WHERE job_id = $2),
 		(SELECT video_seconds FROM accounts WHERE id = v.account_id)
@@ -130,4 +143,70 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "video %s: status %s; asset rows: %d; usage rows of this job: %d; account acct-1 billed %d s in all\n",
 		*video, status, assets, ledger, billed)
 	return 0
+}
+
+// wire builds the parts of the library this command uses, each from the
+// ones before it, and returns the processor: the guard over the jobs
+// table, with the settings every process must agree on; the start guard;
+// the heartbeat; the artifacts, with the examples' compensators; the
+// settler, with the video's metadata updates and billing; the process's
+// watcher, unless -notices off; and, with -reclaim, a reclaimer beside the
+// worker. What it starts runs until conns.Close.
+func wire(ctx context.Context, conns *flow.Conns, cfg flow.Config, beside flow.Beside, o options, log *slog.Logger) (*flow.Videos, error) {
+	guard, err := jobguard.NewWithConfig(ctx, conns.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: cfg.Shared()})
+	if err != nil {
+		return nil, err
+	}
+	starts, err := jobguard.NewStartGuard(guard, conns.Redis, jobguard.StartGuardConfig{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	beats := heartbeat.New(guard, heartbeat.Config{Interval: o.heartbeat, Logger: log})
+	artifacts, err := compensate.New(ctx, compensate.Config{Guard: guard, DB: conns.Pool,
+		Compensators: flow.Compensators(), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	settler, err := settle.New(ctx, settle.Config{Guard: guard, DB: conns.Pool,
+		Handlers: flow.VideoHandlers(conns.Pool, nil), Increments: flow.VideoIncrements(), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	transport, notices := conns.Transport()
+	var watcher *watch.Watcher
+	if notices {
+		// One subscription for the process: a reclaim's notice cancels the
+		// encode of the execution that lost its job.
+		watcher, err = watch.New(watch.Config{Guard: guard, DB: conns.Pool, Transport: transport, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		if err := conns.RunWatcher(ctx, watcher); err != nil {
+			return nil, err
+		}
+	}
+
+	if err := flow.SetLimit(ctx, conns.Pool, flow.TypeVideo, beside.Limit); err != nil {
+		return nil, err
+	}
+	if beside.Reclaim {
+		rules, err := flow.ParentRules()
+		if err != nil {
+			return nil, err
+		}
+		rc := reclaim.Config{Guard: guard, DB: conns.Pool, Redis: conns.Redis, OnReclaim: rules,
+			NoProgress: beside.NoProgress, Interval: beside.Interval, Logger: log}
+		if notices {
+			if rc.Notices, err = watch.NewPublisher(guard, transport); err != nil {
+				return nil, err
+			}
+		}
+		r, err := reclaim.New(rc)
+		if err != nil {
+			return nil, err
+		}
+		conns.Go(ctx, r.Run)
+	}
+	return &flow.Videos{Guard: guard, Starts: starts, DB: conns.Pool, Heartbeat: beats, Watcher: watcher,
+		Artifacts: artifacts, Settler: settler, FilesDir: o.files, Log: log, Encoder: o.encoder}, nil
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobguard/jobguard/examples/internal/sim"
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/watch"
 )
 
 // Chapters is the "add weeks to a course" processor.
@@ -17,13 +19,25 @@ import (
 // transaction, then save in one short transaction whose first write is the
 // conditional completion. A job that was reclaimed while the model was
 // thinking is refused right there, before any chapter row exists, and the
-// rollback takes nothing with it. With the Env's Watcher, the model call of
-// a reclaimed job is cancelled as soon as the reclaim's notice arrives, so
-// it stops costing money; the refused save remains the guarantee when the
+// rollback takes nothing with it. With a Watcher, the model call of a
+// reclaimed job is cancelled as soon as the reclaim's notice arrives, so it
+// stops costing money; the refused save remains the guarantee when the
 // notice is late or the call ignores its context.
 type Chapters struct {
-	// Env is where the jobs and the course tables live.
-	Env *Env
+	// Guard guards the jobs table: it completes the jobs (the save's first
+	// write) and fails them.
+	Guard *jobguard.Guard
+	// Starts starts each delivery as a new execution, and refuses a job
+	// that was reclaimed.
+	Starts *jobguard.StartGuard
+	// DB reaches the jobs and the course tables, such as the process's
+	// pool.
+	DB jobguard.DB
+	// Watcher cancels the model call of an execution that lost its job.
+	// Nil runs without one: the call runs until it returns, and only the
+	// guarded save refuses what follows, as in a worker that receives no
+	// notices.
+	Watcher *watch.Watcher
 	// Model writes the weeks.
 	Model sim.Model
 }
@@ -40,9 +54,9 @@ type ChapterResult struct {
 
 // EnqueueChapter queues a job that adds weeks to course and marks the course
 // GENERATING. It returns the job id.
-func EnqueueChapter(ctx context.Context, e *Env, courseID string, weeks int) (string, error) {
+func EnqueueChapter(ctx context.Context, db jobguard.DB, courseID string, weeks int) (string, error) {
 	var id string
-	err := pgx.BeginFunc(ctx, e.Pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `INSERT INTO jobs (type, parent_id, payload)
 			VALUES ($1, $2, jsonb_build_object('weeks', $3::int)) RETURNING id::text`,
 			TypeChapter, courseID, weeks).Scan(&id); err != nil {
@@ -58,43 +72,42 @@ func EnqueueChapter(ctx context.Context, e *Env, courseID string, weeks int) (st
 
 // Process runs one delivery of a chapter job.
 func (c *Chapters) Process(ctx context.Context, jobID string) (ChapterResult, error) {
-	e := c.Env
 	// 1. Start: refused (permanently) if the job was reclaimed; otherwise a
 	// new execution with its own generation.
-	exec, err := e.Starts.Start(ctx, e.Pool, jobID)
+	exec, err := c.Starts.Start(ctx, c.DB, jobID)
 	if err != nil {
 		return ChapterResult{}, fmt.Errorf("chapter: %w", err)
 	}
 	var res ChapterResult
 	var title string
 	var existing, weeks int
-	err = e.Pool.QueryRow(ctx, `SELECT c.id, c.title, c.weeks, (j.payload->>'weeks')::int
+	err = c.DB.QueryRow(ctx, `SELECT c.id, c.title, c.weeks, (j.payload->>'weeks')::int
 		FROM jobs j JOIN courses c ON c.id = j.parent_id WHERE j.id = $1`, jobID).
 		Scan(&res.CourseID, &title, &existing, &weeks)
 	if err != nil {
 		return res, errors.Join(fmt.Errorf("chapter: read course: %w", err),
-			e.Guard.Fail(ctx, e.Pool, exec, "chapter: course unreadable"))
+			c.Guard.Fail(ctx, c.DB, exec, "chapter: course unreadable"))
 	}
 
 	// 2. The model call: slow and external, so outside any transaction, and
 	// under the watcher's context, which is cancelled as soon as the job is
 	// reclaimed: the call stops instead of running to a refused save.
-	runCtx, release := e.Watch(ctx, exec)
+	runCtx, release := watched(ctx, c.Watcher, exec)
 	defer release()
 	generated, err := c.Model.Generate(runCtx, title, existing+1, weeks)
-	if lost := Reclaimed(runCtx); err != nil && lost != nil {
+	if lost := reclaimed(runCtx); err != nil && lost != nil {
 		// The reclaimer already failed the job: nothing to save or fail.
 		return res, fmt.Errorf("chapter: model call cancelled: %w", lost)
 	}
 	if err != nil {
 		return res, errors.Join(fmt.Errorf("chapter: %w", err),
-			e.Guard.Fail(ctx, e.Pool, exec, err.Error()))
+			c.Guard.Fail(ctx, c.DB, exec, err.Error()))
 	}
 
 	// 3. The save: the conditional completion is the transaction's first
 	// write. If the job was reclaimed meanwhile it returns ErrJobTerminal,
 	// the function below never runs, and nothing is written.
-	err = e.Guard.CompleteTx(ctx, e.Pool, exec, func(tx pgx.Tx) error {
+	err = c.Guard.CompleteTx(ctx, c.DB, exec, func(tx pgx.Tx) error {
 		for _, w := range generated {
 			existing++
 			var chapterID int64

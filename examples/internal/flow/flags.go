@@ -2,7 +2,6 @@ package flow
 
 import (
 	"flag"
-	"hash/fnv"
 	"os"
 )
 
@@ -24,13 +23,4 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
-}
-
-// leaderKey derives the reclaimer's advisory lock key from the schema, so
-// that reclaimers of one schema elect one leader and those of different
-// schemas on one server do not block each other.
-func leaderKey(schema string) int64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte("jobguard-examples:" + schema))
-	return int64(h.Sum64() >> 1)
 }

@@ -11,13 +11,17 @@ import (
 )
 
 // The Go snippets of examples/README.md are excerpts of this package's
-// code, so they compile with it and cannot drift from it.
+// code or of the commands' (their wiring), so they compile with it and
+// cannot drift from it.
 func TestReadme_GoSnippetsAreExcerptsOfTheCode(t *testing.T) {
 	t.Parallel()
 	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	require.NoError(t, err)
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
+	commands, err := filepath.Glob(filepath.Join("..", "..", "*", "*.go"))
+	require.NoError(t, err)
+	files = append(files, commands...)
 	var code strings.Builder
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
@@ -34,6 +38,6 @@ func TestReadme_GoSnippetsAreExcerptsOfTheCode(t *testing.T) {
 	snippets := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
 	require.NotEmpty(t, snippets)
 	for _, s := range snippets {
-		require.Contains(t, source, norm(s[1]), "README snippet is not in examples/internal/flow")
+		require.Contains(t, source, norm(s[1]), "README snippet is not in examples/internal/flow or a command")
 	}
 }

@@ -4,17 +4,18 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"time"
 
+	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
-// ParentRules are the examples' parent rules: a reclaimed chapter job fails
-// its course, a reclaimed video job fails its video, and a reclaimed export
-// fails only the export status of its document, which stays READY. Each
-// moves its parent only from the states a running job leaves it in, so a
-// parent that another job finished meanwhile keeps its state.
+// ParentRules are the examples' parent rules, for reclaim.Config.OnReclaim:
+// a reclaimed chapter job fails its course, a reclaimed video job fails its
+// video, and a reclaimed export fails only the export status of its
+// document, which stays READY. Each moves its parent only from the states a
+// running job leaves it in, so a parent that another job finished meanwhile
+// keeps its state.
 func ParentRules() (map[string]reclaim.ParentRule, error) {
 	rules := map[string]reclaim.ParentRule{}
 	for typ, p := range map[string]reclaim.ParentUpdate{
@@ -31,60 +32,10 @@ func ParentRules() (map[string]reclaim.ParentRule, error) {
 	return rules, nil
 }
 
-// ReclaimConfig is what a reclaimer of the examples may change.
-type ReclaimConfig struct {
-	// Source lists the active jobs. Defaults to the jobs table itself
-	// (PROCESSING rows and their started_at).
-	Source reclaim.Source
-	// Limits overrides the per-type limits of the job_type_limits table.
-	// Defaults to reading that table at every sweep.
-	Limits reclaim.Limits
-	// NoProgress is the no-progress threshold. Defaults to
-	// reclaim.NoProgressDefault.
-	NoProgress time.Duration
-	// Interval is Run's pause between sweeps. Defaults to
-	// reclaim.IntervalDefault.
-	Interval time.Duration
-	// Logger receives the reclaimer's logs. Defaults to the Env's logger.
-	Logger *slog.Logger
-}
-
-// NewReclaimer returns a reclaimer over the examples' jobs table, with their
-// parent rules, the Env's marker prefix, a leader key of the Env's schema,
-// the Env's notice publisher (every reclaim cancels the execution that lost
-// the job, through the workers' Watcher) and its meter provider.
-func NewReclaimer(e *Env, cfg ReclaimConfig) (*reclaim.Reclaimer, error) {
-	rules, err := ParentRules()
-	if err != nil {
-		return nil, err
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = e.Log
-	}
-	var notices reclaim.Notifier
-	if e.Notices != nil { // a nil *watch.Publisher is not a nil Notifier
-		notices = e.Notices
-	}
-	return reclaim.New(reclaim.Config{
-		Guard:      e.Guard,
-		DB:         e.Pool,
-		Redis:      e.Redis,
-		Source:     cfg.Source,
-		Limits:     cfg.Limits,
-		NoProgress: cfg.NoProgress,
-		OnReclaim:  rules,
-		Interval:   cfg.Interval,
-		Logger:     cfg.Logger,
-		Notices:    notices,
-
-		MeterProvider: e.MeterProvider,
-	})
-}
-
 // SetLimit stores the maximum runtime of a job type in the job_type_limits
 // table; the next sweep uses it.
-func SetLimit(ctx context.Context, e *Env, jobType string, limit time.Duration) error {
-	_, err := e.Pool.Exec(ctx, `INSERT INTO job_type_limits (job_type, max_runtime)
+func SetLimit(ctx context.Context, db jobguard.DB, jobType string, limit time.Duration) error {
+	_, err := db.Exec(ctx, `INSERT INTO job_type_limits (job_type, max_runtime)
 		VALUES ($1, make_interval(secs => $2::float8))
 		ON CONFLICT (job_type) DO UPDATE SET max_runtime = EXCLUDED.max_runtime`,
 		jobType, limit.Seconds())
@@ -92,18 +43,6 @@ func SetLimit(ctx context.Context, e *Env, jobType string, limit time.Duration) 
 		return fmt.Errorf("set limit of %s: %w", jobType, err)
 	}
 	return nil
-}
-
-// SummaryAttrs renders a sweep's report as snake_case log attributes.
-func SummaryAttrs(rep reclaim.Report) []slog.Attr {
-	return []slog.Attr{
-		slog.Int("scanned", rep.Scanned), slog.Int("reclaimed", rep.Reclaimed),
-		slog.Int("progressing", rep.Progressing), slog.Int("within_limit", rep.WithinLimit),
-		slog.Int("lost_race", rep.LostRace), slog.Int("not_active", rep.NotActive),
-		slog.Int("no_start_time", rep.NoStartTime), slog.Int("unknown_type", rep.UnknownType),
-		slog.Int("source_errors", rep.SourceErrors), slog.Int("marker_errors", rep.MarkerErrors),
-		slog.Int("notice_errors", rep.NoticeErrors),
-	}
 }
 
 // Beside is what an example command needs to show a reclaim in one
@@ -126,26 +65,4 @@ func (b *Beside) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&b.Reclaim, "reclaim", false, "also run a reclaimer in this process (normally examples/reclaimer does)")
 	fs.DurationVar(&b.NoProgress, "no-progress", reclaim.NoProgressDefault, "the in-process reclaimer's no-progress threshold")
 	fs.DurationVar(&b.Interval, "interval", 250*time.Millisecond, "the in-process reclaimer's pause between sweeps")
-}
-
-// Start stores the limit of jobType and, when b.Reclaim, starts the
-// reclaimer. The returned stop ends it and waits for it; it is never nil.
-func (b Beside) Start(ctx context.Context, e *Env, jobType string) (stop func(), err error) {
-	if err := SetLimit(ctx, e, jobType, b.Limit); err != nil {
-		return func() {}, err
-	}
-	if !b.Reclaim {
-		return func() {}, nil
-	}
-	r, err := NewReclaimer(e, ReclaimConfig{NoProgress: b.NoProgress, Interval: b.Interval})
-	if err != nil {
-		return func() {}, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = r.Run(ctx) // returns nil when ctx ends
-	}()
-	return func() { cancel(); <-done }, nil
 }

@@ -1,0 +1,64 @@
+package riverguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/watch"
+)
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	ordinary := errors.New("model unavailable")
+	terminal := fmt.Errorf("save: %w", jobguard.ErrJobTerminal)
+	reclaimed := &jobguard.ReclaimedError{JobID: "j", Source: "marker"}
+	unavailable := fmt.Errorf("%w: job j: marker lookup: refused", jobguard.ErrGuardUnavailable)
+	lost := &watch.LostError{JobID: "j", Generation: 3, Via: watch.ViaNotice, Seen: 3}
+	snooze := river.JobSnooze(time.Minute)
+	ownCancel := river.JobCancel(errors.New("the course was deleted"))
+
+	for _, c := range []struct {
+		name string
+		err  error
+		lost *watch.LostError
+		want verdict
+		// is lists errors the answer must still wrap.
+		is []error
+	}{
+		{name: "success", want: done},
+		{name: "ordinary error", err: ordinary, want: retry, is: []error{ordinary}},
+		{name: "guard unavailable (fail-closed)", err: unavailable, want: retry, is: []error{jobguard.ErrGuardUnavailable}},
+		{name: "snooze", err: snooze, want: retry, is: []error{snooze}},
+		{name: "refused save", err: terminal, want: cancel, is: []error{jobguard.ErrJobTerminal}},
+		{name: "reclaimed at start", err: reclaimed, want: cancel, is: []error{jobguard.ErrReclaimed}},
+		{name: "invalid id", err: &NoRowError{Key: "job_id", Found: "no key"}, want: cancel, is: []error{jobguard.ErrInvalidJobID}},
+		{name: "the worker's own cancel", err: ownCancel, want: cancel, is: []error{ownCancel}},
+		{name: "lost, the call's context error", err: context.Canceled, lost: lost, want: cancel, is: []error{lost, context.Canceled}},
+		{name: "lost, the worker returned nil", lost: lost, want: cancel, is: []error{lost}},
+		{name: "lost, the worker snoozed", err: snooze, lost: lost, want: cancel, is: []error{lost}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			v, err := decide(c.err, c.lost)
+			require.Equal(t, c.want.String(), v.String())
+			var cancelled *river.JobCancelError
+			require.Equal(t, c.want == cancel, errors.As(err, &cancelled), "JobCancel exactly when cancelled: %v", err)
+			if c.want == done {
+				require.NoError(t, err)
+			}
+			for _, target := range c.is {
+				require.ErrorIs(t, err, target)
+			}
+			if c.want == retry {
+				require.Same(t, c.err, err, "a retried error reaches River as it came")
+			}
+		})
+	}
+}

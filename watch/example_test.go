@@ -54,19 +54,23 @@ func ExampleWatcher_Watch() {
 	runCtx, release := w.Watch(ctx, ex.exec)
 	defer release()
 
-	// Meanwhile the reclaimer fails the job and, once that committed,
-	// publishes a notice for it.
+	// Meanwhile the reclaimer fails the job with the guard's reclaimed
+	// reason and, once that committed, publishes a notice for it.
 	pub, _ := watch.NewPublisher(ex.guard, transport)
 	rows, _ := ex.guard.Batch().Snapshot(ctx, ex.env.Pool, []string{ex.exec.JobID})
-	reclaimed, _ := ex.guard.Batch().FailIfUnchanged(ctx, ex.env.Pool, []jobguard.JobState{rows[ex.exec.JobID]}, "reclaimed: runtime limit exceeded")
+	reclaimed, _ := ex.guard.Batch().FailIfUnchanged(ctx, ex.env.Pool, []jobguard.JobState{rows[ex.exec.JobID]},
+		ex.guard.Shared().ReclaimedReason)
 	_ = pub.Publish(ctx, watch.NoticesFrom(reclaimed.Failed)...)
 
-	<-runCtx.Done() // the model call sees this and stops
+	// The model call sees this and stops. The notice cancels it, or the
+	// check the watcher runs on subscribing, whichever reads the reclaim
+	// first.
+	<-runCtx.Done()
 	var lost *watch.LostError
-	fmt.Println(errors.As(context.Cause(runCtx), &lost), lost.Via, lost.Generation)
+	fmt.Println(errors.As(context.Cause(runCtx), &lost), lost.Generation)
 	fmt.Println(jobguard.IsPermanent(context.Cause(runCtx)))
 	// Output:
-	// true notice 1
+	// true 1
 	// true
 }
 

@@ -1,0 +1,69 @@
+package asynqguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/hibiken/asynq"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/watch"
+)
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	lost := &watch.LostError{JobID: "j", Generation: 2, Via: watch.ViaNotice, Seen: 2}
+	reclaimed := &jobguard.ReclaimedError{JobID: "j", Source: "marker", Reason: "reclaimed"}
+	terminal := fmt.Errorf("complete: %w", jobguard.ErrJobTerminal)
+	plain := errors.New("model call: 503")
+	for _, tc := range []struct {
+		name       string
+		err, cause error
+		want       verdict
+	}{
+		{"success", nil, nil, asIs},
+		{"success under asynq's cancelled context", nil, context.Canceled, asIs},
+		{"ordinary error", plain, nil, asIs},
+		{"asynq's deadline", context.DeadlineExceeded, context.DeadlineExceeded, asIs},
+		{"unavailable guard", fmt.Errorf("start: %w", jobguard.ErrGuardUnavailable), nil, asIs},
+		{"reclaimed at start", reclaimed, nil, refuse},
+		{"refused save", terminal, nil, refuse},
+		{"invalid id", fmt.Errorf("payload: %w", jobguard.ErrInvalidJobID), nil, refuse},
+		{"lost, handler saw its context end", fmt.Errorf("model call: %w", context.Canceled), lost, refuse},
+		{"lost, handler returned nil", nil, lost, refuse},
+		{"lost, handler returned the cause", lost, lost, refuse},
+		{"handler's own SkipRetry", fmt.Errorf("bad input: %w", asynq.SkipRetry), nil, asIs},
+		{"handler's own RevokeTask", fmt.Errorf("%w: %w", terminal, asynq.RevokeTask), lost, asIs},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, decide(tc.err, tc.cause))
+		})
+	}
+}
+
+func TestTold_RefusalSkipsRetryAndKeepsBothErrors(t *testing.T) {
+	t.Parallel()
+	lost := &watch.LostError{JobID: "j", Generation: 2, Via: watch.ViaNotice, Seen: 2}
+	handler := fmt.Errorf("model call: %w", context.Canceled)
+
+	err := told(handler, lost)
+	require.ErrorIs(t, err, asynq.SkipRetry)
+	require.ErrorIs(t, err, context.Canceled)
+	var got *watch.LostError
+	require.ErrorAs(t, err, &got)
+	require.True(t, jobguard.IsPermanent(err))
+	require.Equal(t, "watch: job j generation 2 was reclaimed (notice for generation 2): model call: context canceled (skip retry for the task)", err.Error())
+
+	require.Equal(t, "watch: job j generation 2 was reclaimed (notice for generation 2) (skip retry for the task)", told(nil, lost).Error())
+	require.Equal(t, "watch: job j generation 2 was reclaimed (notice for generation 2) (skip retry for the task)", told(lost, lost).Error())
+}
+
+func TestTold_RetryableErrorIsUntouched(t *testing.T) {
+	t.Parallel()
+	plain := errors.New("model call: 503")
+	require.Same(t, plain, told(plain, nil))
+	require.NoError(t, told(nil, nil))
+}

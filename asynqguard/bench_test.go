@@ -73,7 +73,7 @@ func BenchmarkDelivery(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		mw, err := asynqguard.New(asynqguard.Config{Starts: starts, DB: pool})
+		mw, err := asynqguard.New(asynqguard.Config{StartGuard: starts, DB: pool})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -100,7 +100,7 @@
 //	go w.Run(ctx)
 //	<-w.Ready()
 //
-//	mw, err := asynqguard.New(asynqguard.Config{Starts: starts, DB: pool, Watcher: w})
+//	mw, err := asynqguard.New(asynqguard.Config{StartGuard: starts, DB: pool, Watcher: w})
 //	mux := asynq.NewServeMux()
 //	mux.Use(mw) // or wrap a single handler: mux.Handle("chapter", mw(h))
 //	mux.HandleFunc("chapter", func(ctx context.Context, t *asynq.Task) error {

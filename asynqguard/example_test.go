@@ -34,7 +34,7 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	mw, err := asynqguard.New(asynqguard.Config{Starts: starts, DB: pool})
+	mw, err := asynqguard.New(asynqguard.Config{StartGuard: starts, DB: pool})
 	if err != nil {
 		panic(err)
 	}

@@ -79,12 +79,12 @@ func deleteQueue(rdb redis.UniversalClient, queue string) {
 }
 
 // serve runs an asynq server on the test's queue, with the middleware made
-// from cfg (Starts and DB default to the bundle's) around h, until the
+// from cfg (StartGuard and DB default to the bundle's) around h, until the
 // test ends. Retries come back after 50ms.
 func (b *bundle) serve(t *testing.T, cfg asynqguard.Config, h asynq.HandlerFunc) {
 	t.Helper()
-	if cfg.Starts == nil {
-		cfg.Starts = b.starts
+	if cfg.StartGuard == nil {
+		cfg.StartGuard = b.starts
 	}
 	if cfg.DB == nil {
 		cfg.DB = b.env.Pool

@@ -45,11 +45,11 @@ func (s IDSource) String() string {
 
 // Config configures the middleware.
 type Config struct {
-	// Starts starts each task's execution, and refuses jobs that were
+	// StartGuard starts each task's execution, and refuses jobs that were
 	// reclaimed. Its lookup policy (StartGuardConfig.OnLookupError) decides
 	// whether a task waits for Redis (FailClosed: asynq retries it) or runs
 	// on the database's evidence alone (FailOpen). Required.
-	Starts *jobguard.StartGuard
+	StartGuard *jobguard.StartGuard
 	// DB is where Start runs: a *pgxpool.Pool, since asynq runs handlers
 	// concurrently and each start must commit before its handler runs (a
 	// pgx.Tx is refused). Required.
@@ -77,8 +77,8 @@ type middleware struct {
 // New validates cfg and returns the middleware, for asynq.ServeMux's Use
 // or around a single handler. An error names the field that is wrong.
 func New(cfg Config) (asynq.MiddlewareFunc, error) {
-	if cfg.Starts == nil {
-		return nil, errors.New("asynqguard: new: Starts is nil")
+	if cfg.StartGuard == nil {
+		return nil, errors.New("asynqguard: new: StartGuard is nil")
 	}
 	if cfg.DB == nil {
 		return nil, errors.New("asynqguard: new: DB is nil")
@@ -116,7 +116,7 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, h asynq.Handler
 	if err != nil {
 		return told(fmt.Errorf("asynqguard: %s: %w", describe(ctx, t), err), nil)
 	}
-	exec, err := m.cfg.Starts.Start(ctx, m.cfg.DB, jobID)
+	exec, err := m.cfg.StartGuard.Start(ctx, m.cfg.DB, jobID)
 	if err != nil {
 		return told(fmt.Errorf("asynqguard: %s: %w", describe(ctx, t), err), nil)
 	}

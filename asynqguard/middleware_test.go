@@ -56,7 +56,7 @@ func TestMiddleware_EveryTableShape(t *testing.T) {
 		ctx := context.Background()
 		starts, err := jobguard.NewStartGuard(jobs.Guard, jobs.Env.Redis, jobguard.StartGuardConfig{})
 		require.NoError(t, err)
-		mw, err := asynqguard.New(asynqguard.Config{Starts: starts, DB: jobs.Env.Pool})
+		mw, err := asynqguard.New(asynqguard.Config{StartGuard: starts, DB: jobs.Env.Pool})
 		require.NoError(t, err)
 		id := jobs.Insert(t, fixture.Job{Status: jobs.Table.Statuses.Queued})
 		data := fmt.Appendf(nil, `{"job_id": %q}`, id)
@@ -290,7 +290,7 @@ func TestMiddleware_FailClosedLookupErrorIsRetried(t *testing.T) {
 
 	id := b.jobs.Insert(t, fixture.Job{Status: "QUEUED"})
 	var n calls
-	b.serve(t, asynqguard.Config{Starts: starts}, func(ctx context.Context, _ *asynq.Task) error {
+	b.serve(t, asynqguard.Config{StartGuard: starts}, func(ctx context.Context, _ *asynq.Task) error {
 		n.add()
 		exec, _ := asynqguard.Execution(ctx)
 		return b.save(ctx, exec)
@@ -338,11 +338,11 @@ func TestNew_ErrorsNameTheField(t *testing.T) {
 		cfg   asynqguard.Config
 		field string
 	}{
-		{"no start guard", asynqguard.Config{DB: b.env.Pool}, "Starts is nil"},
-		{"no db", asynqguard.Config{Starts: b.starts}, "DB is nil"},
-		{"a transaction", asynqguard.Config{Starts: b.starts, DB: tx}, "DB is a pgx.Tx"},
-		{"unknown id source", asynqguard.Config{Starts: b.starts, DB: b.env.Pool, IDFrom: 7}, "IDFrom 7"},
-		{"payload key with task ids", asynqguard.Config{Starts: b.starts, DB: b.env.Pool, IDFrom: asynqguard.IDFromTaskID, PayloadKey: "id"}, "PayloadKey"},
+		{"no start guard", asynqguard.Config{DB: b.env.Pool}, "StartGuard is nil"},
+		{"no db", asynqguard.Config{StartGuard: b.starts}, "DB is nil"},
+		{"a transaction", asynqguard.Config{StartGuard: b.starts, DB: tx}, "DB is a pgx.Tx"},
+		{"unknown id source", asynqguard.Config{StartGuard: b.starts, DB: b.env.Pool, IDFrom: 7}, "IDFrom 7"},
+		{"payload key with task ids", asynqguard.Config{StartGuard: b.starts, DB: b.env.Pool, IDFrom: asynqguard.IDFromTaskID, PayloadKey: "id"}, "PayloadKey"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mw, err := asynqguard.New(tc.cfg)

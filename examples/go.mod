@@ -86,7 +86,14 @@ require (
 	google.golang.org/protobuf v1.36.11 // indirect
 )
 
-require github.com/jobguard/jobguard v0.0.0
+require (
+	github.com/jobguard/jobguard v0.0.0
+	github.com/jobguard/jobguard/riverguard v0.0.0
+)
 
-// The examples build against the library in this repository.
-replace github.com/jobguard/jobguard => ../
+// The examples build against the library, and its River middleware, in
+// this repository.
+replace (
+	github.com/jobguard/jobguard => ../
+	github.com/jobguard/jobguard/riverguard => ../riverguard
+)

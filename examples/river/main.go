@@ -1,9 +1,9 @@
 // Command river runs the "add weeks to a course" processor as a River
 // worker. It applies River's own migrations, queues a chapter job both in
 // the jobs table and in River (whose args carry the row's id), and lets a
-// River client work it. A refusal by a guard (jobguard.IsPermanent: the
-// start guard found the job reclaimed, or the execution lost its job) is
-// returned to River as river.JobCancel, so River does not retry it.
+// River client work it under riverguard's middleware, which starts the row,
+// watches the execution, and has River cancel, not retry, a job the guards
+// refused (reclaimed at start, or lost while it ran).
 //
 //	go run ./examples/river -course course-1 -weeks 2
 //
@@ -18,10 +18,9 @@
 // The command wires the library where it can be read: runWorker connects
 // (flow.Connect: the pool, Redis, the migrations) and applies River's
 // migrations, wire builds the guard over the jobs table, the start guard,
-// the watcher and, with -reclaim, the reclaimer, and hands them to the
-// processor, examples/internal/flow/chapter.go, which the River worker
-// runs. See README.md for how River's rescuer and jobguard's reclaimer
-// divide the work.
+// the watcher, the middleware and, with -reclaim, the reclaimer, and the
+// River worker runs the processor, examples/internal/flow/chapter.go. See
+// README.md for how River's rescuer and jobguard's reclaimer divide the work.
 package main
 
 import (
@@ -47,6 +46,7 @@ import (
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/reclaim/riversource"
+	"github.com/jobguard/jobguard/riverguard"
 	"github.com/jobguard/jobguard/watch"
 )
 
@@ -55,8 +55,8 @@ const QueueDefault = "chapters"
 
 // ChapterArgs are the args of a chapter job in River.
 type ChapterArgs struct {
-	// JobID is the id of the job's row in the jobs table. The reclaimer's
-	// River source reads it from the args by this key
+	// JobID is the id of the job's row in the jobs table. The middleware
+	// and the reclaimer's River source read it from the args by this key
 	// (riversource.RowIDKeyDefault).
 	JobID string `json:"job_id"`
 }
@@ -70,23 +70,25 @@ type ChapterWorker struct {
 	river.WorkerDefaults[ChapterArgs]
 	// Chapters is the processor.
 	Chapters *flow.Chapters
-	// Log receives the outcome of every delivery.
+	// Log receives a line for every job done (the middleware logs refusals).
 	Log *slog.Logger
 }
 
-// Work runs one delivery. A guard's refusal is permanent: retrying a job
-// that was reclaimed, or whose execution was fenced out, can only be
-// refused again, so River is told to cancel it. Any other error is
-// returned as is, and River retries it.
+// Work runs one delivery under the execution the middleware started. Its
+// error goes back through the middleware, which has River cancel a refusal
+// (a save refused, a model call the reclaim cancelled) and retry the rest.
 func (w *ChapterWorker) Work(ctx context.Context, job *river.Job[ChapterArgs]) error {
-	err := flow.Deliver(ctx, w.Log, flow.TypeChapter, job.Args.JobID, func(ctx context.Context, id string) error {
-		_, err := w.Chapters.Process(ctx, id)
-		return err
-	})
-	if jobguard.IsPermanent(err) {
-		return river.JobCancel(err)
+	exec, ok := riverguard.Execution(ctx)
+	if !ok { // a client without the middleware: no retry would help
+		return river.JobCancel(errors.New("chapter: riverguard's middleware is not installed"))
 	}
-	return err
+	res, err := w.Chapters.ProcessStarted(ctx, exec)
+	if err != nil {
+		return err
+	}
+	w.Log.InfoContext(ctx, "worker: job done", slog.String("job_id", exec.JobID),
+		slog.Int64("generation", exec.Generation), slog.Int("weeks", res.Weeks))
+	return nil
 }
 
 func main() {
@@ -165,23 +167,24 @@ func runWorker(ctx context.Context, cfg flow.Config, beside flow.Beside, o optio
 		return fmt.Errorf("migrate River: %w", err)
 	}
 
-	// 2. jobguard's parts, and the processor (see wire).
+	// 2. jobguard's parts, the middleware and the processor (see wire).
 	call := sim.Call{Latency: o.latency}
 	if o.hang > 0 {
 		call.Hang = sim.HangFor(o.hang)
 	}
-	chapters, err := wire(ctx, conns, cfg, beside, o.queue, sim.Model{Call: call}, log)
+	chapters, guarded, err := wire(ctx, conns, cfg, beside, o.queue, sim.Model{Call: call}, log)
 	if err != nil {
 		return err
 	}
 
-	// 3. A River client that works the chapter queue with the processor.
+	// 3. A River client that works the chapter queue under the middleware.
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &ChapterWorker{Chapters: chapters, Log: log})
 	client, err := river.NewClient(riverpgxv5.New(conns.Pool), &river.Config{
 		Schema:               conns.Schema,
 		Queues:               map[string]river.QueueConfig{o.queue: {MaxWorkers: 4}},
 		Workers:              workers,
+		Middleware:           []rivertype.Middleware{guarded},
 		JobTimeout:           o.jobTimeout,
 		RescueStuckJobsAfter: o.rescueAfter,
 		FetchCooldown:        20 * time.Millisecond,
@@ -260,61 +263,70 @@ func runWorker(ctx context.Context, cfg flow.Config, beside flow.Beside, o optio
 }
 
 // wire builds the parts of jobguard this command uses, each from the ones
-// before it, and returns the processor: the guard over the jobs table,
-// with the settings every process must agree on; the start guard; the
-// process's watcher, unless -notices off; and, with -reclaim, a reclaimer
-// beside the worker that watches River's queue through reclaim/riversource
-// (River's running jobs, attempted_at as the start of the attempt). What
-// it starts runs until conns.Close.
-func wire(ctx context.Context, conns *flow.Conns, cfg flow.Config, beside flow.Beside, queue string, model sim.Model, log *slog.Logger) (*flow.Chapters, error) {
+// before it, and returns the processor and the middleware: the guard over
+// the jobs table, with the settings every process must agree on; the start
+// guard; the process's watcher, unless -notices off; the middleware over
+// both; and, with -reclaim, a reclaimer beside the worker that watches
+// River's queue through reclaim/riversource (River's running jobs,
+// attempted_at as the start of the attempt). What it starts runs until
+// conns.Close.
+func wire(ctx context.Context, conns *flow.Conns, cfg flow.Config, beside flow.Beside, queue string, model sim.Model, log *slog.Logger) (*flow.Chapters, *riverguard.Middleware, error) {
 	guard, err := jobguard.NewWithConfig(ctx, conns.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: cfg.Shared()})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	starts, err := jobguard.NewStartGuard(guard, conns.Redis, jobguard.StartGuardConfig{Logger: log})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	transport, notices := conns.Transport()
 	var watcher *watch.Watcher
 	if notices {
 		// One subscription for the process: a reclaim's notice cancels the
-		// model call of the execution that lost its job.
+		// worker's context of the execution that lost its job.
 		watcher, err = watch.New(watch.Config{Guard: guard, DB: conns.Pool, Transport: transport, Logger: log})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := conns.RunWatcher(ctx, watcher); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+	}
+	// For chapter jobs, the row named by the args' job_id, as riversource
+	// reads it.
+	guarded, err := riverguard.New(riverguard.Config{StartGuard: starts, DB: conns.Pool, Watcher: watcher,
+		Kinds: []string{flow.TypeChapter}, Logger: log})
+	if err != nil {
+		return nil, nil, err
 	}
 
 	if err := flow.SetLimit(ctx, conns.Pool, flow.TypeChapter, beside.Limit); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if beside.Reclaim {
 		src, err := riversource.New(riversource.Config{DB: conns.Pool, Schema: conns.Schema, Queues: []string{queue}})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		rules, err := flow.ParentRules()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		rc := reclaim.Config{Guard: guard, DB: conns.Pool, Redis: conns.Redis, Source: src, OnReclaim: rules,
 			NoProgress: beside.NoProgress, Interval: beside.Interval, Logger: log}
 		if notices {
 			if rc.Notices, err = watch.NewPublisher(guard, transport); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		r, err := reclaim.New(rc)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		conns.Go(ctx, r.Run)
 	}
-	return &flow.Chapters{Guard: guard, Starts: starts, DB: conns.Pool, Watcher: watcher, Model: model}, nil
+	// The middleware starts and watches each execution, not the processor.
+	return &flow.Chapters{Guard: guard, DB: conns.Pool, Model: model}, guarded, nil
 }
 
 // await returns the next event of River job id.

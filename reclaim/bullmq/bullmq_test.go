@@ -5,12 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -34,61 +32,79 @@ type heldJob struct {
 }
 
 type holding struct {
+	BullMQ   string    `json:"bullmq"` // the version that ran
 	Held     []heldJob `json:"held"`
 	Finished []string  `json:"finished"`
 }
 
-var npm struct {
-	once sync.Once
-	err  error
-	out  []byte
+// A major is one major version of BullMQ whose real worker the tests run:
+// testdata/<folder> pins it in a package.json and its lock file, and
+// testdata/install.mjs installs it there.
+type major struct {
+	folder  string // bullmq<major>
+	version string // the major, as a version's first part
+	once    sync.Once
+	err     error
+	out     []byte
 }
 
-// nodeOrSkip returns the node binary after making sure the test data's
-// packages are installed (npm ci from the lock file, once per run). It skips
-// the test only when Node.js or npm is not installed.
-func nodeOrSkip(t *testing.T) string {
+// majors are the BullMQ majors the source is tested against.
+var majors = []*major{
+	{folder: "bullmq5", version: "5"},
+	{folder: "bullmq6", version: "6"},
+}
+
+// eachMajor runs test once for each BullMQ major, as a parallel subtest
+// named by its folder (TestX/bullmq6).
+func eachMajor(t *testing.T, test func(t *testing.T, m *major)) {
+	t.Helper()
+	for _, m := range majors {
+		t.Run(m.folder, func(t *testing.T) {
+			t.Parallel()
+			test(t, m)
+		})
+	}
+}
+
+// nodeOrSkip returns the node binary after making sure m is installed
+// (install.mjs: npm ci from the lock file, once per lock file, so a run that
+// finds it installed does not call npm). It skips the test only when Node.js
+// or npm is not installed.
+func nodeOrSkip(t *testing.T, m *major) string {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not installed; the BullMQ tests need Node.js")
 	}
-	npmPath, npmErr := exec.LookPath("npm")
-	npm.once.Do(func() {
-		// Every test waits here, so none runs while the install is half done.
-		if _, err := os.Stat(filepath.Join("testdata", "node_modules", "bullmq", "package.json")); err == nil {
-			return
-		}
-		if npmErr != nil {
-			npm.err = npmErr
-			return
-		}
-		cmd := exec.Command(npmPath, "ci", "--no-audit", "--no-fund")
+	m.once.Do(func() {
+		// Every test of m waits here, so none runs while the install is half
+		// done.
+		cmd := exec.Command(node, "install.mjs", m.folder)
 		cmd.Dir = "testdata"
-		npm.out, npm.err = cmd.CombinedOutput()
+		m.out, m.err = cmd.CombinedOutput()
 	})
-	if errors.Is(npm.err, exec.ErrNotFound) {
-		t.Skip("npm is not installed; the BullMQ tests need it to install bullmq")
-	}
-	if npm.err != nil {
-		t.Fatalf("npm ci in reclaim/bullmq/testdata: %v\n%s", npm.err, npm.out)
+	if m.err != nil {
+		if _, err := exec.LookPath("npm"); err != nil {
+			t.Skip("npm is not installed; the BullMQ tests need it to install bullmq")
+		}
+		t.Fatalf("node install.mjs %s in reclaim/bullmq/testdata: %v\n%s", m.folder, m.err, m.out)
 	}
 	return node
 }
 
-// runBullMQ starts the Node script against the test's Redis and waits for
-// its report. The process is stopped at cleanup.
-func runBullMQ(t *testing.T, env *testenv.Env, prefix, queue string, n int, mode string) holding {
+// runBullMQ starts the Node script with BullMQ m against the test's Redis
+// and waits for its report. The process is stopped at cleanup.
+func runBullMQ(t *testing.T, m *major, env *testenv.Env, prefix, queue string, n int, mode string) holding {
 	t.Helper()
-	return runBullMQAt(t, env.RedisURL, prefix, queue, n, mode)
+	return runBullMQAt(t, m, env.RedisURL, prefix, queue, n, mode)
 }
 
 // runBullMQAt is runBullMQ against the Redis at url, which may name a Redis
 // Cluster as hold.mjs describes.
-func runBullMQAt(t *testing.T, url, prefix, queue string, n int, mode string) holding {
+func runBullMQAt(t *testing.T, m *major, url, prefix, queue string, n int, mode string) holding {
 	t.Helper()
-	node := nodeOrSkip(t)
-	args := []string{"hold.mjs", url, prefix, queue, itoa(n)}
+	node := nodeOrSkip(t, m)
+	args := []string{"hold.mjs", m.folder, url, prefix, queue, itoa(n)}
 	if mode != "" {
 		args = append(args, mode)
 	}
@@ -127,6 +143,8 @@ func runBullMQAt(t *testing.T, url, prefix, queue string, n int, mode string) ho
 	case line := <-lines:
 		var h holding
 		require.NoError(t, json.Unmarshal([]byte(line), &h), line)
+		require.True(t, strings.HasPrefix(h.BullMQ, m.version+"."),
+			"%s ran BullMQ %s, not %s.x", m.folder, h.BullMQ, m.version)
 		return h
 	case <-exited:
 		t.Fatalf("node hold.mjs exited early: %s", stderr.String())
@@ -147,118 +165,126 @@ func newSource(t *testing.T, env *testenv.Env, prefix, queue, field string) *bul
 
 func TestActive_ReadsJobsARealWorkerHolds(t *testing.T) {
 	t.Parallel()
-	env := testenv.New(t)
-	prefix := env.Prefix + ":{bull}" // a Redis Cluster hash tag, as BullMQ needs there
-	h := runBullMQ(t, env, prefix, "chapters", 3, "")
-	require.Len(t, h.Held, 3)
+	eachMajor(t, func(t *testing.T, m *major) {
+		env := testenv.New(t)
+		prefix := env.Prefix + ":{bull}" // a Redis Cluster hash tag, as BullMQ needs there
+		h := runBullMQ(t, m, env, prefix, "chapters", 3, "")
+		require.Len(t, h.Held, 3)
 
-	got, err := sourcetest.All(context.Background(), newSource(t, env, prefix, "chapters", ""), 2)
-	require.NoError(t, err)
-	want := make([]reclaim.ActiveJob, len(h.Held))
-	for i, j := range h.Held {
-		want[i] = reclaim.ActiveJob{ID: j.ID, Type: "chapter", StartedAt: time.UnixMilli(j.ProcessedOn)}
-	}
-	require.ElementsMatch(t, want, got, "processedOn of each held job, and no finished job")
-	for _, j := range got {
-		require.NotContains(t, h.Finished, j.ID)
-	}
+		got, err := sourcetest.All(context.Background(), newSource(t, env, prefix, "chapters", ""), 2)
+		require.NoError(t, err)
+		want := make([]reclaim.ActiveJob, len(h.Held))
+		for i, j := range h.Held {
+			want[i] = reclaim.ActiveJob{ID: j.ID, Type: "chapter", StartedAt: time.UnixMilli(j.ProcessedOn)}
+		}
+		require.ElementsMatch(t, want, got, "processedOn of each held job, and no finished job")
+		for _, j := range got {
+			require.NotContains(t, h.Finished, j.ID)
+		}
 
-	byRow, err := sourcetest.All(context.Background(), newSource(t, env, prefix, "chapters", "rowId"), 2)
-	require.NoError(t, err)
-	var rows []string
-	for _, j := range byRow {
-		rows = append(rows, j.ID)
-	}
-	require.ElementsMatch(t, []string{"row-0", "row-1", "row-2"}, rows)
+		byRow, err := sourcetest.All(context.Background(), newSource(t, env, prefix, "chapters", "rowId"), 2)
+		require.NoError(t, err)
+		var rows []string
+		for _, j := range byRow {
+			rows = append(rows, j.ID)
+		}
+		require.ElementsMatch(t, []string{"row-0", "row-1", "row-2"}, rows)
+	})
 }
 
 func TestActive_ListedJobWithoutHashOrStartIsNotGuessed(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	env := testenv.New(t)
-	prefix := env.Prefix + ":{bull}"
-	h := runBullMQ(t, env, prefix, "chapters", 2, "")
-	base := prefix + ":chapters:"
-	// A job that left (its hash removed) while its id is still listed, and a
-	// job whose hash has no processedOn.
-	require.NoError(t, env.Redis.LPush(ctx, base+"active", "gone", "unstarted").Err())
-	require.NoError(t, env.Redis.HSet(ctx, base+"unstarted", "name", "chapter", "data", `{}`).Err())
+	eachMajor(t, func(t *testing.T, m *major) {
+		ctx := context.Background()
+		env := testenv.New(t)
+		prefix := env.Prefix + ":{bull}"
+		h := runBullMQ(t, m, env, prefix, "chapters", 2, "")
+		base := prefix + ":chapters:"
+		// A job that left (its hash removed) while its id is still listed, and a
+		// job whose hash has no processedOn.
+		require.NoError(t, env.Redis.LPush(ctx, base+"active", "gone", "unstarted").Err())
+		require.NoError(t, env.Redis.HSet(ctx, base+"unstarted", "name", "chapter", "data", `{}`).Err())
 
-	got, err := sourcetest.All(ctx, newSource(t, env, prefix, "chapters", ""), 2)
-	require.NoError(t, err)
-	require.Len(t, got, 4)
-	byID := map[string]reclaim.ActiveJob{}
-	for _, j := range got {
-		byID[j.ID] = j
-	}
-	require.ErrorIs(t, byID["gone"].Err, bullmq.ErrNoJobHash)
-	require.NoError(t, byID["unstarted"].Err)
-	require.True(t, byID["unstarted"].StartedAt.IsZero())
-	require.Equal(t, time.UnixMilli(h.Held[0].ProcessedOn), byID[h.Held[0].ID].StartedAt)
+		got, err := sourcetest.All(ctx, newSource(t, env, prefix, "chapters", ""), 2)
+		require.NoError(t, err)
+		require.Len(t, got, 4)
+		byID := map[string]reclaim.ActiveJob{}
+		for _, j := range got {
+			byID[j.ID] = j
+		}
+		require.ErrorIs(t, byID["gone"].Err, bullmq.ErrNoJobHash)
+		require.NoError(t, byID["unstarted"].Err)
+		require.True(t, byID["unstarted"].StartedAt.IsZero())
+		require.Equal(t, time.UnixMilli(h.Held[0].ProcessedOn), byID[h.Held[0].ID].StartedAt)
 
-	// Through a sweep: counted, skipped, nothing written.
-	jobs := fixture.Create(t, env, fixture.TextID)
-	r, err := reclaim.New(reclaim.Config{
-		Guard: jobs.Guard, DB: env.Pool, Redis: env.Redis,
-		Source: newSource(t, env, prefix, "chapters", ""),
-		Limits: reclaim.StaticLimits{"chapter": time.Hour},
-		Logger: slog.New(slog.DiscardHandler),
+		// Through a sweep: counted, skipped, nothing written.
+		jobs := fixture.Create(t, env, fixture.TextID)
+		r, err := reclaim.New(reclaim.Config{
+			Guard: jobs.Guard, DB: env.Pool, Redis: env.Redis,
+			Source: newSource(t, env, prefix, "chapters", ""),
+			Limits: reclaim.StaticLimits{"chapter": time.Hour},
+			Logger: slog.New(slog.DiscardHandler),
+		})
+		require.NoError(t, err)
+		rep, err := r.Sweep(ctx)
+		require.NoError(t, err)
+		// The job without processedOn has no row to take a start from either.
+		require.Equal(t, reclaim.Report{Scanned: 4, SourceErrors: 1, NotActive: 1, WithinLimit: 2}, rep)
 	})
-	require.NoError(t, err)
-	rep, err := r.Sweep(ctx)
-	require.NoError(t, err)
-	// The job without processedOn has no row to take a start from either.
-	require.Equal(t, reclaim.Report{Scanned: 4, SourceErrors: 1, NotActive: 1, WithinLimit: 2}, rep)
 }
 
 func TestActive_SnapshotIsConsistentWhileJobsLeave(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	env := testenv.New(t)
-	prefix := env.Prefix + ":{bull}"
-	runBullMQ(t, env, prefix, "churn", 8, "churn")
-	src := newSource(t, env, prefix, "churn", "rowId")
+	eachMajor(t, func(t *testing.T, m *major) {
+		ctx := context.Background()
+		env := testenv.New(t)
+		prefix := env.Prefix + ":{bull}"
+		runBullMQ(t, m, env, prefix, "churn", 8, "churn")
+		src := newSource(t, env, prefix, "churn", "rowId")
 
-	seen := 0
-	for range 300 {
-		got, err := sourcetest.All(ctx, src, 2)
-		require.NoError(t, err)
-		for _, j := range got {
-			// Read in two steps (the list, then the hashes), a job finishing in
-			// between would show up here without a hash.
-			require.NoError(t, j.Err)
-			require.False(t, j.StartedAt.IsZero(), "an active job always has processedOn")
-			seen++
+		seen := 0
+		for range 300 {
+			got, err := sourcetest.All(ctx, src, 2)
+			require.NoError(t, err)
+			for _, j := range got {
+				// Read in two steps (the list, then the hashes), a job finishing in
+				// between would show up here without a hash.
+				require.NoError(t, j.Err)
+				require.False(t, j.StartedAt.IsZero(), "an active job always has processedOn")
+				seen++
+			}
 		}
-	}
-	require.NotZero(t, seen, "the worker kept jobs active while the source read")
+		require.NotZero(t, seen, "the worker kept jobs active while the source read")
+	})
 }
 
 func TestSweep_ReclaimsJobsARealWorkerHolds(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	env := testenv.New(t)
-	jobs := fixture.Create(t, env, fixture.TextID)
-	for i := range 3 {
-		jobs.Insert(t, fixture.Job{ID: "row-" + itoa(i), UpdatedAgo: 2 * time.Hour})
-	}
-	prefix := env.Prefix + ":{bull}"
-	runBullMQ(t, env, prefix, "chapters", 3, "")
+	eachMajor(t, func(t *testing.T, m *major) {
+		ctx := context.Background()
+		env := testenv.New(t)
+		jobs := fixture.Create(t, env, fixture.TextID)
+		for i := range 3 {
+			jobs.Insert(t, fixture.Job{ID: "row-" + itoa(i), UpdatedAgo: 2 * time.Hour})
+		}
+		prefix := env.Prefix + ":{bull}"
+		runBullMQ(t, m, env, prefix, "chapters", 3, "")
 
-	r, err := reclaim.New(reclaim.Config{
-		Guard: jobs.Guard, DB: env.Pool, Redis: env.Redis,
-		Source: newSource(t, env, prefix, "chapters", "rowId"),
-		Limits: reclaim.StaticLimits{"chapter": 30 * time.Minute},
-		// An hour later, by the reclaimer's clock: the held jobs are over
-		// their limit and have not progressed.
-		Now: func() time.Time { return time.Now().Add(time.Hour) },
+		r, err := reclaim.New(reclaim.Config{
+			Guard: jobs.Guard, DB: env.Pool, Redis: env.Redis,
+			Source: newSource(t, env, prefix, "chapters", "rowId"),
+			Limits: reclaim.StaticLimits{"chapter": 30 * time.Minute},
+			// An hour later, by the reclaimer's clock: the held jobs are over
+			// their limit and have not progressed.
+			Now: func() time.Time { return time.Now().Add(time.Hour) },
+		})
+		require.NoError(t, err)
+		rep, err := r.Sweep(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, rep.Reclaimed)
+		require.ElementsMatch(t, []string{"row-0", "row-1", "row-2"}, rep.ReclaimedIDs)
+		require.Equal(t, "dead", jobs.Read(t, "row-1").Status)
 	})
-	require.NoError(t, err)
-	rep, err := r.Sweep(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 3, rep.Reclaimed)
-	require.ElementsMatch(t, []string{"row-0", "row-1", "row-2"}, rep.ReclaimedIDs)
-	require.Equal(t, "dead", jobs.Read(t, "row-1").Status)
 }
 
 func TestNew_ErrorsNameTheField(t *testing.T) {

@@ -25,6 +25,19 @@
 // carry a hash tag ("{bull}"), as BullMQ itself requires, so that the list
 // and the hashes share a slot.
 //
+// # BullMQ versions
+//
+// The source reads only what BullMQ 5 and BullMQ 6 write alike, and its
+// tests run a real worker of each against it: the active list, at whose head
+// a worker pushes a job's id when it takes the job, and in the job's hash
+// processedOn (whole milliseconds, set on every move to active), name, and
+// data (the job's data as JSON). BullMQ 6 moved its Redis code behind a
+// pluggable backend, dropped the paused list (a paused queue's jobs stay in
+// wait), removed legacy repeatable jobs and made ioredis a peer dependency a
+// Redis user installs; none of it changes those keys or fields, so the
+// source needs no setting per version. BullMQ 6's PostgreSQL backend keeps a
+// queue in PostgreSQL instead of Redis: this source can not read such a queue.
+//
 // # Usage
 //
 //	src, err := bullmq.New(bullmq.Config{Redis: rdb, Prefix: "{bull}", Queue: "chapters", RowIDField: "jobId"})

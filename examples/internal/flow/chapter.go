@@ -78,11 +78,20 @@ func (c *Chapters) Process(ctx context.Context, jobID string) (ChapterResult, er
 	if err != nil {
 		return ChapterResult{}, fmt.Errorf("chapter: %w", err)
 	}
+	return c.ProcessStarted(ctx, exec)
+}
+
+// ProcessStarted runs a delivery whose execution is already started, by a
+// queue's middleware such as riverguard's: Process after its start, so it
+// needs no Starts. When the middleware watches the execution, leave Watcher
+// nil: ctx is then the watcher's context, and a model call it cancels is
+// recognised all the same.
+func (c *Chapters) ProcessStarted(ctx context.Context, exec jobguard.Execution) (ChapterResult, error) {
 	var res ChapterResult
 	var title string
 	var existing, weeks int
-	err = c.DB.QueryRow(ctx, `SELECT c.id, c.title, c.weeks, (j.payload->>'weeks')::int
-		FROM jobs j JOIN courses c ON c.id = j.parent_id WHERE j.id = $1`, jobID).
+	err := c.DB.QueryRow(ctx, `SELECT c.id, c.title, c.weeks, (j.payload->>'weeks')::int
+		FROM jobs j JOIN courses c ON c.id = j.parent_id WHERE j.id = $1`, exec.JobID).
 		Scan(&res.CourseID, &title, &existing, &weeks)
 	if err != nil {
 		return res, errors.Join(fmt.Errorf("chapter: read course: %w", err),

@@ -1,6 +1,10 @@
 // A real BullMQ producer and worker for the Go tests of reclaim/bullmq.
 //
-// usage: node hold.mjs <redis url> <prefix> <queue> <n> [churn]
+// usage: node hold.mjs <bullmq folder> <redis url> <prefix> <queue> <n> [churn]
+//
+// <bullmq folder> is one of the bullmq<major> folders beside this script,
+// installed by install.mjs: the worker runs the BullMQ (and ioredis) of that
+// folder, so one script drives every major the tests cover.
 //
 // <redis url> is redis://host:port/db for one server, or
 // redis-cluster://host:port[,host:port...] for a Redis Cluster, whose other
@@ -11,19 +15,31 @@
 // (data {"rowId": "row-<i>"}) that the worker keeps active until the process
 // is stopped. Once all n are active and the quick one has completed it
 // prints one JSON line:
-//   {"held":[{"id":"2","name":"chapter","processedOn":1700000000000,"rowId":"row-0"}, ...],
+//   {"bullmq":"6.7.0","held":[{"id":"2","name":"chapter","processedOn":1700000000000,"rowId":"row-0"}, ...],
 //    "finished":["1"]}
 //
 // churn mode: keeps feeding jobs with removeOnComplete, which a worker of
 // concurrency n takes through the active list as fast as it can, so that
 // jobs keep leaving the list (and their hashes disappear) while the Go test
-// reads it. Prints {"held":[],"finished":[]} once the first job completed.
+// reads it. Prints {"bullmq":"6.7.0","held":[],"finished":[]} once the
+// first job completed.
 //
 // Either mode stops on SIGTERM or when stdin closes.
-import { Queue, Worker } from 'bullmq';
-import { Cluster } from 'ioredis';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
-const [url, prefix, queueName, count, mode] = process.argv.slice(2);
+const [folder, url, prefix, queueName, count, mode] = process.argv.slice(2);
+// An import resolves from this file's folder; require, made for the chosen
+// folder, resolves from there.
+const dir = resolve(dirname(fileURLToPath(import.meta.url)), folder);
+const require = createRequire(join(dir, 'package.json'));
+const { Queue, Worker } = require('bullmq');
+const { Cluster } = require('ioredis');
+// The version that runs, reported so that a test can tell it ran the major it
+// meant to.
+const { version } = JSON.parse(readFileSync(join(dir, 'node_modules', 'bullmq', 'package.json'), 'utf8'));
 const clusterScheme = 'redis-cluster://';
 
 // connection returns what a Queue or a Worker connects with: options from
@@ -67,7 +83,7 @@ async function hold() {
     held.push({ id: job.id, name: job.name, processedOn: job.processedOn, rowId: job.data.rowId });
     if (held.length === n) {
       while ((await queue.getJobState(quick.id)) !== 'completed') await sleep(5);
-      process.stdout.write(JSON.stringify({ held, finished: [quick.id] }) + '\n');
+      process.stdout.write(JSON.stringify({ bullmq: version, held, finished: [quick.id] }) + '\n');
     }
     await stop;
   }, { connection: connection(), prefix, concurrency: n + 1, lockDuration: 60000 });
@@ -89,7 +105,7 @@ async function churn() {
   const worker = new Worker(queueName, async () => { await sleep(1); }, { connection: connection(), prefix, concurrency: n });
   cleanups.push(() => worker.close(true));
   await new Promise((r) => worker.once('completed', r));
-  process.stdout.write(JSON.stringify({ held: [], finished: [] }) + '\n');
+  process.stdout.write(JSON.stringify({ bullmq: version, held: [], finished: [] }) + '\n');
 }
 
 const shutdown = async () => {

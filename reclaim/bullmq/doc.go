@@ -19,11 +19,13 @@
 // # What it does not do
 //
 // processedOn is the worker's clock; skew between the worker and the
-// reclaimer shifts the limit by as much. The script reads every listed job,
-// so its run time grows with the active list (a few milliseconds for
-// thousands of jobs); it does not page. On Redis Cluster the prefix must
-// carry a hash tag ("{bull}"), as BullMQ itself requires, so that the list
-// and the hashes share a slot.
+// reclaimer shifts the limit by as much. A sweep reads the whole active
+// list, a page (Query.PageSize jobs) per script call, oldest first, so its
+// cost grows with the active jobs, not only the stuck ones (a few
+// milliseconds for thousands); a job that moves while the list is paged may
+// be listed twice or missed until the next sweep. On Redis Cluster the
+// prefix must carry a hash tag ("{bull}"), as BullMQ itself requires, so
+// that the list and the hashes share a slot.
 //
 // # BullMQ versions
 //

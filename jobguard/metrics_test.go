@@ -160,7 +160,7 @@ func TestMetrics_GuardWithoutProviderRecordsNothing(t *testing.T) {
 	require.Equal(t, map[string]int64{"refused": 1}, r.Counts(t, metrics.Completions, metrics.KeyOutcome))
 }
 
-func TestNewWithOptions_ValidatesLikeNew(t *testing.T) {
+func TestNewWithConfig_ValidatesLikeNew(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	r := metricstest.New(t)

@@ -109,3 +109,34 @@ func explain(t *testing.T, db DB, sql string) string {
 	require.NoError(t, rows.Err())
 	return strings.Join(lines, "\n")
 }
+
+// History's statement, even as a generic plan, reads each type's latest
+// finished jobs as one backward range of the finished index, stopping at
+// its LIMIT, and never scans the table.
+func TestHistory_GenericPlanReadsTheFinishedIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	env.Exec(Migration)
+	env.Exec(`INSERT INTO jobs (type, status, started_at, updated_at)
+		SELECT (ARRAY['chapter', 'video'])[1 + i % 2], CASE WHEN i % 50 = 0 THEN 'PROCESSING' ELSE 'COMPLETED' END,
+		       now() - (i % 2000) * interval '1 minute' - interval '5 minutes', now() - (i % 2000) * interval '1 minute'
+		FROM generate_series(1, 50000) AS i`)
+	env.Exec(`ANALYZE jobs`)
+	g, err := New(ctx, env.Pool, DefaultTable())
+	require.NoError(t, err)
+
+	conn, err := env.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `PREPARE history AS `+g.batch.history)
+	require.NoError(t, err)
+	defer func() { _, _ = conn.Exec(ctx, `DEALLOCATE history`) }()
+	text := explain(t, conn, `EXPLAIN EXECUTE history('{chapter,video}', '{0,0}', 604800000000, 1000, 0.99, 'reclaimed')`)
+	require.Contains(t, text, "Index Scan Backward using jobs_finished_idx", text)
+	require.Regexp(t, `Index Cond: \(\(type = \w+\.type\) AND \(updated_at >= `, text, "one index range per type")
+	require.Contains(t, text, "Limit", text)
+	require.NotContains(t, text, "Seq Scan on jobs", text)
+}

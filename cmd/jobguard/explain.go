@@ -32,11 +32,7 @@ the reclaimer's.
 Exit codes: 0 explained, 1 error (including a marker that could not be
 read: the rest is printed), 2 a malformed job id, 3 no such job.`,
 	flags: func(f *flags, s *settings) {
-		f.configGroup()
-		f.serversGroup(s, true)
-		f.tableGroup(s)
-		f.sharedGroup(s)
-		f.limitsGroup(s)
+		f.commonGroups(s)
 		f.decisionGroup(s, false)
 		f.sourceGroup(s)
 		f.outputGroup(s, false)

@@ -10,6 +10,17 @@ import (
 // The flag groups. Each command defines the groups it reads, with the
 // settings (defaults and config file) as their defaults.
 
+// commonGroups are the groups every command that reaches the servers
+// takes, whether it reads them all or not, so that one set of flags (or
+// one config file) serves every command.
+func (f *flags) commonGroups(s *settings) {
+	f.configGroup()
+	f.serversGroup(s)
+	f.tableGroup(s)
+	f.sharedGroup(s)
+	f.limitsGroup(s)
+}
+
 // configGroup is --config; its value was read before the flags were
 // parsed (loadSettings), as it gives the other flags their defaults.
 func (f *flags) configGroup() {
@@ -20,14 +31,12 @@ func (f *flags) configGroup() {
 		"flags override it (env "+envConfig+")")
 }
 
-// serversGroup is where PostgreSQL and, when redis is set, Redis are.
-func (f *flags) serversGroup(s *settings, redis bool) {
+// serversGroup is where PostgreSQL and Redis are.
+func (f *flags) serversGroup(s *settings) {
 	f.section("Servers")
 	f.str(&s.DatabaseURL, "database-url", "PostgreSQL URL or key=value string (env "+envDatabaseURL+
 		"; without either, libpq's PG* variables and defaults)")
-	if redis {
-		f.str(&s.RedisURL, "redis-url", "Redis URL, where the reclaim markers live (env "+envRedisURL+")")
-	}
+	f.str(&s.RedisURL, "redis-url", "Redis URL, where the reclaim markers live (env "+envRedisURL+")")
 }
 
 // tableGroup is the jobs table's mapping (jobguard.Table).
@@ -63,7 +72,7 @@ func (f *flags) sharedGroup(s *settings) {
 // limitsGroup is where the per-type limits live (reclaim.TableLimits).
 func (f *flags) limitsGroup(s *settings) {
 	f.section("Limits table (reclaim.TableLimits: job_type text, max_runtime interval)")
-	f.str(&s.LimitsSchema, "limits-schema", "its schema (empty: the jobs table's)")
+	f.str(&s.LimitsSchema, "limits-schema", "its schema (empty: the jobs table's, --schema)")
 	f.str(&s.LimitsTable, "limits-table", "its name")
 }
 

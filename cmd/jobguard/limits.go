@@ -12,14 +12,10 @@ import (
 )
 
 // whereLimits are the flags of the commands that only read or write the
-// limits table.
+// limits table: the common ones, of which they read the database and the
+// limits table's place, and --json.
 func whereLimits(f *flags, s *settings) {
-	f.configGroup()
-	f.serversGroup(s, false)
-	f.section("Limits table (reclaim.TableLimits: job_type text, max_runtime interval)")
-	f.str(&s.Table.Schema, "schema", "schema of the jobs table, and of the limits table unless --limits-schema")
-	f.str(&s.LimitsSchema, "limits-schema", "schema of the limits table (empty: --schema)")
-	f.str(&s.LimitsTable, "limits-table", "name of the limits table")
+	f.commonGroups(s)
 	f.outputGroup(s, false)
 }
 
@@ -76,11 +72,7 @@ started-at column.`,
 		f.boolean(&sp.Spec.BelowLongest, "below-longest", "let a suggestion fall below the longest completion")
 		f.fs.Var(listFlag{&sp.Spec.Types}, "types", "only these job types, comma-separated (empty: those with a limit or an active job)")
 		f.add("types")
-		f.configGroup()
-		f.serversGroup(s, false)
-		f.tableGroup(s)
-		f.sharedGroup(s)
-		f.limitsGroup(s)
+		f.commonGroups(s)
 		f.outputGroup(s, false)
 	},
 	run: limitsSuggest,
@@ -198,8 +190,18 @@ type suggestionJSON struct {
 }
 
 func limitsSuggest(ctx context.Context, c *cli, s *settings, args []string) error {
-	if len(args) > 0 {
+	sp := s.Suggest.Spec
+	switch {
+	case len(args) > 0:
 		return usageErr("limits suggest takes no arguments; got %q", args)
+	case !(sp.Percentile > 0 && sp.Percentile <= 1):
+		return usageErr("--percentile %v: want a number above 0 and at most 1, such as 0.99", sp.Percentile)
+	case !(sp.Margin >= 1):
+		return usageErr("--margin %v: want 1 or more, such as 1.5", sp.Margin)
+	case sp.Window <= 0:
+		return usageErr("--window %v: want a positive duration, such as 168h", sp.Window)
+	case sp.PerType <= 0:
+		return usageErr("--per-type %d: want a positive number", sp.PerType)
 	}
 	cn, err := openDB(ctx, s)
 	if err != nil {

@@ -27,10 +27,7 @@ does not enqueue the job in a queue: requeue it there as your queue does.
 Exit codes: 0 retried, 1 error, 2 a malformed job id, 3 no such job, 4 the
 job is not FAILED.`,
 	flags: func(f *flags, s *settings) {
-		f.configGroup()
-		f.serversGroup(s, true)
-		f.tableGroup(s)
-		f.sharedGroup(s)
+		f.commonGroups(s)
 		f.outputGroup(s, false)
 	},
 	run: retry,

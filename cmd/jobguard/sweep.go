@@ -29,11 +29,7 @@ On a terminal a progress line counts the jobs read; piped, it stays quiet.`,
 	flags: func(f *flags, s *settings) {
 		f.section("Sweep")
 		f.boolean(&s.DryRun, "dry-run", "decide and write nothing; print the plan")
-		f.configGroup()
-		f.serversGroup(s, true)
-		f.tableGroup(s)
-		f.sharedGroup(s)
-		f.limitsGroup(s)
+		f.commonGroups(s)
 		f.decisionGroup(s, true)
 		f.sourceGroup(s)
 		f.outputGroup(s, true)

@@ -54,8 +54,9 @@ a process of yours.
 
 Metrics are served for Prometheus at http://<--metrics-addr>/metrics.
 Logs are structured (--log-format text or json), one line per sweep.
-SIGTERM or SIGINT stops it: the sweep under way ends, the leader lock is
-released, and it exits 0; a second signal ends it at once.
+SIGTERM or SIGINT stops it: the sweep under way stops (what it committed
+stands), the leader lock is released, and it exits 0; a second signal ends
+it at once.
 
 Exit codes: 0 stopped by a signal, 1 it could not start (the message says
 why), 2 usage.`,

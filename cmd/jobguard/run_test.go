@@ -4,20 +4,27 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobguard/jobguard/compensate"
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
+	"github.com/jobguard/jobguard/jobguard"
 )
 
 // service is a running 'jobguard run'.
@@ -177,4 +184,34 @@ func TestRun_CannotStartExits1(t *testing.T) {
 	r := b.run(t, "run", "--metrics-addr", "", "--limits-table", "no_limits")
 	require.Equal(t, 1, r.code, r)
 	require.Contains(t, r.stderr, "the limits table "+b.env.Schema+".no_limits does not exist")
+}
+
+// With --compensate the service also undoes what a reclaimed execution
+// left behind: the file artifact of the job it reclaims is removed. Without
+// the artifacts table it does not start, and says how to create it.
+func TestRun_CompensatesTheFilesOfReclaimedJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, fixture.Prisma)
+	r := b.run(t, "run", "--compensate", "--metrics-addr", "")
+	require.Equal(t, 1, r.code, r)
+	require.Contains(t, r.stderr, "create the artifacts table with compensate's migration")
+
+	b.env.Exec(compensate.Migration)
+	stuck := b.jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
+	file := filepath.Join(t.TempDir(), "encoded.mp4")
+	require.NoError(t, os.WriteFile(file, []byte("late output"), 0o600))
+	arts, err := compensate.New(ctx, compensate.Config{Guard: b.jobs.Guard, DB: b.env.Pool,
+		Compensators: map[string]compensate.Func{"file": func(context.Context, pgx.Tx, compensate.Artifact) error { return nil }}})
+	require.NoError(t, err)
+	require.NoError(t, arts.Record(ctx, b.env.Pool, jobguard.Execution{JobID: stuck, Generation: 1}, "file", file))
+
+	s := startService(t, b, "--compensate")
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(file)
+		return errors.Is(err, fs.ErrNotExist)
+	}, 15*time.Second, 20*time.Millisecond, "the reclaimed execution's file is removed:\n%s", s.logs)
+	require.Equal(t, "FAILED", b.jobs.Read(t, stuck).Status)
+	code, _ := s.terminate()
+	require.Equal(t, 0, code, s.logs.String())
 }

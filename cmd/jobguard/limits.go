@@ -39,7 +39,8 @@ Set stores the runtime limit of a job type (reclaim.TableLimits.Set), such
 as "45m" or "1h30m"; the next sweep uses it. A job is reclaimed only when
 its current attempt has run longer than this AND its progress column has
 not moved for the no-progress threshold. 'jobguard limits suggest' reads a
-limit from the runtimes of finished jobs.`,
+limit from the runtimes of finished jobs. On a table without a type column
+every job has the type "": set its limit with 'jobguard limits set "" 30m'.`,
 	flags: whereLimits,
 	run:   limitsSet,
 }

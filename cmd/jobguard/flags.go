@@ -115,7 +115,7 @@ func (f *flags) usage(w io.Writer) {
 			switch {
 			case typ == "" && def == "false", def == "", def == "0" && typ == "int":
 				def = ""
-			case typ == "string" || typ == "path" || typ == "url" || typ == "name" || typ == "value":
+			case typ == "string":
 				def = fmt.Sprintf("%q", def)
 			}
 			if def != "" {

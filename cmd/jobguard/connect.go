@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/reclaim"
+)
+
+// connectTimeout bounds connecting to a server that does not answer, when
+// the URL does not say (connect_timeout).
+const connectTimeout = 10 * time.Second
+
+// conns are a command's connections.
+type conns struct {
+	pool *pgxpool.Pool
+	// where names the database for messages, without its password.
+	where string
+	// redis is nil until openRedis.
+	redis      *redis.Client
+	redisWhere string
+}
+
+// openDB connects to PostgreSQL and checks that it answers.
+func openDB(ctx context.Context, s *settings) (*conns, error) {
+	cfg, err := pgxpool.ParseConfig(s.DatabaseURL)
+	if err != nil {
+		return nil, usageErr("--database-url: %v", err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = connectTimeout
+	}
+	cc := cfg.ConnConfig
+	where := fmt.Sprintf("%s:%d (database %q, user %q)", cc.Host, cc.Port, cc.Database, cc.User)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fail(exitError, fmt.Errorf("PostgreSQL at %s: %w", where, err),
+			"check --database-url (or %s)", envDatabaseURL)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fail(exitError, fmt.Errorf("cannot reach PostgreSQL at %s: %w", where, err),
+			"check that the server is up and that --database-url (or %s) names it", envDatabaseURL)
+	}
+	return &conns{pool: pool, where: where}, nil
+}
+
+// openRedis creates the Redis client; with ping, it checks that Redis
+// answers. Without, the client connects at its first command, so a
+// command that may not need Redis does not fail for it.
+func (c *conns) openRedis(ctx context.Context, s *settings, ping bool) error {
+	opt, err := redis.ParseURL(s.RedisURL)
+	if err != nil {
+		return usageErr("--redis-url: %v", err)
+	}
+	opt.DialTimeout = min(opt.DialTimeout, 5*time.Second)
+	opt.MaxRetries = 1
+	c.redis = redis.NewClient(opt)
+	c.redisWhere = opt.Addr
+	if !ping {
+		return nil
+	}
+	if err := c.redis.Ping(ctx).Err(); err != nil {
+		return fail(exitError, fmt.Errorf("cannot reach Redis at %s: %w", opt.Addr, err),
+			"check that Redis is up and that --redis-url (or %s) names it; the reclaim markers live there", envRedisURL)
+	}
+	return nil
+}
+
+func (c *conns) close() {
+	if c.redis != nil {
+		_ = c.redis.Close()
+	}
+	c.pool.Close()
+}
+
+// guard builds the guard over the mapped table, with the shared settings,
+// recording its metrics on mp (nil: none). A mapping that does not match
+// the table is the library's error, with what to change.
+func (c *conns) guard(ctx context.Context, s *settings, mp metric.MeterProvider) (*jobguard.Guard, error) {
+	g, err := jobguard.NewWithConfig(ctx, c.pool, s.Table, jobguard.GuardConfig{Shared: s.Shared, MeterProvider: mp})
+	if err != nil {
+		return nil, fail(exitError, err, "the table mapping does not match the table in %s: set --schema, --table "+
+			"and the column flags (or the config file's \"table\"); 'jobguard help config' shows them", c.where)
+	}
+	return g, nil
+}
+
+// limits is the limits table.
+func (c *conns) limits(s *settings) (*reclaim.TableLimits, error) {
+	l, err := reclaim.NewTableLimits(reclaim.TableLimitsConfig{DB: c.pool, Schema: s.limitsSchema(), Table: s.LimitsTable})
+	if err != nil {
+		return nil, usageErr("limits table: %v", err)
+	}
+	return l, nil
+}
+
+// readLimits reads every limit, saying how to create the table when it is
+// missing.
+func readLimits(ctx context.Context, l reclaim.Limits, s *settings) (map[string]time.Duration, error) {
+	m, err := l.Limits(ctx)
+	if err != nil {
+		return nil, limitsErr(err, s)
+	}
+	return m, nil
+}
+
+// limitsErr explains a failed read or write of the limits table.
+func limitsErr(err error, s *settings) error {
+	if isUndefinedTable(err) {
+		return fail(exitError, err, "the limits table %s does not exist: create it with reclaim's migration "+
+			"(reclaim/migrations/0001_job_type_limits.sql) or point --limits-schema and --limits-table at yours",
+			limitsName(s))
+	}
+	return err
+}
+
+// limitsName is the limits table as the messages name it.
+func limitsName(s *settings) string {
+	if schema := s.limitsSchema(); schema != "" {
+		return schema + "." + s.LimitsTable
+	}
+	return s.LimitsTable
+}
+
+// isUndefinedTable reports whether err is PostgreSQL's undefined_table.
+func isUndefinedTable(err error) bool {
+	var pg interface{ SQLState() string }
+	return errors.As(err, &pg) && pg.SQLState() == "42P01"
+}

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/jobguard/jobguard/reclaim"
+)
+
+// whereLimits are the flags of the commands that only read or write the
+// limits table: the common ones, of which they read the database and the
+// limits table's place, and --json.
+func whereLimits(f *flags, s *settings) {
+	f.commonGroups(s)
+	f.outputGroup(s, false)
+}
+
+var limitsListCommand = &command{
+	name:  "limits list",
+	short: "the runtime limit of each job type",
+	long: `
+List prints the runtime limit of each job type from the limits table, which
+the reclaimer reads at every sweep. A job whose type has no limit is never
+reclaimed.`,
+	flags: whereLimits,
+	run:   limitsList,
+}
+
+var limitsSetCommand = &command{
+	name:  "limits set",
+	args:  "<type> <duration>",
+	short: "set the runtime limit of a job type",
+	long: `
+Set stores the runtime limit of a job type (reclaim.TableLimits.Set), such
+as "45m" or "1h30m"; the next sweep uses it. A job is reclaimed only when
+its current attempt has run longer than this AND its progress column has
+not moved for the no-progress threshold. 'jobguard limits suggest' reads a
+limit from the runtimes of finished jobs. On a table without a type column
+every job has the type "": set its limit with 'jobguard limits set "" 30m'.`,
+	flags: whereLimits,
+	run:   limitsSet,
+}
+
+var limitsSuggestCommand = &command{
+	name:  "limits suggest",
+	short: "suggest limits from the runtimes of finished jobs; --apply sets them",
+	long: `
+Suggest reads, per job type, the runtimes of the latest finished jobs within
+--window (jobguard's Batch.History: from the started-at column to the
+updated-at column of COMPLETED jobs) and suggests a limit: the runtime at
+--percentile times --margin, never below the longest completion unless
+--below-longest (reclaim.Reclaimer.Suggest). It prints, per type: the
+completions read, p50, p90, p99 and the longest, how many completions ran
+over the current limit (work a reclaimer with that limit could have thrown
+away), how many jobs were reclaimed, the current limit and the suggestion.
+
+It writes nothing unless --apply, which sets every suggestion that differs
+from the current limit (reclaim.TableLimits.Set). The types are those with
+a limit or an active job, unless --types names them. It needs the
+started-at column.`,
+	flags: func(f *flags, s *settings) {
+		sp := &s.Suggest
+		f.section("Suggest")
+		f.boolean(&sp.Apply, "apply", "set each suggested limit that differs from the current one")
+		f.float(&sp.Spec.Percentile, "percentile", "percentile of the completions' runtimes a suggestion starts from, in (0, 1]")
+		f.float(&sp.Spec.Margin, "margin", "what the percentile is multiplied by, at least 1")
+		f.duration(&sp.Spec.Window, "window", "read the jobs finished within this long")
+		f.integer(&sp.Spec.PerType, "per-type", "read at most this many of each type's latest finished jobs")
+		f.boolean(&sp.Spec.BelowLongest, "below-longest", "let a suggestion fall below the longest completion")
+		f.fs.Var(listFlag{&sp.Spec.Types}, "types", "only these job types, comma-separated (empty: those with a limit or an active job)")
+		f.add("types")
+		f.commonGroups(s)
+		f.outputGroup(s, false)
+	},
+	run: limitsSuggest,
+}
+
+// suggestOpts are the options of limits suggest.
+type suggestOpts struct {
+	Spec  reclaim.SuggestSpec
+	Apply bool
+}
+
+func defaultSuggest() suggestOpts {
+	return suggestOpts{Spec: reclaim.SuggestSpec{Window: reclaim.SuggestWindowDefault, PerType: reclaim.SuggestPerTypeDefault,
+		Percentile: reclaim.SuggestPercentileDefault, Margin: reclaim.SuggestMarginDefault}}
+}
+
+// limitJSON is one limit, as --json prints it.
+type limitJSON struct {
+	Type         string  `json:"type"`
+	Limit        string  `json:"limit"`
+	LimitSeconds float64 `json:"limit_seconds"`
+}
+
+func limitsList(ctx context.Context, c *cli, s *settings, args []string) error {
+	if len(args) > 0 {
+		return usageErr("limits list takes no arguments; got %q", args)
+	}
+	cn, err := openDB(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer cn.close()
+	tl, err := cn.limits(s)
+	if err != nil {
+		return err
+	}
+	limits, err := readLimits(ctx, tl, s)
+	if err != nil {
+		return err
+	}
+	types := slices.Sorted(maps.Keys(limits))
+	if s.JSON {
+		out := make([]limitJSON, len(types))
+		for i, typ := range types {
+			out[i] = limitJSON{Type: typ, Limit: limits[typ].String(), LimitSeconds: seconds(limits[typ])}
+		}
+		return printJSON(c.stdout, out)
+	}
+	if len(types) == 0 {
+		fmt.Fprintf(c.stdout, "No limits in %s: no job is ever reclaimed. Set one with 'jobguard limits set <type> <duration>'.\n", limitsName(s))
+		return nil
+	}
+	t := newTable(c.stdout, "TYPE", "LIMIT")
+	for _, typ := range types {
+		t.row(typ, limits[typ].String())
+	}
+	return t.flush()
+}
+
+func limitsSet(ctx context.Context, c *cli, s *settings, args []string) error {
+	if len(args) != 2 {
+		return usageErr("limits set takes a job type and a duration, such as: limits set chapter 45m")
+	}
+	typ := args[0]
+	limit, err := time.ParseDuration(args[1])
+	if err != nil || limit < time.Second {
+		return usageErr("limit %q: want a duration of a second or more, such as 45m or 1h30m", args[1])
+	}
+	cn, err := openDB(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer cn.close()
+	tl, err := cn.limits(s)
+	if err != nil {
+		return err
+	}
+	before, err := readLimits(ctx, tl, s)
+	if err != nil {
+		return err
+	}
+	if err := tl.Set(ctx, typ, limit); err != nil {
+		return limitsErr(err, s)
+	}
+	prev, had := before[typ]
+	if s.JSON {
+		return printJSON(c.stdout, struct {
+			Type            string   `json:"type"`
+			LimitSeconds    float64  `json:"limit_seconds"`
+			PreviousSeconds *float64 `json:"previous_seconds"`
+		}{typ, seconds(limit), optSeconds(prev)})
+	}
+	was := "none"
+	if had {
+		was = prev.String()
+	}
+	fmt.Fprintf(c.stdout, "Limit of %q: %s -> %s in %s; the next sweep uses it.\n", typ, was, limit, limitsName(s))
+	return nil
+}
+
+// suggestionJSON is one suggestion, as --json prints it.
+type suggestionJSON struct {
+	Type             string   `json:"type"`
+	Completed        int      `json:"completed"`
+	P50Seconds       float64  `json:"p50_seconds"`
+	P90Seconds       float64  `json:"p90_seconds"`
+	P99Seconds       float64  `json:"p99_seconds"`
+	MaxSeconds       float64  `json:"max_seconds"`
+	OverLimit        int      `json:"over_limit"`
+	Reclaimed        int      `json:"reclaimed"`
+	Failed           int      `json:"failed"`
+	LimitSeconds     *float64 `json:"limit_seconds"`
+	SuggestedSeconds *float64 `json:"suggested_seconds"`
+	Applied          bool     `json:"applied"`
+}
+
+func limitsSuggest(ctx context.Context, c *cli, s *settings, args []string) error {
+	sp := s.Suggest.Spec
+	switch {
+	case len(args) > 0:
+		return usageErr("limits suggest takes no arguments; got %q", args)
+	case !(sp.Percentile > 0 && sp.Percentile <= 1):
+		return usageErr("--percentile %v: want a number above 0 and at most 1, such as 0.99", sp.Percentile)
+	case !(sp.Margin >= 1):
+		return usageErr("--margin %v: want 1 or more, such as 1.5", sp.Margin)
+	case sp.Window <= 0:
+		return usageErr("--window %v: want a positive duration, such as 168h", sp.Window)
+	case sp.PerType <= 0:
+		return usageErr("--per-type %d: want a positive number", sp.PerType)
+	}
+	cn, err := openDB(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer cn.close()
+	guard, err := cn.guard(ctx, s, nil)
+	if err != nil {
+		return err
+	}
+	if err := cn.openRedis(ctx, s, false); err != nil { // unused: Suggest writes no marker
+		return err
+	}
+	tl, err := cn.limits(s)
+	if err != nil {
+		return err
+	}
+	src, err := cn.source(guard, s)
+	if err != nil {
+		return err
+	}
+	r, err := reclaim.New(reclaim.Config{Guard: guard, DB: cn.pool, Redis: cn.redis, Source: src, Limits: tl,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	p := c.newProgress(s, "reading the finished jobs")
+	sugs, err := r.Suggest(ctx, s.Suggest.Spec)
+	p.done()
+	if err != nil {
+		return limitsErr(err, s)
+	}
+	applied := make([]bool, len(sugs))
+	if s.Suggest.Apply {
+		for i, sg := range sugs {
+			if sg.Suggested == 0 || sg.Suggested == sg.Limit {
+				continue
+			}
+			if err := tl.Set(ctx, sg.Type, sg.Suggested); err != nil {
+				return limitsErr(err, s)
+			}
+			applied[i] = true
+		}
+	}
+	if s.JSON {
+		out := make([]suggestionJSON, len(sugs))
+		for i, sg := range sugs {
+			out[i] = suggestionJSON{Type: sg.Type, Completed: sg.Completed, P50Seconds: seconds(sg.P50),
+				P90Seconds: seconds(sg.P90), P99Seconds: seconds(sg.P99), MaxSeconds: seconds(sg.Max),
+				OverLimit: sg.OverLimit, Reclaimed: sg.Reclaimed, Failed: sg.Failed,
+				LimitSeconds: optSeconds(sg.Limit), SuggestedSeconds: optSeconds(sg.Suggested), Applied: applied[i]}
+		}
+		return printJSON(c.stdout, out)
+	}
+	if len(sugs) == 0 {
+		fmt.Fprintln(c.stdout, "No job types: no limit and no active job. Name them with --types.")
+		return nil
+	}
+	t := newTable(c.stdout, "TYPE", "COMPLETED", "P50", "P90", "P99", "MAX", "OVER LIMIT", "RECLAIMED", "LIMIT", "SUGGESTED")
+	for i, sg := range sugs {
+		suggested := dur(sg.Suggested)
+		switch {
+		case sg.Completed == 0:
+			suggested = "- (no completion)"
+		case applied[i]:
+			suggested += " (applied)"
+		}
+		t.row(sg.Type, fmt.Sprint(sg.Completed), dur(sg.P50), dur(sg.P90), dur(sg.P99), dur(sg.Max),
+			fmt.Sprint(sg.OverLimit), fmt.Sprint(sg.Reclaimed), limitText(sg.Limit), suggested)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if !s.Suggest.Apply {
+		fmt.Fprintf(c.stdout, "\nSuggestions only: nothing was written. --apply sets them in %s.\n", limitsName(s))
+	}
+	return nil
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/internal/testkit/fixture"
+)
+
+// limits set stores a limit, limits list shows it; --json parses.
+func TestLimits_SetThenList(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fixture.Default)
+
+	r := b.run(t, "limits set", "video", "1h30m")
+	require.Equal(t, 0, r.code, r)
+	require.Contains(t, r.stdout, `Limit of "video": none -> 1h30m0s in `+b.env.Schema+".job_type_limits")
+	r = b.run(t, "limits set", "chapter", "45m", "--json")
+	require.Equal(t, 0, r.code, r)
+	require.JSONEq(t, `{"type": "chapter", "limit_seconds": 2700, "previous_seconds": 1800}`, r.stdout)
+
+	r = b.run(t, "limits list")
+	require.Equal(t, 0, r.code, r)
+	require.Regexp(t, `(?m)^TYPE +LIMIT\nchapter +45m0s\nvideo +1h30m0s\n$`, r.stdout)
+	r = b.run(t, "limits list", "--json")
+	require.Equal(t, 0, r.code, r)
+	require.JSONEq(t, `[{"type": "chapter", "limit": "45m0s", "limit_seconds": 2700},
+		{"type": "video", "limit": "1h30m0s", "limit_seconds": 5400}]`, r.stdout)
+
+	r = b.run(t, "limits set", "video", "0s")
+	require.Equal(t, 2, r.code, r)
+}
+
+// limits suggest reads the completions' runtimes, prints per type what a
+// suggestion rests on and writes nothing; --apply sets the suggestions.
+func TestLimits_SuggestThenApply(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fixture.Default)
+	// A hundred chapters that ran 1 to 100 minutes, one reclaimed, and a
+	// running video job, of a type that never finished.
+	b.env.Exec(`INSERT INTO jobs (type, status, started_at, updated_at)
+		SELECT 'chapter', 'COMPLETED', now() - interval '1 hour' - i * interval '1 minute', now() - interval '1 hour'
+		FROM generate_series(1, 100) AS i`)
+	b.env.Exec(`INSERT INTO jobs (type, status, failure_reason, started_at, updated_at)
+		VALUES ('chapter', 'FAILED', 'reclaimed: exceeded runtime limit without progress', now() - interval '3 hours', now() - interval '2 hours')`)
+	b.jobs.Insert(t, fixture.Job{Type: "video", UpdatedAgo: time.Minute})
+
+	r := b.run(t, "limits suggest")
+	require.Equal(t, 0, r.code, r)
+	require.Regexp(t, `(?m)^TYPE +COMPLETED +P50 +P90 +P99 +MAX +OVER LIMIT +RECLAIMED +LIMIT +SUGGESTED$`, r.stdout)
+	// p99 = 99.01 minutes; × 1.5 = 148.515 minutes, rounded up to the second.
+	require.Regexp(t, `(?m)^chapter +100 +50m30s +1h30m6s +1h39m1s +1h40m0s +70 +1 +30m0s +2h28m31s$`, r.stdout)
+	require.Regexp(t, `(?m)^video +0 +- +- +- +- +0 +0 +none +- \(no completion\)$`, r.stdout)
+	require.Contains(t, r.stdout, "Suggestions only: nothing was written.")
+	list := b.run(t, "limits list", "--json")
+	require.JSONEq(t, `[{"type": "chapter", "limit": "30m0s", "limit_seconds": 1800}]`, list.stdout)
+
+	r = b.run(t, "limits suggest", "--percentile", "0.5", "--margin", "1", "--below-longest", "--types", "chapter", "--json")
+	require.Equal(t, 0, r.code, r)
+	var sugs []struct {
+		Type             string   `json:"type"`
+		Completed        int      `json:"completed"`
+		SuggestedSeconds *float64 `json:"suggested_seconds"`
+		Applied          bool     `json:"applied"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sugs), r)
+	require.Len(t, sugs, 1)
+	require.InDelta(t, 3030, *sugs[0].SuggestedSeconds, 1, "the median, 50.5 minutes")
+	require.False(t, sugs[0].Applied)
+
+	r = b.run(t, "limits suggest", "--apply")
+	require.Equal(t, 0, r.code, r)
+	require.Contains(t, r.stdout, "2h28m31s (applied)")
+	list = b.run(t, "limits list", "--json")
+	require.JSONEq(t, `[{"type": "chapter", "limit": "2h28m31s", "limit_seconds": 8911}]`, list.stdout,
+		"a type without a suggestion keeps having no limit")
+
+	r = b.run(t, "limits suggest", "--margin", "0.5")
+	require.Equal(t, 2, r.code, r)
+	require.Contains(t, r.stderr, "--margin 0.5: want 1 or more")
+}

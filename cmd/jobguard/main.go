@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal, the default behaviour comes back: a second
+	// one ends the process at once, should the shutdown hang.
+	go func() { <-ctx.Done(); stop() }()
+	code := (&cli{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, terminal: isTerminal()}).main(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// cli is one invocation: where it writes and what it reads of its
+// environment.
+type cli struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// terminal is true when stdout and stderr are terminals: only then
+	// does a long scan show its progress.
+	terminal bool
+}
+
+// command is one of the commands.
+type command struct {
+	// name is how it is called: "explain", "limits set".
+	name string
+	// args is its arguments as the synopsis writes them.
+	args string
+	// short is the line of 'jobguard --help'.
+	short string
+	// long is the text of its --help, before the flags.
+	long string
+	// flags defines its flags over the settings.
+	flags func(f *flags, s *settings)
+	// run runs it with its arguments.
+	run func(ctx context.Context, c *cli, s *settings, args []string) error
+}
+
+// commands are listed in this order by --help.
+func commands() []*command {
+	return []*command{explainCommand, sweepCommand, limitsListCommand, limitsSetCommand, limitsSuggestCommand,
+		retryCommand, runCommand, versionCommand}
+}
+
+// main runs the command args name and returns the exit code.
+func (c *cli) main(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		c.help(c.stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		return c.helpCommand(args[1:])
+	}
+	cmd, rest, err := find(args)
+	if err != nil {
+		return c.report(nil, err)
+	}
+	s, err := loadSettings(rest, c.getenv)
+	if err != nil {
+		return c.report(cmd, err)
+	}
+	f := newFlags("jobguard " + cmd.name)
+	cmd.flags(f, &s)
+	positional, err := f.parse(rest)
+	if errors.Is(err, errHelp) {
+		c.commandHelp(c.stdout, cmd, f)
+		return exitOK
+	}
+	if err == nil {
+		s.fromEnv(c.getenv, f)
+		err = s.check()
+	}
+	if err == nil {
+		err = cmd.run(ctx, c, &s, positional)
+	}
+	return c.report(cmd, err)
+}
+
+// find returns the command args name, and the arguments after its name.
+func find(args []string) (*command, []string, error) {
+	if args[0] == "limits" {
+		if len(args) < 2 || strings.HasPrefix(args[1], "-") {
+			return nil, nil, usageErr("limits needs a subcommand: list, set or suggest")
+		}
+		args = append([]string{"limits " + args[1]}, args[2:]...)
+	}
+	for _, cmd := range commands() {
+		if cmd.name == args[0] {
+			return cmd, args[1:], nil
+		}
+	}
+	return nil, nil, usageErr("unknown command %q", args[0])
+}
+
+// fromEnv takes the servers' URLs from the environment when their flags
+// are not set: the flags' defaults do not show them, as a URL may hold a
+// password.
+func (s *settings) fromEnv(getenv func(string) string, f *flags) {
+	set := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if !set["database-url"] && s.DatabaseURL == "" {
+		s.DatabaseURL = getenv(envDatabaseURL)
+	}
+	if !set["redis-url"] {
+		if v := getenv(envRedisURL); v != "" {
+			s.RedisURL = v
+		}
+	}
+}
+
+// report writes err, and what to do about it, to stderr and returns the
+// exit code it ends the command with.
+func (c *cli) report(cmd *command, err error) int {
+	code := exitCode(err)
+	if code == exitOK {
+		return code
+	}
+	name := "jobguard"
+	if cmd != nil {
+		name += " " + cmd.name
+	}
+	fmt.Fprintf(c.stderr, "%s: %v\n", name, err)
+	if todo := todoOf(err); todo != "" {
+		fmt.Fprintf(c.stderr, "%s\n", todo)
+	}
+	if code == exitUsage {
+		help := "jobguard --help"
+		if cmd != nil {
+			help = "jobguard " + cmd.name + " --help"
+		}
+		fmt.Fprintf(c.stderr, "Run '%s' for usage.\n", help)
+	}
+	return code
+}
+
+// logger is the logger of the library's calls: text or JSON on stderr.
+func (c *cli) logger(s *settings) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(s.LogLevel)); err != nil {
+		return nil, usageErr("--log-level %q: want debug, info, warn or error", s.LogLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch s.LogFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(c.stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(c.stderr, opts)), nil
+	}
+	return nil, usageErr("--log-format %q: want text or json", s.LogFormat)
+}
+
+// isTerminal reports whether stdout and stderr are character devices
+// (terminals, as far as the standard library can tell).
+func isTerminal() bool {
+	for _, f := range []*os.File{os.Stdout, os.Stderr} {
+		fi, err := f.Stat()
+		if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+			return false
+		}
+	}
+	return true
+}

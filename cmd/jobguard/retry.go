@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+var retryCommand = &command{
+	name:  "retry",
+	args:  "<job-id>",
+	short: "an operator's retry of a FAILED job",
+	long: `
+Retry moves a FAILED job back to QUEUED, as an operator's explicit retry
+(jobguard.Guard.Retry): in one conditional statement, only while the job is
+FAILED, it clears the failure reason, resets progress and start, and bumps
+the generation, so that no execution from before the retry can write again
+and an old reclaim marker no longer blocks the job. It prints the new
+generation. On a table without a generation column the marker cannot be
+told from a fresh one, so it is deleted from Redis as well.
+
+It refuses any job that is not FAILED (exit 4) and changes nothing then. It
+does not enqueue the job in a queue: requeue it there as your queue does.
+
+Exit codes: 0 retried, 1 error, 2 a malformed job id, 3 no such job, 4 the
+job is not FAILED.`,
+	flags: func(f *flags, s *settings) {
+		f.commonGroups(s)
+		f.outputGroup(s, false)
+	},
+	run: retry,
+}
+
+func retry(ctx context.Context, c *cli, s *settings, args []string) error {
+	if len(args) != 1 {
+		return usageErr("retry takes one job id; got %d arguments", len(args))
+	}
+	cn, err := openDB(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer cn.close()
+	guard, err := cn.guard(ctx, s, nil)
+	if err != nil {
+		return err
+	}
+	id, err := guard.CanonicalID(args[0])
+	if err != nil {
+		return fail(exitUsage, err, "")
+	}
+	// Without a generation the marker must go too: check Redis first, so
+	// that the retry is not left half done.
+	if !guard.Fenced() {
+		if err := cn.openRedis(ctx, s, true); err != nil {
+			return err
+		}
+	}
+	before, err := guard.Batch().Snapshot(ctx, cn.pool, []string{id})
+	if err != nil {
+		return err
+	}
+	gen, err := guard.Retry(ctx, cn.pool, id)
+	var se *jobguard.StateError
+	switch {
+	case errors.As(err, &se) && se.Reason == jobguard.ReasonNotFound:
+		return fail(exitNotFound, fmt.Errorf("job %s not found in %s", id, guard.Table().QualifiedName()),
+			"check the id, and that --schema and --table (or the config file) name the table the workers write")
+	case errors.As(err, &se) && se.Reason == jobguard.ReasonStatus:
+		return fail(exitRefused, fmt.Errorf("job %s is %s: only a %s job can be retried; nothing was changed",
+			id, se.Status, guard.Table().Statuses.Failed), "")
+	case err != nil:
+		return err
+	}
+	markerDeleted := false
+	if !guard.Fenced() {
+		markers, err := jobguard.NewMarkerStore(guard, cn.redis, jobguard.MarkerConfig{})
+		if err == nil {
+			err = markers.Delete(ctx, id)
+		}
+		if err != nil {
+			return fail(exitError, fmt.Errorf("job %s was retried, but its reclaim marker was not deleted: %w", id, err),
+				"the start guard refuses the job while the marker lives: delete key %s:reclaimed:{%s} in Redis",
+				guard.Shared().Prefix, id)
+		}
+		markerDeleted = true
+	}
+	prev := before[id]
+	if s.JSON {
+		out := struct {
+			ID                    string `json:"id"`
+			Status                string `json:"status"`
+			Generation            *int64 `json:"generation"`
+			PreviousGeneration    *int64 `json:"previous_generation"`
+			PreviousFailureReason string `json:"previous_failure_reason"`
+			MarkerDeleted         bool   `json:"marker_deleted"`
+		}{ID: id, Status: guard.Table().Statuses.Queued, PreviousFailureReason: prev.FailureReason, MarkerDeleted: markerDeleted}
+		if guard.Fenced() {
+			out.Generation, out.PreviousGeneration = &gen, &prev.Generation
+		}
+		return printJSON(c.stdout, out)
+	}
+	st := guard.Table().Statuses
+	if guard.Fenced() {
+		fmt.Fprintf(c.stdout, "Job %s: %s -> %s, generation %d -> %d.\n", id, st.Failed, st.Queued, prev.Generation, gen)
+	} else {
+		fmt.Fprintf(c.stdout, "Job %s: %s -> %s (no generation column); its reclaim marker is deleted.\n", id, st.Failed, st.Queued)
+	}
+	if prev.FailureReason != "" {
+		fmt.Fprintf(c.stdout, "Cleared failure reason: %q.\n", prev.FailureReason)
+	}
+	fmt.Fprintln(c.stdout, "Enqueue it in your queue again if your queue does not pick QUEUED rows up by itself.")
+	return nil
+}

@@ -1,0 +1,355 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/reclaim"
+	"github.com/jobguard/jobguard/reclaim/bullmq"
+	"github.com/jobguard/jobguard/reclaim/riversource"
+)
+
+// The environment variables the command reads.
+const (
+	envDatabaseURL = "JOBGUARD_DATABASE_URL"
+	envRedisURL    = "JOBGUARD_REDIS_URL"
+	envConfig      = "JOBGUARD_CONFIG"
+)
+
+// redisURLDefault is the Redis of --redis-url when neither the flag nor
+// JOBGUARD_REDIS_URL names one.
+const redisURLDefault = "redis://127.0.0.1:6379/0"
+
+// The sources of --source.
+const (
+	sourceTable  = "table"
+	sourceBullMQ = "bullmq"
+	sourceRiver  = "river"
+)
+
+// The transports of --notices.
+const (
+	noticesOff      = "off"
+	noticesRedis    = "redis"
+	noticesPostgres = "postgres"
+)
+
+// settings are what the commands read. Each comes from its default, then
+// the config file, then the environment (the servers' URLs), then a flag:
+// the later wins.
+type settings struct {
+	// DatabaseURL reaches PostgreSQL; empty leaves it to libpq's PG*
+	// variables and defaults.
+	DatabaseURL string
+	// RedisURL reaches Redis, where the reclaim markers live.
+	RedisURL string
+	// Table maps the jobs table. Starts as jobguard.DefaultTable().
+	Table jobguard.Table
+	// Shared are the settings the workers must agree on.
+	Shared jobguard.Shared
+	// LimitsSchema and LimitsTable say where the per-type limits live. An
+	// empty schema is the jobs table's.
+	LimitsSchema, LimitsTable string
+	// NoProgress, Interval, SweepTimeout and PageSize are the reclaimer's
+	// (reclaim.Config).
+	NoProgress, Interval, SweepTimeout time.Duration
+	PageSize                           int
+	// Source is where the active jobs are listed: sourceTable, sourceBullMQ
+	// or sourceRiver.
+	Source string
+	BullMQ bullmq.Config
+	River  riversource.Config
+	// Notices is how reclaims are announced to the workers' watchers.
+	Notices string
+	// ParentRules are the reclaim's parent rules, by job type, from the
+	// config file only.
+	ParentRules map[string]reclaim.ParentUpdate
+
+	// The options of one command or another.
+	DryRun  bool        // sweep
+	Suggest suggestOpts // limits suggest
+	Service serviceOpts // run
+
+	// JSON prints the result as JSON.
+	JSON bool
+	// LogFormat and LogLevel shape the logs on stderr.
+	LogFormat, LogLevel string
+}
+
+// defaultSettings are the settings before the config file and the flags:
+// the bundled migrations' table, the library's shared defaults, the
+// reclaimer's defaults.
+func defaultSettings() settings {
+	return settings{
+		RedisURL: redisURLDefault,
+		Table:    jobguard.DefaultTable(),
+		Shared: jobguard.Shared{Prefix: jobguard.PrefixDefault, ReclaimedReason: jobguard.ReclaimedReasonDefault,
+			NoticeChannel: jobguard.NoticeChannelDefault, LeaderKey: jobguard.LeaderKeyDefault},
+		LimitsTable: reclaim.LimitsTableDefault,
+		NoProgress:  reclaim.NoProgressDefault,
+		Interval:    reclaim.IntervalDefault,
+		PageSize:    reclaim.PageSizeDefault,
+		Source:      sourceTable,
+		BullMQ:      bullmq.Config{Prefix: bullmq.PrefixDefault},
+		River:       riversource.Config{RowIDKey: riversource.RowIDKeyDefault},
+		Notices:     noticesOff,
+		Suggest:     defaultSuggest(),
+		Service:     defaultService(),
+		LogFormat:   "text",
+		LogLevel:    "warn",
+	}
+}
+
+// limitsSchema is the schema of the limits table: its own, else the jobs
+// table's.
+func (s *settings) limitsSchema() string {
+	if s.LimitsSchema != "" {
+		return s.LimitsSchema
+	}
+	return s.Table.Schema
+}
+
+// loadSettings returns the defaults with the config file applied: the one
+// --config names in args, else the one JOBGUARD_CONFIG names, if any. The
+// flags, parsed later, are defined with these as their defaults.
+func loadSettings(args []string, getenv func(string) string) (settings, error) {
+	s := defaultSettings()
+	path := getenv(envConfig)
+	if p, ok := configArg(args); ok {
+		path = p
+	}
+	if path == "" {
+		return s, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return s, usageErr("config file: %v", err)
+	}
+	if err := s.applyConfig(data); err != nil {
+		return s, usageErr("config file %s: %v", path, err)
+	}
+	return s, nil
+}
+
+// configArg finds the value of --config in args, before the flags are
+// parsed: the config file gives the other flags their defaults.
+func configArg(args []string) (string, bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "config" {
+			continue
+		}
+		if hasValue {
+			return value, true
+		}
+		if i+1 < len(args) {
+			return args[i+1], true
+		}
+	}
+	return "", false
+}
+
+// configFile is the JSON config file. Every field is optional; a field left
+// out keeps its default, and a column set to "" is absent from the table
+// (for the optional ones: generation, progress, type, parent, started-at).
+type configFile struct {
+	Table *struct {
+		Schema              *string `json:"schema"`
+		Name                *string `json:"name"`
+		IDColumn            *string `json:"id_column"`
+		StatusColumn        *string `json:"status_column"`
+		UpdatedAtColumn     *string `json:"updated_at_column"`
+		FailureReasonColumn *string `json:"failure_reason_column"`
+		GenerationColumn    *string `json:"generation_column"`
+		ProgressColumn      *string `json:"progress_column"`
+		TypeColumn          *string `json:"type_column"`
+		ParentIDColumn      *string `json:"parent_id_column"`
+		StartedAtColumn     *string `json:"started_at_column"`
+		Statuses            *struct {
+			Queued     *string `json:"queued"`
+			Processing *string `json:"processing"`
+			Completed  *string `json:"completed"`
+			Failed     *string `json:"failed"`
+		} `json:"statuses"`
+	} `json:"table"`
+	Shared *struct {
+		Prefix          *string `json:"prefix"`
+		ReclaimedReason *string `json:"reclaimed_reason"`
+		NoticeChannel   *string `json:"notice_channel"`
+		LeaderKey       *int64  `json:"leader_key"`
+	} `json:"shared"`
+	Limits *struct {
+		Schema *string `json:"schema"`
+		Table  *string `json:"table"`
+	} `json:"limits"`
+	Reclaim *struct {
+		NoProgress   *duration `json:"no_progress"`
+		Interval     *duration `json:"interval"`
+		SweepTimeout *duration `json:"sweep_timeout"`
+		PageSize     *int      `json:"page_size"`
+		Notices      *string   `json:"notices"`
+	} `json:"reclaim"`
+	Source *struct {
+		Kind   *string `json:"kind"`
+		BullMQ *struct {
+			Queue           *string `json:"queue"`
+			Prefix          *string `json:"prefix"`
+			RowIDField      *string `json:"row_id_field"`
+			GenerationField *string `json:"generation_field"`
+		} `json:"bullmq"`
+		River *struct {
+			Schema   *string           `json:"schema"`
+			RowIDKey *string           `json:"row_id_key"`
+			Queues   []string          `json:"queues"`
+			Kinds    map[string]string `json:"kinds"`
+		} `json:"river"`
+	} `json:"source"`
+	ParentRules map[string]struct {
+		Schema   string   `json:"schema"`
+		Table    string   `json:"table"`
+		IDColumn string   `json:"id_column"`
+		Column   string   `json:"column"`
+		Value    string   `json:"value"`
+		From     []string `json:"from"`
+	} `json:"parent_rules"`
+}
+
+// duration is a time.Duration written as Go writes one: "15m", "1h30m".
+type duration time.Duration
+
+func (d *duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration is a string such as \"15m\", not %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = duration(v)
+	return nil
+}
+
+// applyConfig sets what the config file data says. An unknown field is an
+// error, so that a misspelt column is not silently left at its default.
+func (s *settings) applyConfig(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var c configFile
+	if err := dec.Decode(&c); err != nil {
+		return err
+	}
+	if t := c.Table; t != nil {
+		set(&s.Table.Schema, t.Schema)
+		set(&s.Table.Name, t.Name)
+		set(&s.Table.IDColumn, t.IDColumn)
+		set(&s.Table.StatusColumn, t.StatusColumn)
+		set(&s.Table.UpdatedAtColumn, t.UpdatedAtColumn)
+		set(&s.Table.FailureReasonColumn, t.FailureReasonColumn)
+		set(&s.Table.GenerationColumn, t.GenerationColumn)
+		set(&s.Table.ProgressColumn, t.ProgressColumn)
+		set(&s.Table.TypeColumn, t.TypeColumn)
+		set(&s.Table.ParentIDColumn, t.ParentIDColumn)
+		set(&s.Table.StartedAtColumn, t.StartedAtColumn)
+		if st := t.Statuses; st != nil {
+			set(&s.Table.Statuses.Queued, st.Queued)
+			set(&s.Table.Statuses.Processing, st.Processing)
+			set(&s.Table.Statuses.Completed, st.Completed)
+			set(&s.Table.Statuses.Failed, st.Failed)
+		}
+	}
+	if sh := c.Shared; sh != nil {
+		set(&s.Shared.Prefix, sh.Prefix)
+		set(&s.Shared.ReclaimedReason, sh.ReclaimedReason)
+		set(&s.Shared.NoticeChannel, sh.NoticeChannel)
+		set(&s.Shared.LeaderKey, sh.LeaderKey)
+	}
+	if l := c.Limits; l != nil {
+		set(&s.LimitsSchema, l.Schema)
+		set(&s.LimitsTable, l.Table)
+	}
+	if r := c.Reclaim; r != nil {
+		setDuration(&s.NoProgress, r.NoProgress)
+		setDuration(&s.Interval, r.Interval)
+		setDuration(&s.SweepTimeout, r.SweepTimeout)
+		set(&s.PageSize, r.PageSize)
+		set(&s.Notices, r.Notices)
+	}
+	if src := c.Source; src != nil {
+		set(&s.Source, src.Kind)
+		if b := src.BullMQ; b != nil {
+			set(&s.BullMQ.Queue, b.Queue)
+			set(&s.BullMQ.Prefix, b.Prefix)
+			set(&s.BullMQ.RowIDField, b.RowIDField)
+			set(&s.BullMQ.GenerationField, b.GenerationField)
+		}
+		if r := src.River; r != nil {
+			set(&s.River.Schema, r.Schema)
+			set(&s.River.RowIDKey, r.RowIDKey)
+			if r.Queues != nil {
+				s.River.Queues = r.Queues
+			}
+			if r.Kinds != nil {
+				s.River.Types = r.Kinds
+			}
+		}
+	}
+	if len(c.ParentRules) > 0 {
+		s.ParentRules = map[string]reclaim.ParentUpdate{}
+		for _, typ := range slices.Sorted(maps.Keys(c.ParentRules)) {
+			p := c.ParentRules[typ]
+			s.ParentRules[typ] = reclaim.ParentUpdate{Schema: p.Schema, Table: p.Table, IDColumn: p.IDColumn,
+				Column: p.Column, Value: p.Value, From: p.From}
+		}
+	}
+	return nil
+}
+
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+func setDuration(dst *time.Duration, v *duration) {
+	if v != nil {
+		*dst = time.Duration(*v)
+	}
+}
+
+// check validates what the library cannot: the choices among names.
+func (s *settings) check() error {
+	switch s.Source {
+	case sourceTable, sourceBullMQ, sourceRiver:
+	default:
+		return usageErr("--source %q: want table, bullmq or river", s.Source)
+	}
+	switch s.Notices {
+	case noticesOff, noticesRedis, noticesPostgres:
+	default:
+		return usageErr("--notices %q: want off, redis or postgres", s.Notices)
+	}
+	if s.Source == sourceBullMQ && s.BullMQ.Queue == "" {
+		return usageErr("--source bullmq needs --bullmq-queue, the queue's name")
+	}
+	for name, d := range map[string]time.Duration{"--no-progress": s.NoProgress, "--interval": s.Interval, "--sweep-timeout": s.SweepTimeout} {
+		if d < 0 {
+			return usageErr("%s %v is negative", name, d)
+		}
+	}
+	if s.PageSize < 0 {
+		return usageErr("--page-size %d is negative", s.PageSize)
+	}
+	return nil
+}

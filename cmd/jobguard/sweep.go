@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/reclaim"
+	"github.com/jobguard/jobguard/watch"
+)
+
+var sweepCommand = &command{
+	name:  "sweep",
+	short: "one reclaim sweep; --dry-run prints its plan and writes nothing",
+	long: `
+Sweep runs one reclaim sweep now, as the reclaimer service runs them, and
+prints its report: how many jobs were listed, reclaimed, kept as
+progressing, and so on (reclaim.Report). It needs no leader: a sweep beside
+a running reclaimer is safe, as every reclaim is a conditional write.
+
+With --dry-run it decides the same and writes nothing (reclaim's Plan): no
+row, parent, marker or notice. It prints every job the source lists, with
+its runtime, limit, time without progress, decision and why. The table
+source lists only the running jobs over their type's limit; a queue source
+lists every active job.
+
+On a terminal a progress line counts the jobs read; piped, it stays quiet.`,
+	flags: func(f *flags, s *settings) {
+		f.section("Sweep")
+		f.boolean(&s.DryRun, "dry-run", "decide and write nothing; print the plan")
+		f.commonGroups(s)
+		f.decisionGroup(s, true)
+		f.sourceGroup(s)
+		f.outputGroup(s, true)
+	},
+	run: sweep,
+}
+
+func sweep(ctx context.Context, c *cli, s *settings, args []string) error {
+	if len(args) > 0 {
+		return usageErr("sweep takes no arguments; got %q", args)
+	}
+	log, err := c.logger(s)
+	if err != nil {
+		return err
+	}
+	cn, err := openDB(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer cn.close()
+	guard, err := cn.guard(ctx, s, nil)
+	if err != nil {
+		return err
+	}
+	// A live sweep writes markers after its commit: make sure Redis
+	// answers before anything is written.
+	if err := cn.openRedis(ctx, s, !s.DryRun); err != nil {
+		return err
+	}
+	src, err := cn.source(guard, s)
+	if err != nil {
+		return err
+	}
+	limits, err := cn.limits(s)
+	if err != nil {
+		return err
+	}
+	cfg := reclaim.Config{Guard: guard, DB: cn.pool, Redis: cn.redis, Limits: limits, NoProgress: s.NoProgress,
+		SweepTimeout: s.SweepTimeout, Interval: s.Interval, PageSize: s.PageSize, Logger: log}
+	if cfg.OnReclaim, err = parentRules(s); err != nil {
+		return err
+	}
+	if !s.DryRun {
+		if cfg.Notices, err = cn.notices(guard, s); err != nil {
+			return err
+		}
+	}
+	what := "sweeping"
+	if s.DryRun {
+		what = "planning"
+	}
+	p := c.newProgress(s, what)
+	defer p.done()
+	cfg.Source = counted{Source: src, p: p}
+	r, err := reclaim.New(cfg)
+	if err != nil {
+		return err
+	}
+	if s.DryRun {
+		plan, err := r.Plan(ctx)
+		p.done()
+		if err != nil {
+			return limitsErr(err, s)
+		}
+		return printPlan(c, s, plan)
+	}
+	rep, err := r.Sweep(ctx)
+	p.done()
+	if err != nil && rep.Scanned == 0 {
+		return limitsErr(err, s)
+	}
+	if perr := printReport(c, s, rep); perr != nil {
+		return perr
+	}
+	if err != nil {
+		return fail(exitError, err, "the sweep stopped part way: what it reclaimed before stands, and the report above counts it")
+	}
+	return nil
+}
+
+// source is the source --source names: the queue's, or the jobs table's.
+func (c *conns) source(guard *jobguard.Guard, s *settings) (reclaim.Source, error) {
+	queue, err := c.queueSource(s)
+	if err != nil || queue != nil {
+		return queue, err
+	}
+	src, err := reclaim.NewTableSource(guard, c.pool)
+	if err != nil {
+		return nil, fail(exitError, err, "map the column of the current attempt's start (--started-at-column), "+
+			"or read the starts from the queue (--source bullmq or river)")
+	}
+	return src, nil
+}
+
+// notices is the publisher of --notices, nil when off.
+func (c *conns) notices(guard *jobguard.Guard, s *settings) (reclaim.Notifier, error) {
+	var t watch.Transport
+	switch s.Notices {
+	case noticesRedis:
+		t.Redis = c.redis
+	case noticesPostgres:
+		t.Postgres = c.pool
+	default:
+		return nil, nil
+	}
+	pub, err := watch.NewPublisher(guard, t)
+	if err != nil {
+		return nil, usageErr("--notices %s: %v", s.Notices, err)
+	}
+	return pub, nil
+}
+
+// parentRules are the config file's parent rules, as reclaim runs them.
+func parentRules(s *settings) (map[string]reclaim.ParentRule, error) {
+	if len(s.ParentRules) == 0 {
+		return nil, nil
+	}
+	rules := make(map[string]reclaim.ParentRule, len(s.ParentRules))
+	for typ, p := range s.ParentRules {
+		rule, err := reclaim.SetParent(p)
+		if err != nil {
+			return nil, usageErr("config file: parent_rules[%q]: %v", typ, err)
+		}
+		rules[typ] = rule
+	}
+	return rules, nil
+}
+
+// plannedJSON is one job of a plan, as --json prints it.
+type plannedJSON struct {
+	ID             string   `json:"id"`
+	Type           string   `json:"type"`
+	Generation     int64    `json:"generation"`
+	Decision       string   `json:"decision"`
+	RuntimeSeconds *float64 `json:"runtime_seconds"`
+	LimitSeconds   *float64 `json:"limit_seconds"`
+	StalledSeconds *float64 `json:"stalled_for_seconds"`
+	Why            string   `json:"why"`
+}
+
+// printPlan writes a dry run's plan: a line per job, then the counts.
+func printPlan(c *cli, s *settings, plan reclaim.Plan) error {
+	if s.JSON {
+		jobs := make([]plannedJSON, len(plan.Jobs))
+		for i, j := range plan.Jobs {
+			jobs[i] = plannedJSON{ID: j.ID, Type: j.Type, Generation: j.Generation, Decision: j.Decision.String(),
+				RuntimeSeconds: optSeconds(j.Runtime), LimitSeconds: optSeconds(j.Limit),
+				StalledSeconds: optSeconds(j.StalledFor), Why: j.String()}
+		}
+		return printJSON(c.stdout, struct {
+			DryRun bool          `json:"dry_run"`
+			Jobs   []plannedJSON `json:"jobs"`
+			Report reportJSON    `json:"report"`
+		}{true, jobs, toReportJSON(plan.Report)})
+	}
+	if len(plan.Jobs) == 0 {
+		what := "no job listed"
+		if s.Source == sourceTable {
+			what += " (the table source lists only the running jobs over their type's limit)"
+		}
+		fmt.Fprintf(c.stdout, "%s. Dry run: nothing was written.\n", strings.ToUpper(what[:1])+what[1:])
+		return nil
+	}
+	t := newTable(c.stdout, "JOB", "TYPE", "RUNTIME", "LIMIT", "STALLED FOR", "DECISION", "WHY")
+	counts := map[reclaim.Decision]int{}
+	for _, j := range plan.Jobs {
+		counts[j.Decision]++
+		t.row(j.ID, orDash(j.Type), dur(j.Runtime), limitText(j.Limit), dur(j.StalledFor), j.Decision.String(), j.String())
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	var parts []string
+	for d := reclaim.DecisionSourceError; d <= reclaim.DecisionReclaim; d++ {
+		if n := counts[d]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, d))
+		}
+	}
+	fmt.Fprintf(c.stdout, "\n%d listed: %s. Dry run: nothing was written.\n", len(plan.Jobs), strings.Join(parts, ", "))
+	return nil
+}
+
+// reportJSON is a reclaim.Report, as --json prints it.
+type reportJSON struct {
+	Scanned         int      `json:"scanned"`
+	Reclaimed       int      `json:"reclaimed"`
+	ReclaimedIDs    []string `json:"reclaimed_ids"`
+	WouldReclaim    int      `json:"would_reclaim"`
+	WouldReclaimIDs []string `json:"would_reclaim_ids"`
+	WithinLimit     int      `json:"within_limit"`
+	Progressing     int      `json:"progressing"`
+	Stale           int      `json:"stale"`
+	NotActive       int      `json:"not_active"`
+	NoStartTime     int      `json:"no_start_time"`
+	UnknownType     int      `json:"unknown_type"`
+	SourceErrors    int      `json:"source_errors"`
+	LostRace        int      `json:"lost_race"`
+	Locked          int      `json:"locked"`
+	RuleErrors      int      `json:"rule_errors"`
+	MarkerErrors    int      `json:"marker_errors"`
+	NoticeErrors    int      `json:"notice_errors"`
+}
+
+func toReportJSON(r reclaim.Report) reportJSON {
+	nonNil := func(ids []string) []string {
+		if ids == nil {
+			return []string{}
+		}
+		return ids
+	}
+	return reportJSON{Scanned: r.Scanned, Reclaimed: r.Reclaimed, ReclaimedIDs: nonNil(r.ReclaimedIDs),
+		WouldReclaim: r.WouldReclaim, WouldReclaimIDs: nonNil(r.WouldReclaimIDs), WithinLimit: r.WithinLimit,
+		Progressing: r.Progressing, Stale: r.Stale, NotActive: r.NotActive, NoStartTime: r.NoStartTime,
+		UnknownType: r.UnknownType, SourceErrors: r.SourceErrors, LostRace: r.LostRace, Locked: r.Locked,
+		RuleErrors: r.RuleErrors, MarkerErrors: r.MarkerErrors, NoticeErrors: r.NoticeErrors}
+}
+
+// printReport writes a sweep's report: what it reclaimed, then every
+// counter.
+func printReport(c *cli, s *settings, rep reclaim.Report) error {
+	if s.JSON {
+		return printJSON(c.stdout, toReportJSON(rep))
+	}
+	if rep.Reclaimed > 0 {
+		fmt.Fprintf(c.stdout, "Reclaimed %d: %s\n\n", rep.Reclaimed, strings.Join(rep.ReclaimedIDs, ", "))
+	} else {
+		fmt.Fprintf(c.stdout, "Reclaimed nothing.\n\n")
+	}
+	t := newTable(c.stdout, "scanned", fmt.Sprint(rep.Scanned))
+	for _, kv := range []struct {
+		k string
+		v int
+	}{
+		{"reclaimed", rep.Reclaimed}, {"within limit", rep.WithinLimit}, {"progressing", rep.Progressing},
+		{"stale", rep.Stale}, {"not active", rep.NotActive}, {"no start time", rep.NoStartTime},
+		{"unknown type", rep.UnknownType}, {"source errors", rep.SourceErrors}, {"lost race", rep.LostRace},
+		{"locked", rep.Locked}, {"rule errors", rep.RuleErrors}, {"marker errors", rep.MarkerErrors},
+		{"notice errors", rep.NoticeErrors},
+	} {
+		t.row(kv.k, fmt.Sprint(kv.v))
+	}
+	return t.flush()
+}

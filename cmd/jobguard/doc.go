@@ -4,10 +4,15 @@
 // from the runtimes of finished jobs), retries a failed job, and runs the
 // reclaimer as a service with a Prometheus endpoint.
 //
-//	go install github.com/jobguard/jobguard/cmd/jobguard@latest
+// From a checkout of the repository:
+//
+//	go install ./cmd/jobguard
 //
 // It is a module of its own, so that its Prometheus exporter and its flag
-// handling never reach the library's users.
+// handling never reach the library's users. Until the modules are tagged,
+// its go.mod points at the library in the same checkout (a replace
+// directive), which go install with a version (@latest) refuses; the
+// checkout's go.work joins the two.
 //
 // # Commands
 //

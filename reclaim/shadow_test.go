@@ -23,27 +23,6 @@ func (c *countingNotifier) Publish(_ context.Context, reclaimed ...jobguard.Exec
 	return nil
 }
 
-// audit records every row written to the jobs and courses tables, by any
-// statement of any session.
-func audit(t *testing.T, env *testenv.Env, tables ...string) func() int {
-	t.Helper()
-	env.Exec(`CREATE TABLE audit (tbl text NOT NULL, op text NOT NULL)`)
-	env.Exec(`CREATE FUNCTION audit_row() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	INSERT INTO audit VALUES (TG_TABLE_NAME, TG_OP);
-	RETURN NULL;
-END $$`)
-	for _, tbl := range tables {
-		env.Exec(`CREATE TRIGGER audit AFTER INSERT OR UPDATE OR DELETE ON ` + tbl +
-			` FOR EACH ROW EXECUTE FUNCTION audit_row()`)
-	}
-	return func() int {
-		var n int
-		require.NoError(t, env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM audit`).Scan(&n))
-		return n
-	}
-}
-
 // A shadow sweep decides exactly what a live sweep then does, and writes
 // nothing on the way: no job row, no parent, no marker, no notice; a row
 // another transaction holds does not stop it.
@@ -58,7 +37,7 @@ func TestShadow_DecidesLikeALiveSweepAndWritesNothing(t *testing.T) {
 	alive := jobs.Insert(t, fixture.Job{ParentID: "course-c", UpdatedAgo: 2 * time.Hour})
 	setUpdatedAgo(t, jobs, alive, time.Minute)
 	fresh := jobs.Insert(t, fixture.Job{ParentID: "course-d", UpdatedAgo: time.Minute})
-	written := audit(t, env, "jobs", "courses")
+	written := env.Audit("jobs", "courses")
 
 	// A worker transaction holds one stuck row, idle.
 	tx, err := env.Pool.Begin(ctx)
@@ -134,7 +113,7 @@ func TestPlan_SaysWhatASweepWouldDoAndWhy(t *testing.T) {
 	alive := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
 	setUpdatedAgo(t, jobs, alive, 2*time.Minute)
 	untyped := jobs.Insert(t, fixture.Job{Type: "video", UpdatedAgo: 2 * time.Hour})
-	written := audit(t, env, "jobs")
+	written := env.Audit("jobs")
 
 	r, logs := newReclaimer(t, jobs, reclaim.Config{})
 	plan, err := r.Plan(ctx)

@@ -135,3 +135,24 @@ func isUndefinedTable(err error) bool {
 	var pg interface{ SQLState() string }
 	return errors.As(err, &pg) && pg.SQLState() == "42P01"
 }
+
+// openJob is the start of a command that takes one job id: it connects,
+// builds the guard, and returns the id as the id column prints it. A
+// malformed id is a usage error. On success the caller closes cn.
+func openJob(ctx context.Context, s *settings, command string, args []string) (cn *conns, guard *jobguard.Guard, id string, err error) {
+	if len(args) != 1 {
+		return nil, nil, "", usageErr("%s takes one job id; got %d arguments", command, len(args))
+	}
+	if cn, err = openDB(ctx, s); err != nil {
+		return nil, nil, "", err
+	}
+	if guard, err = cn.guard(ctx, s, nil); err != nil {
+		cn.close()
+		return nil, nil, "", err
+	}
+	if id, err = guard.CanonicalID(args[0]); err != nil {
+		cn.close()
+		return nil, nil, "", fail(exitUsage, err, "")
+	}
+	return cn, guard, id, nil
+}

@@ -79,22 +79,11 @@ type marker struct {
 }
 
 func explain(ctx context.Context, c *cli, s *settings, args []string) error {
-	if len(args) != 1 {
-		return usageErr("explain takes one job id; got %d arguments", len(args))
-	}
-	cn, err := openDB(ctx, s)
+	cn, guard, id, err := openJob(ctx, s, "explain", args)
 	if err != nil {
 		return err
 	}
 	defer cn.close()
-	guard, err := cn.guard(ctx, s, nil)
-	if err != nil {
-		return err
-	}
-	id, err := guard.CanonicalID(args[0])
-	if err != nil {
-		return fail(exitUsage, err, "")
-	}
 	if err := cn.openRedis(ctx, s, false); err != nil {
 		return err
 	}

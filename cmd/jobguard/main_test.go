@@ -137,27 +137,6 @@ func tableArgs(t jobguard.Table) []string {
 	}
 }
 
-// audit records every row written to tables, by any statement of any
-// session, and returns a func that counts the rows written so far.
-func audit(t *testing.T, env *testenv.Env, tables ...string) func() int {
-	t.Helper()
-	env.Exec(`CREATE TABLE audit (tbl text NOT NULL, op text NOT NULL)`)
-	env.Exec(`CREATE FUNCTION audit_row() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	INSERT INTO audit VALUES (TG_TABLE_NAME, TG_OP);
-	RETURN NULL;
-END $$`)
-	for _, tbl := range tables {
-		env.Exec(`CREATE TRIGGER audit AFTER INSERT OR UPDATE OR DELETE ON ` + tbl +
-			` FOR EACH ROW EXECUTE FUNCTION audit_row()`)
-	}
-	return func() int {
-		var n int
-		require.NoError(t, env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM audit`).Scan(&n))
-		return n
-	}
-}
-
 // closedPort is an address on which nothing listens: port 1 (tcpmux) is
 // reserved and unused, and connecting to it is refused at once.
 const closedPort = "127.0.0.1:1"

@@ -34,22 +34,11 @@ job is not FAILED.`,
 }
 
 func retry(ctx context.Context, c *cli, s *settings, args []string) error {
-	if len(args) != 1 {
-		return usageErr("retry takes one job id; got %d arguments", len(args))
-	}
-	cn, err := openDB(ctx, s)
+	cn, guard, id, err := openJob(ctx, s, "retry", args)
 	if err != nil {
 		return err
 	}
 	defer cn.close()
-	guard, err := cn.guard(ctx, s, nil)
-	if err != nil {
-		return err
-	}
-	id, err := guard.CanonicalID(args[0])
-	if err != nil {
-		return fail(exitUsage, err, "")
-	}
 	// Without a generation the marker must go too: check Redis first, so
 	// that the retry is not left half done.
 	if !guard.Fenced() {

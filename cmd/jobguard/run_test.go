@@ -150,7 +150,7 @@ func TestRun_ShadowWritesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t, fixture.Prisma)
 	stuck := b.jobs.Insert(t, fixture.Job{UpdatedAgo: 2 * time.Hour})
-	written := audit(t, b.env, b.jobs.Table.QualifiedName())
+	written := b.env.Audit(b.jobs.Table.QualifiedName())
 
 	s := startService(t, b, "--shadow")
 	would := s.logged("reclaim: shadow: would reclaim")

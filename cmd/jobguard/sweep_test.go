@@ -46,7 +46,7 @@ func TestSweep_DryRunWritesNothingAndASweepDoesWhatItSaid(t *testing.T) {
 	alive := b.jobs.Insert(t, fixture.Job{UpdatedAgo: 2 * time.Hour})
 	b.jobs.Backdate(t, alive, "updatedAt", time.Minute)
 	fresh := b.jobs.Insert(t, fixture.Job{UpdatedAgo: time.Minute})
-	written := audit(t, b.env, b.jobs.Table.QualifiedName())
+	written := b.env.Audit(b.jobs.Table.QualifiedName())
 
 	r := b.run(t, "sweep", "--dry-run")
 	require.Equal(t, 0, r.code, r)

@@ -166,6 +166,32 @@ func (e *Env) Exec(sql string, args ...any) {
 	}
 }
 
+// Audit records every row written to tables (SQL names, quoted as
+// needed) from now on, by any statement of any session, and returns a
+// func that counts the rows written so far: the proof that something
+// wrote nothing.
+func (e *Env) Audit(tables ...string) func() int {
+	e.t.Helper()
+	e.Exec(`CREATE TABLE audit (tbl text NOT NULL, op text NOT NULL)`)
+	e.Exec(`CREATE FUNCTION audit_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO audit VALUES (TG_TABLE_NAME, TG_OP);
+	RETURN NULL;
+END $$`)
+	for _, tbl := range tables {
+		e.Exec(`CREATE TRIGGER audit AFTER INSERT OR UPDATE OR DELETE ON ` + tbl +
+			` FOR EACH ROW EXECUTE FUNCTION audit_row()`)
+	}
+	return func() int {
+		e.t.Helper()
+		var n int
+		if err := e.Pool.QueryRow(context.Background(), `SELECT count(*) FROM audit`).Scan(&n); err != nil {
+			e.t.Fatalf("testenv: count the audited writes: %v", err)
+		}
+		return n
+	}
+}
+
 // Key returns a Redis key under the test's prefix.
 func (e *Env) Key(parts ...string) string {
 	k := e.Prefix

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/ident"
@@ -32,15 +33,8 @@ func TestOverdue_GenericPlanUsesThePartialIndex(t *testing.T) {
 	g, err := New(ctx, env.Pool, DefaultTable())
 	require.NoError(t, err)
 
-	conn, err := env.Pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
-	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
-	require.NoError(t, err)
-	_, err = conn.Exec(ctx, `PREPARE overdue AS `+g.batch.overdue)
-	require.NoError(t, err)
-	defer func() { _, _ = conn.Exec(ctx, `DEALLOCATE overdue`) }()
-	text := explain(t, conn, `EXPLAIN EXECUTE overdue('{chapter}', '{1800000000}', 1000)`)
+	tx := genericPlans(t, env, g.batch.overdue)
+	text := explain(t, tx, `EXPLAIN EXECUTE stmt('{chapter}', '{1800000000}', 1000)`)
 	require.Contains(t, text, "jobs_active_idx", text)
 	require.Regexp(t, `Index Cond: \(\(type = \w+\.type\) AND \(started_at > '-infinity'`, text, "one index range per type")
 	require.NotContains(t, text, "Seq Scan on jobs", text)
@@ -76,23 +70,33 @@ func TestFailIfUnchanged_GenericPlanIsLinear(t *testing.T) {
 	g, err := New(ctx, env.Pool, DefaultTable())
 	require.NoError(t, err)
 
-	conn, err := env.Pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `PREPARE fail AS `+g.batch.fail)
-	require.NoError(t, err)
+	tx := genericPlans(t, env, g.batch.fail)
 	var ids, statuses, updated, gens string
 	require.NoError(t, tx.QueryRow(ctx, `SELECT array_agg(id)::text, array_agg(status)::text,
 		array_agg(updated_at)::text, array_agg(generation)::text FROM jobs`).Scan(&ids, &statuses, &updated, &gens))
-	plan := explain(t, tx, "EXPLAIN (ANALYZE, COSTS OFF) EXECUTE fail('FAILED', 'stuck', "+
+	plan := explain(t, tx, "EXPLAIN (ANALYZE, COSTS OFF) EXECUTE stmt('FAILED', 'stuck', "+
 		ident.Literal(ids)+", "+ident.Literal(statuses)+", "+ident.Literal(updated)+", "+ident.Literal(gens)+")")
 	require.NotContains(t, plan, "Join Filter", "every join goes through the primary key or the ctid:\n"+plan)
 	require.Contains(t, plan, "Update on jobs", plan)
+}
+
+// genericPlans prepares sql as the statement "stmt" in a transaction of
+// its own that plans every statement generically, as PostgreSQL does after
+// a prepared statement's fifth execution, and returns the transaction. At
+// the end of the test the statement is deallocated (a prepared statement
+// outlives a rollback) and the transaction rolled back.
+func genericPlans(t *testing.T, env *testenv.Env, sql string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := env.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `PREPARE stmt AS `+sql)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = tx.Exec(ctx, `DEALLOCATE stmt`) }) // runs before the rollback
+	return tx
 }
 
 // explain runs an EXPLAIN and returns its lines as one text.
@@ -126,15 +130,8 @@ func TestHistory_GenericPlanReadsTheFinishedIndex(t *testing.T) {
 	g, err := New(ctx, env.Pool, DefaultTable())
 	require.NoError(t, err)
 
-	conn, err := env.Pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
-	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
-	require.NoError(t, err)
-	_, err = conn.Exec(ctx, `PREPARE history AS `+g.batch.history)
-	require.NoError(t, err)
-	defer func() { _, _ = conn.Exec(ctx, `DEALLOCATE history`) }()
-	text := explain(t, conn, `EXPLAIN EXECUTE history('{chapter,video}', '{0,0}', 604800000000, 1000, 0.99, 'reclaimed')`)
+	tx := genericPlans(t, env, g.batch.history)
+	text := explain(t, tx, `EXPLAIN EXECUTE stmt('{chapter,video}', '{0,0}', 604800000000, 1000, 0.99, 'reclaimed')`)
 	require.Contains(t, text, "Index Scan Backward using jobs_finished_idx", text)
 	require.Regexp(t, `Index Cond: \(\(type = \w+\.type\) AND \(updated_at >= `, text, "one index range per type")
 	require.Contains(t, text, "Limit", text)

@@ -3,6 +3,7 @@ package reclaim
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -120,17 +121,15 @@ func planned(l ActiveJob, d Decision, r rule) PlannedJob {
 }
 
 // wouldReclaim counts and logs a job that a shadow sweep would reclaim.
-func (r *Reclaimer) wouldReclaim(ctx context.Context, p *pass, j PlannedJob) {
+// A Plan returns the job instead of logging it.
+func (r *Reclaimer) wouldReclaim(ctx context.Context, p *pass, l ActiveJob, rl rule) {
 	p.rep.WouldReclaim++
-	p.rep.WouldReclaimIDs = append(p.rep.WouldReclaimIDs, j.ID)
-	if p.plan != nil {
-		return // Plan returns it instead
+	p.rep.WouldReclaimIDs = append(p.rep.WouldReclaimIDs, l.ID)
+	if p.plan != nil || !r.log.Enabled(ctx, slog.LevelInfo) {
+		return
 	}
-	r.log.InfoContext(ctx, "reclaim: shadow: would reclaim", jobAttrs(j)...)
-}
-
-// jobAttrs are the log attributes of a planned job.
-func jobAttrs(j PlannedJob) []any {
-	return []any{"job_id", j.ID, "job_type", j.Type, "generation", j.Generation,
-		"runtime", roundSecond(j.Runtime), "limit", j.Limit, "stalled_for", roundSecond(j.StalledFor)}
+	j := planned(l, DecisionReclaim, rl)
+	r.log.InfoContext(ctx, "reclaim: shadow: would reclaim", "job_id", j.ID, "job_type", j.Type,
+		"generation", j.Generation, "runtime", roundSecond(j.Runtime), "limit", j.Limit,
+		"stalled_for", roundSecond(j.StalledFor))
 }

@@ -96,7 +96,7 @@ func (r *Reclaimer) page(ctx context.Context, p *pass, listed []ActiveJob, limit
 			r.count(ctx, &p.rep, &p.notes, l, d)
 			continue
 		case p.dry:
-			r.wouldReclaim(ctx, p, planned(l, d, rl))
+			r.wouldReclaim(ctx, p, l, rl)
 			continue
 		}
 		chosen = append(chosen, *l.Row)

@@ -178,7 +178,6 @@ func buildStatements(t Table, cat catalog) statements {
 	s.completeProcessing = write(OpComplete, completed, 0, st.Processing)
 	s.fail = write(OpFail, fmt.Sprintf("%s = %s, %s = $2, %s", status, lit(st.Failed), reason, touch), 1, st.Queued, st.Processing)
 	s.touch = write(OpTouch, touch, 0, st.Processing)
-	s.touchProgress = s.touch
 	if t.ProgressColumn != "" {
 		s.touchProgress = write(OpTouch, fmt.Sprintf("%s, %s = $2", touch, q(t.ProgressColumn)), 1, st.Processing)
 	}

@@ -39,6 +39,7 @@ func TestNew_RejectsBadMappingWithNamedProblem(t *testing.T) {
 		"same column twice": {with(func(t *jobguard.Table) { t.StartedAtColumn = "updated_at" }), `UpdatedAtColumn and StartedAtColumn both name column "updated_at"`},
 		"duplicate status":  {with(func(t *jobguard.Table) { t.Statuses.Failed = "QUEUED" }), `Statuses has "QUEUED" twice`},
 		"NUL in identifier": {with(func(t *jobguard.Table) { t.Name = "jo\x00bs" }), "Name \"jo\\x00bs\" contains a NUL byte"},
+		"NUL in status":     {with(func(t *jobguard.Table) { t.Statuses.Failed = "FA\x00ILED" }), "Statuses.Failed \"FA\\x00ILED\" contains a NUL byte"},
 		"too long name":     {with(func(t *jobguard.Table) { t.StatusColumn = strings.Repeat("s", 64) }), "longer than 63 bytes"},
 	}
 	for name, c := range cases {

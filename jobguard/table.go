@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -220,7 +221,13 @@ func (t Table) validate() error {
 	}
 	s := t.Statuses
 	labels := []string{s.Queued, s.Processing, s.Completed, s.Failed}
+	names := []string{"Queued", "Processing", "Completed", "Failed"}
 	for i, l := range labels {
+		// The statements write the statuses as literals; text cannot hold
+		// a NUL, and the server would cut the statement short at it.
+		if strings.IndexByte(l, 0) >= 0 {
+			return fmt.Errorf("Statuses.%s %q contains a NUL byte", names[i], l)
+		}
 		if slices.Contains(labels[:i], l) {
 			return fmt.Errorf("Statuses has %q twice; the four statuses must differ", l)
 		}

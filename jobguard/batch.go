@@ -108,11 +108,13 @@ func buildBatchStatements(t Table, cat catalog) batchStatements {
 	if t.StartedAtColumn != "" {
 		started = asUTC("t.", t.StartedAtColumn)
 	}
-	// The column list of scanJobStates; now() is the statement's clock,
-	// read with the rows so that their ages are measured on it.
+	// The column list of scanJobStates. The clock is the statement's,
+	// statement_timestamp(), which the guarded writes stamp too, read with
+	// the rows so that their ages are measured on it (now() would be the
+	// start of a caller's transaction, before writes made in it).
 	exprs := []string{
 		col("t.", t.IDColumn) + "::text", typ, col("t.", t.StatusColumn) + "::text", asUTC("t.", t.UpdatedAtColumn),
-		gen, parent, started, col("t.", t.FailureReasonColumn) + "::text", "now()",
+		gen, parent, started, col("t.", t.FailureReasonColumn) + "::text", "statement_timestamp()",
 	}
 	cols := strings.Join(exprs, ", ")
 
@@ -448,11 +450,7 @@ func buildOverdue(t Table, cat catalog, exprs []string, ids string) (first, next
 	// statement runs, and with a third of every type's rows estimated, a
 	// server with JIT compiles the statement on every run, at a cost of
 	// tens of milliseconds.
-	now := "now()"
-	if cat.columns[t.StartedAtColumn].name == "timestamp" {
-		now = "(now() AT TIME ZONE 'UTC')"
-	}
-	before := now + " - l.us * interval '1 microsecond' AS before"
+	before := nowExpr(cat.columns[t.StartedAtColumn]) + " - l.us * interval '1 microsecond' AS before"
 	limits := "unnest($1::text[], $2::int8[]) AS l(type, us)"
 	cut := "SELECT l.type, " + before + " FROM " + limits
 	typeMatch := ""

@@ -379,3 +379,27 @@ func TestOverdue_EnumTypeColumn(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, "video", got[0].Type)
 }
+
+// Inside a caller's transaction, a row is read on the clock of the
+// statement that reads it, the clock the guarded writes stamp: a job
+// touched a moment ago in that transaction has stood still for a moment,
+// never for a negative time, and is not overdue by the transaction's age.
+func TestSnapshot_InsideACallersTransactionReadsOnTheStatementsClock(t *testing.T) {
+	t.Parallel()
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		ctx := context.Background()
+		id := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: time.Hour})
+		tx, err := jobs.Env.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, `SELECT pg_sleep(0.3)`) // the transaction ages
+		require.NoError(t, err)
+		require.NoError(t, jobs.Guard.Touch(ctx, tx, jobguard.Execution{JobID: id, Generation: 1}))
+
+		got, err := jobs.Guard.Batch().Snapshot(ctx, tx, []string{id})
+		require.NoError(t, err)
+		row := got[id]
+		require.False(t, row.ReadAt.Before(row.UpdatedAt),
+			"read at %v, before the touch it reads (%v)", row.ReadAt, row.UpdatedAt)
+	})
+}

@@ -143,10 +143,7 @@ func buildHistory(t Table, cat catalog) string {
 		}
 		return col(name)
 	}
-	now := "now()"
-	if cat.columns[t.UpdatedAtColumn].name == "timestamp" {
-		now = "(now() AT TIME ZONE 'UTC')"
-	}
+	now := nowExpr(cat.columns[t.UpdatedAtColumn])
 	st := t.Statuses
 	completed, failed := ident.Literal(st.Completed), ident.Literal(st.Failed)
 	status := col(t.StatusColumn)

@@ -62,7 +62,7 @@ func (g *Guard) Batch() *Batch { return g.set }
 type batchStatements struct {
 	ids          string // a text array parameter cast to the id column's type
 	snapshot     string // $1 ids → rows
-	types        string // → the distinct types of the active jobs
+	types        string // → the distinct types of the active jobs; "" without a type column
 	overdue      string // $1 types, $2 limits (µs), $3 page size → rows
 	overdueAfter string // overdue's parameters, $4 the last id of the previous page (text) → rows
 	history      string // see buildHistory
@@ -121,7 +121,6 @@ func buildBatchStatements(t Table, cat catalog) batchStatements {
 	b.snapshot = fmt.Sprintf(`SELECT %s FROM %s AS t WHERE %s = ANY($1::%s)`,
 		cols, tbl, col("t.", t.IDColumn), b.ids)
 
-	b.types = "SELECT ''::text"
 	if t.TypeColumn != "" {
 		// The distinct types of the active jobs, one index probe per type (a
 		// loose scan): the statuses are written as the bundled migration's
@@ -283,6 +282,9 @@ func (b *Batch) Snapshot(ctx context.Context, db DB, ids []string) (map[string]J
 // than reading the jobs. A table without a type column has one type, "".
 func (b *Batch) ActiveTypes(ctx context.Context, db DB) ([]string, error) {
 	g := b.g
+	if g.batch.types == "" {
+		return []string{""}, nil // no type column: one type, no round trip
+	}
 	rows, err := db.Query(ctx, g.batch.types)
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: active types: %w", err)
@@ -337,8 +339,14 @@ func (b *Batch) Overdue(ctx context.Context, db DB, q OverdueQuery) ([]JobState,
 	args := []any{types, limits, q.Max}
 	sql := g.batch.overdue
 	if q.After != "" {
+		// Checked here: the server casts it to the id column's type, and a
+		// failed cast would abort a caller's transaction.
+		after, err := g.CanonicalID(q.After)
+		if err != nil {
+			return nil, fmt.Errorf("jobguard: overdue: After: %w", err)
+		}
 		sql = g.batch.overdueAfter
-		args = append(args, q.After)
+		args = append(args, after)
 	}
 	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
@@ -431,6 +439,28 @@ func (b *Batch) FailIfUnchanged(ctx context.Context, db DB, expected []JobState,
 	return res, nil
 }
 
+// typeLimits is the query of the job types that a statement takes with a
+// limit each, $1 the types and $2 their limits in microseconds, as rows
+// (type, name, us): type in the type column's own type, name as given, us
+// the limit. An enum type is matched through pg_enum, so that a type the
+// enum lacks selects nothing instead of failing the cast; a table without
+// a type column keeps only the type "". match compares t's type column,
+// as "t.", with the type of the relation alias, ending in " AND " ("" for
+// a table without a type column).
+func typeLimits(t Table, cat catalog, alias string) (types, match string) {
+	limits := "unnest($1::text[], $2::int8[]) AS l(type, us)"
+	if t.TypeColumn == "" {
+		return "SELECT l.type, l.type AS name, l.us FROM " + limits + " WHERE l.type = ''", ""
+	}
+	match = "t." + ident.Quote(t.TypeColumn) + " = " + alias + ".type AND "
+	if ti := cat.columns[t.TypeColumn]; ti.kind == 'e' {
+		return fmt.Sprintf("SELECT e.enumlabel::text::%s AS type, l.type AS name, l.us FROM %s"+
+			" JOIN pg_catalog.pg_enum AS e ON e.enumtypid = %d AND e.enumlabel = l.type",
+			ti.quoted(), limits, ti.typeOID), match
+	}
+	return "SELECT l.type, l.type AS name, l.us FROM " + limits, match
+}
+
 // buildOverdue builds Overdue's statements, first page and next, over the
 // column list exprs of scanJobStates.
 func buildOverdue(t Table, cat catalog, exprs []string, ids string) (first, next string) {
@@ -450,21 +480,9 @@ func buildOverdue(t Table, cat catalog, exprs []string, ids string) (first, next
 	// statement runs, and with a third of every type's rows estimated, a
 	// server with JIT compiles the statement on every run, at a cost of
 	// tens of milliseconds.
-	before := nowExpr(cat.columns[t.StartedAtColumn]) + " - l.us * interval '1 microsecond' AS before"
-	limits := "unnest($1::text[], $2::int8[]) AS l(type, us)"
-	cut := "SELECT l.type, " + before + " FROM " + limits
-	typeMatch := ""
-	switch ti := cat.columns[t.TypeColumn]; {
-	case t.TypeColumn == "":
-		cut += " WHERE l.type = ''"
-	case ti.kind == 'e':
-		cut = fmt.Sprintf("SELECT e.enumlabel::text::%s AS type, %s FROM %s"+
-			" JOIN pg_catalog.pg_enum AS e ON e.enumtypid = %d AND e.enumlabel = l.type",
-			ti.quoted(), before, limits, ti.typeOID)
-		typeMatch = col("t.", t.TypeColumn) + " = cut.type AND "
-	default:
-		typeMatch = col("t.", t.TypeColumn) + " = cut.type AND "
-	}
+	types, typeMatch := typeLimits(t, cat, "cut")
+	cut := "SELECT k.type, " + nowExpr(cat.columns[t.StartedAtColumn]) +
+		" - k.us * interval '1 microsecond' AS before FROM (" + types + ") AS k"
 	started := col("t.", t.StartedAtColumn)
 	// Each of scanJobStates' columns gets a name, so that the order can
 	// be by the id in the column's own type (cheaper to sort than text)

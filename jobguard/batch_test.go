@@ -403,3 +403,19 @@ func TestSnapshot_InsideACallersTransactionReadsOnTheStatementsClock(t *testing.
 			"read at %v, before the touch it reads (%v)", row.ReadAt, row.UpdatedAt)
 	})
 }
+
+// An After that is no id of the table is refused before the statement is
+// sent: a failed cast on the server would abort the caller's transaction.
+func TestOverdue_BadAfterLeavesACallersTransactionUsable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	jobs := fixture.Create(t, testenv.New(t), fixture.Default)
+	tx, err := jobs.Env.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = jobs.Guard.Batch().Overdue(ctx, tx, jobguard.OverdueQuery{
+		Limits: map[string]time.Duration{"chapter": time.Minute}, Max: 10, After: "not-a-uuid"})
+	require.ErrorIs(t, err, jobguard.ErrInvalidJobID)
+	_, err = jobs.Guard.Batch().Snapshot(ctx, tx, []string{uuid.NewString()})
+	require.NoError(t, err, "the transaction is still usable")
+}

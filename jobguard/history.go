@@ -3,6 +3,7 @@ package jobguard
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -76,13 +77,7 @@ func (b *Batch) History(ctx context.Context, db DB, q HistoryQuery) ([]TypeHisto
 	case q.Percentile < 0 || q.Percentile > 1 || math.IsNaN(q.Percentile):
 		return nil, fmt.Errorf("jobguard: history: Percentile %v is not in (0, 1]", q.Percentile)
 	}
-	types := slices.Sorted(func(yield func(string) bool) {
-		for typ := range q.Limits {
-			if !yield(typ) {
-				return
-			}
-		}
-	})
+	types := slices.Sorted(maps.Keys(q.Limits))
 	limits := make([]int64, len(types))
 	for i, typ := range types {
 		limits[i] = q.Limits[typ].Microseconds()
@@ -133,7 +128,8 @@ func seconds(s *float64) time.Duration {
 // convention (a column without time zone holds UTC wall time), and both
 // timestamps are read as timestamptz for the runtime, so the session's time
 // zone changes nothing. An enum type column is matched through pg_enum, as
-// Overdue does, so that a type the enum lacks summarizes nothing.
+// Overdue does (typeLimits), so that a type the enum lacks summarizes
+// nothing.
 func buildHistory(t Table, cat catalog) string {
 	q := ident.Quote
 	col := func(name string) string { return "t." + q(name) }
@@ -148,24 +144,8 @@ func buildHistory(t Table, cat catalog) string {
 	completed, failed := ident.Literal(st.Completed), ident.Literal(st.Failed)
 	status := col(t.StatusColumn)
 
-	types := "SELECT l.type, l.type AS name, l.us FROM unnest($1::text[], $2::int8[]) AS l(type, us)"
-	typeMatch := ""
-	switch ti := cat.columns[t.TypeColumn]; {
-	case t.TypeColumn == "":
-		types += " WHERE l.type = ''"
-	case ti.kind == 'e':
-		types = fmt.Sprintf("SELECT e.enumlabel::text::%s AS type, l.type AS name, l.us"+
-			" FROM unnest($1::text[], $2::int8[]) AS l(type, us)"+
-			" JOIN pg_catalog.pg_enum AS e ON e.enumtypid = %d AND e.enumlabel = l.type",
-			ti.quoted(), ti.typeOID)
-		typeMatch = col(t.TypeColumn) + " = k.type AND "
-	default:
-		typeMatch = col(t.TypeColumn) + " = k.type AND "
-	}
-	reclaimed := "false"
-	if t.FailureReasonColumn != "" {
-		reclaimed = fmt.Sprintf("coalesce(starts_with(%s, $6::text), false)", col(t.FailureReasonColumn))
-	}
+	types, typeMatch := typeLimits(t, cat, "k")
+	reclaimed := fmt.Sprintf("coalesce(starts_with(%s, $6::text), false)", col(t.FailureReasonColumn))
 	job := fmt.Sprintf(`SELECT %[1]s = %[2]s AS done, %[1]s = %[3]s AND %[4]s AS reclaimed,`+
 		` extract(epoch FROM %[5]s - %[6]s)::float8 AS secs FROM %[7]s AS t`+
 		` WHERE %[8]s%[1]s IN (%[2]s, %[3]s) AND %[9]s >= %[10]s - $3::int8 * interval '1 microsecond'`+

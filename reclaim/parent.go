@@ -52,8 +52,12 @@ func SetParent(p ParentUpdate) (ParentRule, error) {
 	if p.IDColumn == "" {
 		p.IDColumn = "id"
 	}
+	table, err := ident.QuoteTable(p.Schema, p.Table)
+	if err != nil {
+		return nil, fmt.Errorf("reclaim: parent rule: %w", err)
+	}
 	for _, f := range []struct{ field, name string }{
-		{"Table", p.Table}, {"IDColumn", p.IDColumn}, {"Column", p.Column},
+		{"IDColumn", p.IDColumn}, {"Column", p.Column},
 	} {
 		if err := ident.Check(f.field, f.name); err != nil {
 			return nil, fmt.Errorf("reclaim: parent rule: %w", err)
@@ -69,7 +73,7 @@ func SetParent(p ParentUpdate) (ParentRule, error) {
 	from := slices.Clone(p.From)
 	col := ident.Quote(p.Column)
 	sql := fmt.Sprintf(`UPDATE %s SET %s = $1 WHERE %s = ANY($2) AND %s::text = ANY($3::text[])`,
-		ident.Quote(p.Schema, p.Table), col, ident.Quote(p.IDColumn), col)
+		table, col, ident.Quote(p.IDColumn), col)
 	return func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
 		var parents []string
 		for _, j := range jobs {

@@ -492,6 +492,8 @@ func TestSetParent_RefusesBadIdentifiers(t *testing.T) {
 	require.ErrorContains(t, err, "Column")
 	_, err = reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "status"})
 	require.ErrorContains(t, err, "Value")
+	_, err = reclaim.SetParent(reclaim.ParentUpdate{Schema: "a\x00b", Table: "courses", Column: "status", Value: "FAILED", From: []string{"X"}})
+	require.ErrorContains(t, err, "Schema")
 	_, err = reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "status", Value: "FAILED"})
 	require.ErrorContains(t, err, "From")
 }

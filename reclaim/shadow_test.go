@@ -3,7 +3,6 @@ package reclaim_test
 import (
 	"context"
 	"math/rand/v2"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,17 +10,8 @@ import (
 
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
-	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 )
-
-// countingNotifier counts the notices it is asked to publish.
-type countingNotifier struct{ n atomic.Int64 }
-
-func (c *countingNotifier) Publish(_ context.Context, reclaimed ...jobguard.Execution) error {
-	c.n.Add(int64(len(reclaimed)))
-	return nil
-}
 
 // A shadow sweep decides exactly what a live sweep then does, and writes
 // nothing on the way: no job row, no parent, no marker, no notice; a row
@@ -46,7 +36,7 @@ func TestShadow_DecidesLikeALiveSweepAndWritesNothing(t *testing.T) {
 	_, err = tx.Exec(ctx, `SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE`, held)
 	require.NoError(t, err)
 
-	notices := &countingNotifier{}
+	notices := &recordingPublisher{}
 	cfg := reclaim.Config{OnReclaim: map[string]reclaim.ParentRule{"chapter": failCourse(t)}, Notices: notices,
 		SweepTimeout: 10 * time.Second}
 	shadowCfg := cfg
@@ -67,7 +57,7 @@ func TestShadow_DecidesLikeALiveSweepAndWritesNothing(t *testing.T) {
 	}
 	status, _, _ := courseStatus(t, env, "course-a")
 	require.Equal(t, "GENERATING", status)
-	require.Zero(t, notices.n.Load(), "no notice")
+	require.Empty(t, notices.got, "no notice")
 	// The runtime is measured when the row is read, seconds after the insert
 	// on a loaded machine.
 	require.Regexp(t, `msg="reclaim: shadow: would reclaim" job_id=`+stuck+` job_type=chapter generation=0 runtime=2h0m\d+s limit=30m0s stalled_for=2h0m\d+s`, logs.String())
@@ -82,7 +72,7 @@ func TestShadow_DecidesLikeALiveSweepAndWritesNothing(t *testing.T) {
 	require.ElementsMatch(t, rep.WouldReclaimIDs, rep2.ReclaimedIDs)
 	require.Zero(t, rep2.WouldReclaim, "a live sweep counts what it did, not what it would do")
 	require.Positive(t, written(), "the audit sees the live sweep's writes")
-	require.Equal(t, int64(2), notices.n.Load())
+	require.Len(t, notices.got, 2)
 }
 
 // A shadow reclaimer's Run leads among shadow instances on a lock of its

@@ -80,13 +80,9 @@ func (r *Reclaimer) Suggest(ctx context.Context, spec SuggestSpec) ([]Suggestion
 		if err != nil {
 			return nil, fmt.Errorf("reclaim: suggest: %w", err)
 		}
-		types = slices.Compact(slices.Sorted(func(yield func(string) bool) {
-			for _, t := range append(slices.Collect(maps.Keys(limits)), active...) {
-				if !yield(t) {
-					return
-				}
-			}
-		}))
+		types = append(slices.Collect(maps.Keys(limits)), active...)
+		slices.Sort(types)
+		types = slices.Compact(types)
 	}
 	if len(types) == 0 {
 		return nil, nil

@@ -33,8 +33,9 @@
 // writing it, which is progress, and one idle worker transaction must not
 // stall every other reclaim. Parent rules (OnReclaim, per job type) run in
 // the same transaction, for the changed rows only, and move a parent only
-// from the states they expect; a rule that fails holds back only its own
-// jobs, which are counted and tried again at the next sweep. After the
+// from the states they expect; a rule that fails, or waits longer than
+// LivenessTimeout for a parent row another transaction holds, holds back
+// only its own jobs, which are counted and tried again at the next sweep. After the
 // commit, the Redis markers that the start guard reads are written in one
 // pipelined round trip (a marker never lowers the generation it records),
 // and the notices follow. Several reclaimers sweeping the same jobs at once

@@ -76,3 +76,42 @@ func TestSetParent_LeavesAParentThatMovedOn(t *testing.T) {
 	status, _, _ := courseStatus(t, env, "course-1")
 	require.Equal(t, "READY", status)
 }
+
+// A worker transaction holds one parent row and sits idle. A parent rule
+// does not wait for it past LivenessTimeout: its job waits for the next
+// sweep, counted as a rule error, and every other job is reclaimed in the
+// same sweep, long before the sweep's deadline.
+func TestSweep_LockedParentHoldsBackOnlyItsJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	courses(t, env, "held", "course-a", "course-b")
+	held := jobs.Insert(t, fixture.Job{Generation: 1, ParentID: "held", UpdatedAgo: 2 * time.Hour})
+	a := jobs.Insert(t, fixture.Job{Generation: 1, ParentID: "course-a", UpdatedAgo: 2 * time.Hour})
+	b := jobs.Insert(t, fixture.Job{Generation: 1, ParentID: "course-b", UpdatedAgo: 2 * time.Hour})
+
+	tx, err := env.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT 1 FROM courses WHERE id = 'held' FOR UPDATE`)
+	require.NoError(t, err)
+
+	r, _ := newReclaimer(t, jobs, reclaim.Config{
+		OnReclaim:       map[string]reclaim.ParentRule{"chapter": failCourse(t)},
+		LivenessTimeout: 300 * time.Millisecond, SweepTimeout: 20 * time.Second,
+	})
+	start := time.Now()
+	rep, err := r.Sweep(ctx)
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), 10*time.Second, "the sweep did not wait out its deadline")
+	require.ElementsMatch(t, []string{a, b}, rep.ReclaimedIDs)
+	require.Equal(t, 1, rep.RuleErrors)
+	require.Equal(t, "PROCESSING", jobs.Read(t, held).Status, "not failed without its parent")
+
+	// The worker commits; the next sweep reclaims the job it skipped.
+	require.NoError(t, tx.Rollback(ctx))
+	rep, err = r.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{held}, rep.ReclaimedIDs)
+}

@@ -86,8 +86,10 @@ type Config struct {
 	// connecting, trying the lock, the leader's check before every sweep,
 	// and the unlock on return. A leader whose check fails or times out
 	// stops sweeping until it holds the lock again. It is part of the bound
-	// on a takeover that Run documents. Defaults to LivenessTimeoutDefault
-	// (10 seconds).
+	// on a takeover that Run documents. It is also the longest a parent rule
+	// waits for a parent row another transaction holds, before that job is
+	// left for the next sweep. Defaults to LivenessTimeoutDefault (10
+	// seconds).
 	LivenessTimeout time.Duration
 	// Logger receives one summary line per sweep (info, or warn when
 	// something needs an operator: unreadable jobs, types without a limit,

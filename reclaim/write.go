@@ -32,8 +32,10 @@ func (o *outcome) add(res jobguard.FailResult) {
 // and its rules run inside a savepoint; when a rule fails, the savepoint is
 // rolled back and the batch runs again without that rule's jobs, which are
 // then tried one at a time, each in a savepoint of its own. So one parent
-// that refuses a write holds back only its own job, which the next sweep
-// tries again, and never a job without its parent.
+// that refuses a write, or that another transaction holds for longer than
+// LivenessTimeout (the transaction's lock_timeout), holds back only its own
+// job, which the next sweep tries again, and never a job without its
+// parent.
 func (r *Reclaimer) write(ctx context.Context, chosen []jobguard.JobState, typeOf map[string]string) (outcome, error) {
 	if len(r.cfg.OnReclaim) == 0 {
 		res, err := r.cfg.Guard.Batch().FailIfUnchanged(ctx, r.cfg.DB, chosen, r.cfg.Guard.Shared().ReclaimedReason)
@@ -46,7 +48,13 @@ func (r *Reclaimer) write(ctx context.Context, chosen []jobguard.JobState, typeO
 	}
 	var out outcome
 	err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
-		out = outcome{}
+		// A parent row another transaction holds is being written: a rule
+		// waits for it no longer than a liveness check would, then fails
+		// like any refused rule, and holds back only its own jobs.
+		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`,
+			fmt.Sprintf("%dms", max(r.cfg.LivenessTimeout.Milliseconds(), 1))); err != nil {
+			return err
+		}
 		batch := chosen
 		var alone []jobguard.JobState
 		for len(batch) > 0 {

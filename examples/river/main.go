@@ -83,6 +83,9 @@ func (w *ChapterWorker) Work(ctx context.Context, job *river.Job[ChapterArgs]) e
 		return river.JobCancel(errors.New("chapter: riverguard's middleware is not installed"))
 	}
 	res, err := w.Chapters.ProcessStarted(ctx, exec)
+	if errors.Is(err, flow.ErrGaveUp) {
+		return river.JobCancel(err) // the processor failed the job: a retry would be refused
+	}
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package flow
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -94,8 +93,7 @@ func (c *Chapters) ProcessStarted(ctx context.Context, exec jobguard.Execution) 
 		FROM jobs j JOIN courses c ON c.id = j.parent_id WHERE j.id = $1`, exec.JobID).
 		Scan(&res.CourseID, &title, &existing, &weeks)
 	if err != nil {
-		return res, errors.Join(fmt.Errorf("chapter: read course: %w", err),
-			c.Guard.Fail(ctx, c.DB, exec, "chapter: course unreadable"))
+		return res, giveUp(ctx, c.Guard, c.DB, exec, fmt.Errorf("chapter: read course: %w", err), "chapter: course unreadable")
 	}
 
 	// 2. The model call: slow and external, so outside any transaction, and
@@ -109,8 +107,7 @@ func (c *Chapters) ProcessStarted(ctx context.Context, exec jobguard.Execution) 
 		return res, fmt.Errorf("chapter: model call cancelled: %w", lost)
 	}
 	if err != nil {
-		return res, errors.Join(fmt.Errorf("chapter: %w", err),
-			c.Guard.Fail(ctx, c.DB, exec, err.Error()))
+		return res, giveUp(ctx, c.Guard, c.DB, exec, fmt.Errorf("chapter: %w", err), err.Error())
 	}
 
 	// 3. The save: the conditional completion is the transaction's first

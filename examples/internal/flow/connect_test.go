@@ -104,3 +104,35 @@ func TestWatched_WithoutAWatcherTheContextIsTheCallers(t *testing.T) {
 	release()
 	require.Equal(t, ctx, wctx)
 }
+
+// A processor that fails its job itself says so (ErrGaveUp), so that a
+// queue cancels the delivery instead of retrying it into a start the guard
+// would refuse; the job is FAILED with the processor's reason.
+func TestChapters_AnUnreadableCourseFailsTheJobAndGivesUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, conns := connect(t, testenv.New(t), "")
+	guard, err := jobguard.NewWithConfig(ctx, conns.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: cfg.Shared()})
+	require.NoError(t, err)
+	starts, err := jobguard.NewStartGuard(guard, conns.Redis, jobguard.StartGuardConfig{})
+	require.NoError(t, err)
+	_, err = conns.Pool.Exec(ctx, `INSERT INTO courses (id, title) VALUES ('gone', 'Gone')`)
+	require.NoError(t, err)
+	jobID, err := EnqueueChapter(ctx, conns.Pool, "gone", 1)
+	require.NoError(t, err)
+	_, err = conns.Pool.Exec(ctx, `DELETE FROM courses WHERE id = 'gone'`) // deleted while queued
+	require.NoError(t, err)
+
+	c := &Chapters{Guard: guard, Starts: starts, DB: conns.Pool}
+	_, err = c.Process(ctx, jobID)
+	require.ErrorIs(t, err, ErrGaveUp)
+	var status, reason string
+	require.NoError(t, conns.Pool.QueryRow(ctx, `SELECT status, failure_reason FROM jobs WHERE id = $1`, jobID).Scan(&status, &reason))
+	require.Equal(t, "FAILED", status)
+	require.Equal(t, "chapter: course unreadable", reason)
+
+	// A delivery that lost its job first cannot fail it: not ErrGaveUp.
+	_, err = c.Process(ctx, jobID)
+	require.NotErrorIs(t, err, ErrGaveUp)
+	require.True(t, jobguard.IsPermanent(err), "refused at start")
+}

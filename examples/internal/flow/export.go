@@ -2,7 +2,6 @@ package flow
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -58,8 +57,7 @@ func (x *Exports) Process(ctx context.Context, jobID string) (string, error) {
 	}
 	// The render is external and slow: outside any transaction.
 	if err := x.Render.Do(ctx); err != nil {
-		return "", errors.Join(fmt.Errorf("export: render: %w", err),
-			x.Guard.Fail(ctx, x.DB, exec, "export: render: "+err.Error()))
+		return "", giveUp(ctx, x.Guard, x.DB, exec, fmt.Errorf("export: render: %w", err), "export: render: "+err.Error())
 	}
 	path := fmt.Sprintf("exports/%s-g%d.pdf", docID, exec.Generation)
 	err = x.Guard.CompleteTx(ctx, x.DB, exec, func(tx pgx.Tx) error {

@@ -170,8 +170,7 @@ func (v *Videos) Process(ctx context.Context, jobID string) (VideoResult, error)
 	err = v.DB.QueryRow(ctx, `SELECT v.id, v.account_id, v.title
 		FROM jobs j JOIN videos v ON v.id = j.parent_id WHERE j.id = $1`, jobID).Scan(&res.VideoID, &account, &title)
 	if err != nil {
-		return res, errors.Join(fmt.Errorf("video: read video: %w", err),
-			v.Guard.Fail(ctx, v.DB, exec, "video: video unreadable"))
+		return res, giveUp(ctx, v.Guard, v.DB, exec, fmt.Errorf("video: read video: %w", err), "video: video unreadable")
 	}
 
 	// The file: recorded as an artifact before it exists, so that a crash
@@ -200,7 +199,7 @@ func (v *Videos) Process(ctx context.Context, jobID string) (VideoResult, error)
 	if err != nil {
 		// The encoder broke: fail the job, then undo the file. If the job
 		// was lost meanwhile, Fail says so and the undo is the same.
-		err = errors.Join(fmt.Errorf("video: %w", err), v.Guard.Fail(ctx, v.DB, exec, err.Error()))
+		err = giveUp(ctx, v.Guard, v.DB, exec, fmt.Errorf("video: %w", err), err.Error())
 		if _, cerr := v.Artifacts.CompensateExecution(ctx, exec); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
@@ -250,7 +249,7 @@ func (v *Videos) Process(ctx context.Context, jobID string) (VideoResult, error)
 	case errors.Is(err, jobguard.ErrStopped):
 		// The re-check found the video deleted: nothing was completed, so
 		// fail the job and undo its file and asset.
-		err = errors.Join(fmt.Errorf("video: %w", err), v.Guard.Fail(ctx, v.DB, exec, "video: deleted before finalize"))
+		err = giveUp(ctx, v.Guard, v.DB, exec, fmt.Errorf("video: %w", err), "video: deleted before finalize")
 		if _, cerr := v.Artifacts.CompensateExecution(ctx, exec); cerr != nil {
 			err = errors.Join(err, cerr)
 		}

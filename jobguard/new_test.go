@@ -120,8 +120,14 @@ func TestNewWithConfig_SharedSettings(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "shop:reclaimed:{j}", sg.Markers().Key("j"), "the start guard reads under the guard's prefix")
 
-	_, err = jobguard.NewWithConfig(ctx, env.Pool, jobs.Table, jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: "a{b}"}})
-	require.ErrorContains(t, err, "jobguard: new: Shared.Prefix")
+	for want, bad := range map[string]jobguard.Shared{
+		"jobguard: new: Shared.Prefix":            {Prefix: "a{b}"},
+		"Shared.Prefix \"jobs*\" contains a glob": {Prefix: "jobs*"},
+		"Shared.NoticeChannel":                    {NoticeChannel: strings.Repeat("c", 64)},
+	} {
+		_, err = jobguard.NewWithConfig(ctx, env.Pool, jobs.Table, jobguard.GuardConfig{Shared: bad})
+		require.ErrorContains(t, err, want)
+	}
 }
 
 func TestGuard_ClosedConnectionIsAnErrorNotARefusal(t *testing.T) {

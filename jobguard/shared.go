@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/jobguard/jobguard/internal/ident"
 )
 
 // The defaults of Shared.
@@ -54,7 +56,8 @@ type Shared struct {
 }
 
 // withDefaults fills in every field left at its zero value and validates
-// what the components cannot: a marker key's shape.
+// the names they make: a marker key, the Redis notice channel, the
+// Postgres notice channel (an identifier).
 func (s Shared) withDefaults() (Shared, error) {
 	if s.Prefix == "" {
 		s.Prefix = PrefixDefault
@@ -68,8 +71,14 @@ func (s Shared) withDefaults() (Shared, error) {
 	if s.LeaderKey == 0 {
 		s.LeaderKey = LeaderKeyDefault
 	}
-	if strings.ContainsAny(s.Prefix, "{}") {
+	switch {
+	case strings.ContainsAny(s.Prefix, "{}"):
 		return s, fmt.Errorf("Shared.Prefix %q must not contain braces (the job id is the hash tag)", s.Prefix)
+	case strings.ContainsAny(s.Prefix, "*?["):
+		return s, fmt.Errorf("Shared.Prefix %q contains a glob character (it names the notice channel)", s.Prefix)
+	}
+	if err := ident.Check("Shared.NoticeChannel", s.NoticeChannel); err != nil {
+		return s, err
 	}
 	return s, nil
 }

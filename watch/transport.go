@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -50,7 +48,7 @@ type Transport struct {
 }
 
 // channel validates t and returns the name of its channel under guard's
-// shared settings. Errors name the field.
+// shared settings (which the guard validated). Errors name the field.
 func (t Transport) channel(guard *jobguard.Guard) (string, error) {
 	shared := guard.Shared()
 	switch {
@@ -59,12 +57,7 @@ func (t Transport) channel(guard *jobguard.Guard) (string, error) {
 	case t.Redis == nil && t.Postgres == nil:
 		return "", errors.New("Transport: neither Redis nor Postgres is set")
 	case t.Postgres != nil:
-		if err := ident.Check("the guard's Shared.NoticeChannel", shared.NoticeChannel); err != nil {
-			return "", err
-		}
 		return shared.NoticeChannel, nil
-	case strings.ContainsAny(shared.Prefix, "*?["):
-		return "", fmt.Errorf("the guard's Shared.Prefix %q contains a glob character", shared.Prefix)
 	}
 	return shared.Prefix + ":reclaim-notices", nil
 }

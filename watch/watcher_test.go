@@ -301,15 +301,10 @@ func TestNew_ErrorsNameTheField(t *testing.T) {
 		"DB":                         func(c *watch.Config) { c.DB = nil },
 		"neither Redis nor Postgres": func(c *watch.Config) { c.Transport.Redis = nil },
 		"both Redis and Postgres":    func(c *watch.Config) { c.Transport.Postgres = env.Pool },
-		"Shared.NoticeChannel": func(c *watch.Config) {
-			c.Guard = jobs.GuardWith(t, jobguard.Shared{NoticeChannel: strings.Repeat("c", 64)})
-			c.Transport = watch.Transport{Postgres: env.Pool}
-		},
-		"Shared.Prefix":             func(c *watch.Config) { c.Guard = jobs.GuardWith(t, jobguard.Shared{Prefix: "jobs*"}) },
-		"CheckInterval":             func(c *watch.Config) { c.CheckInterval = -time.Second },
-		"PingInterval":              func(c *watch.Config) { c.PingInterval = -time.Second },
-		"ReconnectMax 1ms is below": func(c *watch.Config) { c.ReconnectMax = time.Millisecond },
-		"ReconnectMin":              func(c *watch.Config) { c.ReconnectMin = -1 },
+		"CheckInterval":              func(c *watch.Config) { c.CheckInterval = -time.Second },
+		"PingInterval":               func(c *watch.Config) { c.PingInterval = -time.Second },
+		"ReconnectMax 1ms is below":  func(c *watch.Config) { c.ReconnectMax = time.Millisecond },
+		"ReconnectMin":               func(c *watch.Config) { c.ReconnectMin = -1 },
 	} {
 		cfg := valid()
 		mutate(&cfg)

@@ -14,11 +14,15 @@ type Report struct {
 	// Settled counts records this sweep confirmed and billed.
 	Settled int
 	// Raced counts records whose updates succeeded but that another
-	// finalize or sweep had confirmed first: nothing was billed twice.
+	// finalize or sweep had confirmed first (nothing was billed twice), and
+	// attempts that outlived their lease: another sweep had claimed the
+	// record since, and its verdict stands.
 	Raced int
 	// Retrying counts records whose attempt failed (an update, the
 	// billing, an unregistered name, the database): they stay pending and
-	// are taken again after their backoff.
+	// are taken again after their backoff. An attempt cut short by the
+	// sweep's own context is handed back (it does not count towards
+	// MaxAttempts) and counted here.
 	Retrying int
 	// GivenUp counts records moved to given_up: their last attempt failed,
 	// or their job was not completed by their execution. They are never

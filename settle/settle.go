@@ -175,14 +175,15 @@ type Settler struct {
 // are added to the database's clock, so that every process schedules on
 // one clock.
 type statements struct {
-	insert  string // $1 job_id, $2 generation, $3 pending, $4 updates, $5 usage, $6 grace µs
-	mark    string // $1 job_id, $2 generation, $3 update name
-	retry   string // $1 job_id, $2 generation, $3 error, $4 delay µs
-	giveUp  string // $1 job_id, $2 generation, $3 error
-	confirm string // $1 job_id, $2 generation → usage
-	state   string // $1 job_id, $2 generation → state
-	claim   string // $1 lease µs, $2 due by → job_id, generation, pending, updates, usage, attempts
-	reopen  string // $1 job_id, $2 generation
+	insert   string // $1 job_id, $2 generation, $3 pending, $4 updates, $5 usage, $6 grace µs
+	mark     string // $1 job_id, $2 generation, $3 update name
+	retry    string // $1 job_id, $2 generation, $3 error, $4 delay µs, $5 the attempt claimed
+	giveUp   string // $1 job_id, $2 generation, $3 error, $4 the attempt claimed
+	handBack string // $1 job_id, $2 generation, $3 the attempt claimed
+	confirm  string // $1 job_id, $2 generation → usage
+	state    string // $1 job_id, $2 generation → state
+	claim    string // $1 lease µs, $2 due by → job_id, generation, pending, updates, usage, attempts
+	reopen   string // $1 job_id, $2 generation
 }
 
 // New validates cfg, checks that the records table exists and builds every
@@ -306,13 +307,17 @@ func buildStatements(tbl string) statements {
 		` VALUES ($1, $2, $3::text[], $4::jsonb, $5::jsonb, ` + fmt.Sprintf(later, 6) + `, ` + now + `, ` + now + `)`
 	// Every write after the insert is conditional on the record being
 	// pending: a confirmed or given-up record is never changed by a late
-	// finalize or sweep.
+	// finalize or sweep. A sweep's verdict is also conditional on the
+	// attempt it claimed: an attempt that outlived its lease, whose record
+	// another sweep has claimed since, changes nothing.
 	s.mark = `UPDATE ` + tbl + ` SET pending = array_remove(pending, $3), updated_at = ` + now +
 		pk + ` AND state = 'pending'`
 	s.retry = `UPDATE ` + tbl + ` SET last_error = $3, next_attempt_at = ` + fmt.Sprintf(later, 4) +
-		`, updated_at = ` + now + pk + ` AND state = 'pending'`
+		`, updated_at = ` + now + pk + ` AND state = 'pending' AND attempts = $5`
 	s.giveUp = `UPDATE ` + tbl + ` SET state = 'given_up', last_error = $3, updated_at = ` + now +
-		pk + ` AND state = 'pending'`
+		pk + ` AND state = 'pending' AND attempts = $4`
+	s.handBack = `UPDATE ` + tbl + ` SET attempts = attempts - 1, next_attempt_at = ` + now +
+		`, updated_at = ` + now + pk + ` AND state = 'pending' AND attempts = $3`
 	// Confirming takes the record's row lock for the billing transaction:
 	// a second biller waits, then finds the record no longer pending.
 	s.confirm = `UPDATE ` + tbl + ` SET state = 'confirmed', pending = '{}', last_error = NULL, settled_at = ` + now +

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobguard/jobguard/jobguard"
 )
@@ -111,6 +112,10 @@ func (s *Settler) sweep(ctx context.Context, n *notes) (Report, error) {
 	return rep, claimErr
 }
 
+// afterStopTimeout bounds the write that hands an attempt back once the
+// sweep's context has ended.
+const afterStopTimeout = 5 * time.Second
+
 // claimed is a record a sweep has taken, and the attempt it is on.
 type claimed struct {
 	record
@@ -158,19 +163,36 @@ type attemptResult struct {
 func (s *Settler) attempt(ctx context.Context, c claimed) attemptResult {
 	res := attemptResult{exec: c.exec, attempt: c.attempt}
 	res.outcome, res.err = s.run(ctx, c, &res)
+	if res.outcome != settled && ctx.Err() != nil {
+		// The sweep is stopping (Run's context ended, a deploy): the
+		// attempt did not run out, it was cut short. Hand it back, so that
+		// a stop during the last attempt cannot give the record up.
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterStopTimeout)
+		defer cancel()
+		_, res.writeErr = s.cfg.DB.Exec(hctx, s.sql.handBack, c.exec.JobID, c.exec.Generation, c.attempt)
+		res.verdict = verdict{}
+		return res
+	}
 	res.verdict = s.pol.after(c.attempt, res.outcome)
+	var tag pgconn.CommandTag
 	switch {
 	case res.outcome == settled:
 	case res.verdict.giveUp:
-		_, res.writeErr = s.cfg.DB.Exec(ctx, s.sql.giveUp, c.exec.JobID, c.exec.Generation, res.err.Error())
-		if res.writeErr == nil {
-			s.log.WarnContext(ctx, "settle: record given up; its usage is not billed",
-				slog.String("job_id", c.exec.JobID), slog.Int64("generation", c.exec.Generation),
-				slog.Int("attempts", c.attempt), slog.Any("error", res.err))
-		}
+		tag, res.writeErr = s.cfg.DB.Exec(ctx, s.sql.giveUp, c.exec.JobID, c.exec.Generation, res.err.Error(), c.attempt)
 	default:
-		_, res.writeErr = s.cfg.DB.Exec(ctx, s.sql.retry, c.exec.JobID, c.exec.Generation, res.err.Error(),
-			micros(res.verdict.retryIn))
+		tag, res.writeErr = s.cfg.DB.Exec(ctx, s.sql.retry, c.exec.JobID, c.exec.Generation, res.err.Error(),
+			micros(res.verdict.retryIn), c.attempt)
+	}
+	switch {
+	case res.outcome == settled || res.writeErr != nil:
+	case tag.RowsAffected() == 0:
+		// Another sweep claimed the record after this attempt's lease ran
+		// out, or settled it: its verdict stands, not this one's.
+		res.raced = true
+	case res.verdict.giveUp:
+		s.log.WarnContext(ctx, "settle: record given up; its usage is not billed",
+			slog.String("job_id", c.exec.JobID), slog.Int64("generation", c.exec.Generation),
+			slog.Int("attempts", c.attempt), slog.Any("error", res.err))
 	}
 	s.log.DebugContext(ctx, "settle: record attempted", slog.String("job_id", c.exec.JobID),
 		slog.Int64("generation", c.exec.Generation), slog.Int("attempt", c.attempt),
@@ -236,7 +258,7 @@ func (s *Settler) run(ctx context.Context, c claimed, res *attemptResult) (outco
 // count it.
 func (r attemptResult) result() string {
 	switch {
-	case r.outcome == settled && r.raced:
+	case r.raced:
 		return "raced"
 	case r.outcome == settled:
 		return "settled"

@@ -319,3 +319,78 @@ func TestSweep_UnreachableDatabaseIsTheSweepsError(t *testing.T) {
 	require.Zero(t, rep.Taken)
 	require.Contains(t, b.logs.String(), `level=WARN msg="settle: sweep" taken=0`)
 }
+
+// A sweep stopped by its context (a deploy's SIGTERM) in the middle of a
+// record's last attempt hands the attempt back: the record is tried again
+// and billed, not given up unbilled for an attempt that never ran out.
+func TestSweep_StoppedDuringTheLastAttemptHandsItBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.settler(t, quick(settle.Config{MaxAttempts: 1}))
+	exec := b.pendingRecord(t, s, 2000)
+	ctx, stop := context.WithCancel(context.Background())
+	entered := make(chan struct{})
+	var once sync.Once
+	b.hooks.enter = func(string) {
+		once.Do(func() { close(entered); <-ctx.Done() }) // the first run waits for the stop
+	}
+	done := make(chan error, 1)
+	go func() { _, err := s.Sweep(ctx); done <- err }()
+	<-entered
+	stop()
+	require.ErrorIs(t, <-done, context.Canceled)
+	rec, _ := b.record(t, exec)
+	require.Equal(t, "pending", rec.State, "not given up")
+	require.Zero(t, rec.Attempts, "the stopped attempt was handed back")
+
+	b.hooks.enter = nil
+	b.settleAll(t, s)
+	require.Equal(t, billed{LedgerRows: 1, AccountMS: 2000, VideoReady: true, Published: true}, b.billed(t, exec))
+}
+
+// An attempt whose handler ignores its context outlives its lease, and
+// another sweep claims the record meanwhile. The late attempt's verdict
+// changes nothing (it is counted as raced), so it cannot cut the newer
+// attempt's lease short or overwrite its outcome; the record is billed
+// once.
+func TestSweep_AttemptThatOutlivedItsLeaseLeavesTheNewerClaimAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := quick(settle.Config{})
+	cfg.UpdateTimeout = 400 * time.Millisecond // the lease is UpdateTimeout + BackoffMin
+	a, other := b.settler(t, cfg), b.settler(t, cfg)
+	exec := b.pendingRecord(t, a, 1500)
+
+	var calls atomic.Int32
+	firstIn, secondIn := make(chan struct{}), make(chan struct{})
+	releaseFirst, releaseSecond := make(chan struct{}), make(chan struct{})
+	b.hooks.enter = func(string) {
+		switch calls.Add(1) {
+		case 1:
+			close(firstIn)
+			<-releaseFirst // ignores its context
+		case 2:
+			close(secondIn)
+			<-releaseSecond
+		}
+	}
+	first := make(chan settle.Report, 1)
+	go func() { rep, _ := a.Sweep(context.Background()); first <- rep }()
+	<-firstIn
+	time.Sleep(cfg.UpdateTimeout + 100*time.Millisecond) // the lease runs out
+	second := make(chan settle.Report, 1)
+	go func() { rep, _ := other.Sweep(context.Background()); second <- rep }()
+	<-secondIn
+
+	close(releaseFirst)
+	late := <-first
+	require.Equal(t, 1, late.Raced, "the late attempt's verdict changed nothing: %+v", late)
+	require.Zero(t, late.Retrying+late.GivenUp)
+	rec, _ := b.record(t, exec)
+	require.Equal(t, 2, rec.Attempts, "the newer claim stands")
+
+	close(releaseSecond)
+	<-second
+	b.settleAll(t, a)
+	require.Equal(t, billed{LedgerRows: 1, AccountMS: 1500, VideoReady: true, Published: true}, b.billed(t, exec))
+}

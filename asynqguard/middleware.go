@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/hibiken/asynq"
-	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/watch"
 )
@@ -83,8 +83,9 @@ func New(cfg Config) (asynq.MiddlewareFunc, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("asynqguard: new: DB is nil")
 	}
-	if _, ok := cfg.DB.(pgx.Tx); ok {
-		return nil, errors.New("asynqguard: new: DB is a pgx.Tx; each task's start must commit on its own, before its handler runs: give a pool")
+	if st := txstate.Of(cfg.DB); st != txstate.Own {
+		return nil, fmt.Errorf("asynqguard: new: DB is %v; each task's start must commit on its own, before its handler runs: give a pool: %w",
+			st, jobguard.ErrInTransaction)
 	}
 	switch cfg.IDFrom {
 	case IDFromPayload:

@@ -333,6 +333,11 @@ func TestNew_ErrorsNameTheField(t *testing.T) {
 	tx, err := b.env.Pool.Begin(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	conn, err := b.env.Pool.Acquire(context.Background()) // a BEGIN sent on it by hand
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "ROLLBACK"); conn.Release() })
+	_, err = conn.Exec(context.Background(), "BEGIN")
+	require.NoError(t, err)
 	for _, tc := range []struct {
 		name  string
 		cfg   asynqguard.Config
@@ -341,6 +346,7 @@ func TestNew_ErrorsNameTheField(t *testing.T) {
 		{"no start guard", asynqguard.Config{DB: b.env.Pool}, "StartGuard is nil"},
 		{"no db", asynqguard.Config{StartGuard: b.starts}, "DB is nil"},
 		{"a transaction", asynqguard.Config{StartGuard: b.starts, DB: tx}, "DB is a pgx.Tx"},
+		{"a connection in a transaction", asynqguard.Config{StartGuard: b.starts, DB: conn}, "DB is a connection with a transaction open"},
 		{"unknown id source", asynqguard.Config{StartGuard: b.starts, DB: b.env.Pool, IDFrom: 7}, "IDFrom 7"},
 		{"payload key with task ids", asynqguard.Config{StartGuard: b.starts, DB: b.env.Pool, IDFrom: asynqguard.IDFromTaskID, PayloadKey: "id"}, "PayloadKey"},
 	} {

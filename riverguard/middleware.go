@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim/riversource"
 	"github.com/jobguard/jobguard/watch"
@@ -76,8 +76,9 @@ func New(cfg Config) (*Middleware, error) {
 	case cfg.DB == nil:
 		return nil, errors.New("riverguard: new: DB is nil")
 	}
-	if _, ok := cfg.DB.(pgx.Tx); ok {
-		return nil, errors.New("riverguard: new: DB is a pgx.Tx; the start must commit before the worker runs, so pass a pool")
+	if st := txstate.Of(cfg.DB); st != txstate.Own {
+		return nil, fmt.Errorf("riverguard: new: DB is %v; the start must commit before the worker runs, so pass a pool: %w",
+			st, jobguard.ErrInTransaction)
 	}
 	if cfg.RowIDKey == "" {
 		cfg.RowIDKey = riversource.RowIDKeyDefault

@@ -288,6 +288,11 @@ func TestNew_ErrorsNameTheField(t *testing.T) {
 	tx, err := env.Pool.Begin(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	conn, err := env.Pool.Acquire(context.Background()) // a BEGIN sent on it by hand
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "ROLLBACK"); conn.Release() })
+	_, err = conn.Exec(context.Background(), "BEGIN")
+	require.NoError(t, err)
 
 	for _, c := range []struct {
 		cfg  riverguard.Config
@@ -296,6 +301,7 @@ func TestNew_ErrorsNameTheField(t *testing.T) {
 		{riverguard.Config{DB: env.Pool}, "riverguard: new: StartGuard is nil"},
 		{riverguard.Config{StartGuard: starts}, "riverguard: new: DB is nil"},
 		{riverguard.Config{StartGuard: starts, DB: tx}, "riverguard: new: DB is a pgx.Tx"},
+		{riverguard.Config{StartGuard: starts, DB: conn}, "riverguard: new: DB is a connection with a transaction open"},
 		{riverguard.Config{StartGuard: starts, DB: env.Pool, RowIDKey: "a\x00b"}, "riverguard: new: RowIDKey"},
 		{riverguard.Config{StartGuard: starts, DB: env.Pool, Kinds: []string{"chapter", ""}}, "riverguard: new: Kinds[1] is empty"},
 	} {

@@ -143,11 +143,11 @@ func New(ctx context.Context, cfg Config) (*Artifacts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compensate: new: %w", err)
 	}
-	idType, err := inspect(ctx, cfg, art)
+	cat, err := inspect(ctx, cfg, art)
 	if err != nil {
 		return nil, fmt.Errorf("compensate: new: %w", err)
 	}
-	return &Artifacts{cfg: cfg, log: cfg.Logger, sql: buildStatements(cfg, idType), met: newCompensateMetrics(cfg.MeterProvider)}, nil
+	return &Artifacts{cfg: cfg, log: cfg.Logger, sql: buildStatements(cfg, cat), met: newCompensateMetrics(cfg.MeterProvider)}, nil
 }
 
 // validate checks what New cannot default, naming the field.
@@ -199,40 +199,50 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
-// inspect checks that the artifacts table art exists with every column of
-// MigrationFiles, and returns the type of the jobs table's id column as the
-// catalog prints it: job ids are stored as text and cast to it, so the
-// sweep's join uses the jobs table's primary key.
-func inspect(ctx context.Context, cfg Config, art string) (idType string, err error) {
-	var exists bool
-	if err := cfg.DB.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, art).Scan(&exists); err != nil {
-		return "", err
-	}
-	if !exists {
-		return "", fmt.Errorf("Table: %s does not exist (apply Migration)", art)
-	}
-	var recheck bool
-	err = cfg.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute`+
-		` WHERE attrelid = to_regclass($1) AND attname = 'recheck_at' AND NOT attisdropped)`, art).Scan(&recheck)
-	if err != nil {
-		return "", err
-	}
-	if !recheck {
-		return "", fmt.Errorf("Table: %s has no column recheck_at (apply every file of MigrationFiles)", art)
-	}
-	jt := cfg.Guard.Table()
-	err = cfg.DB.QueryRow(ctx, `SELECT format_type(atttypid, NULL) FROM pg_attribute`+
-		` WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped`,
-		jt.QualifiedName(), jt.IDColumn).Scan(&idType)
-	if err != nil {
-		return "", fmt.Errorf("Guard: reading the type of %s.%s: %w", jt.QualifiedName(), jt.IDColumn, err)
-	}
-	return idType, nil
+// catalogFacts are what New reads of the catalog.
+type catalogFacts struct {
+	// canonical is the artifacts table's schema-qualified name as the
+	// catalog holds it, however Config spelled it.
+	canonical string
+	// idType is the type of the jobs table's id column as the catalog
+	// prints it: job ids are stored as text and cast to it, so the sweep's
+	// join uses the jobs table's primary key.
+	idType string
 }
 
-// buildStatements builds the statements; idType is the jobs table's id
-// type as the catalog prints it (format_type), which quotes it as needed.
-func buildStatements(cfg Config, idType string) statements {
+// inspect checks, in one query, that the artifacts table art exists with
+// every column of MigrationFiles, and reads its canonical name and the
+// jobs table's id type.
+func inspect(ctx context.Context, cfg Config, art string) (catalogFacts, error) {
+	jt := cfg.Guard.Table()
+	var f catalogFacts
+	var name, idType *string
+	var recheck bool
+	err := cfg.DB.QueryRow(ctx, `SELECT
+		(SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) FROM pg_class c
+		 JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)),
+		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'recheck_at' AND NOT attisdropped),
+		(SELECT format_type(atttypid, NULL) FROM pg_attribute
+		 WHERE attrelid = to_regclass($2) AND attname = $3 AND NOT attisdropped)`,
+		art, jt.QualifiedName(), jt.IDColumn).Scan(&name, &recheck, &idType)
+	switch {
+	case err != nil:
+		return f, err
+	case name == nil:
+		return f, fmt.Errorf("Table: %s does not exist (apply Migration)", art)
+	case !recheck:
+		return f, fmt.Errorf("Table: %s has no column recheck_at (apply every file of MigrationFiles)", art)
+	case idType == nil:
+		return f, fmt.Errorf("Guard: %s has no column %s", jt.QualifiedName(), jt.IDColumn)
+	}
+	f.canonical, f.idType = *name, *idType
+	return f, nil
+}
+
+// buildStatements builds the statements from what inspect read of the
+// catalog.
+func buildStatements(cfg Config, cat catalogFacts) statements {
+	idType := cat.idType
 	q := ident.Quote
 	art := q(cfg.Schema, cfg.Table)
 	jt := cfg.Guard.Table()
@@ -248,9 +258,11 @@ func buildStatements(cfg Config, idType string) statements {
 	// Recording an artifact and compensating one take the same transaction
 	// lock on its kind and ref, so that one execution never records (and
 	// then creates) a thing while another's compensation is removing it.
-	// The lock class keeps these locks apart per artifacts table.
+	// The lock class keeps these locks apart per artifacts table, by its
+	// canonical name: processes that spell the table differently (through
+	// the search_path, or with its schema) take the same locks.
 	refLock := func(fn string, kind, ref int) string {
-		return fmt.Sprintf(`%s(%d, hashtext($%d::text || '/' || $%d::text))`, fn, lockClass(art), kind, ref)
+		return fmt.Sprintf(`%s(%d, hashtext($%d::text || '/' || $%d::text))`, fn, lockClass(cat.canonical), kind, ref)
 	}
 	// The job id is stored as the id column prints it, so that one job is
 	// always one key (a uuid in any case), and an id of the wrong type is
@@ -354,8 +366,8 @@ func (a *Artifacts) Record(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 }
 
 // lockClass is the first key of the transaction locks on an artifacts
-// table's refs: a hash of the table's quoted name, so that two tables do
-// not share locks. (Advisory locks keyed by one bigint, like the
+// table's refs: a hash of the table's canonical name, so that two tables
+// do not share locks. (Advisory locks keyed by one bigint, like the
 // reclaimer's leader lock, are another key space.)
 func lockClass(table string) int32 {
 	h := fnv.New32a()

@@ -358,3 +358,35 @@ func TestSharedRef_RecordInsideTransactionHoldsTheRefUntilItEnds(t *testing.T) {
 		})
 	}
 }
+
+// Two processes name the one artifacts table two ways: one through the
+// search_path, the other with its schema. They still take one lock per
+// ref: a sweep of the second leaves alone a ref the first is recording in
+// an open transaction.
+func TestSharedRef_TableSpelledTwoWaysIsOneLock(t *testing.T) {
+	t.Parallel()
+	lb := setupLate(t)
+	ctx := context.Background()
+	other, err := compensate.New(ctx, compensate.Config{
+		Guard: lb.jobs.Guard, DB: lb.env.Pool, Schema: lb.env.Schema, Now: lb.clock.Now,
+		Compensators: map[string]compensate.Func{"object": lb.store.remove},
+	})
+	require.NoError(t, err)
+	id := lb.jobs.Insert(t, fixture.Job{Generation: 1})
+	stale := jobguard.Execution{JobID: id, Generation: 1}
+	ref := "assets/" + id
+	require.NoError(t, lb.arts.Record(ctx, lb.env.Pool, stale, "object", ref))
+	lb.store.upload(t, ref, "stale")
+	require.NoError(t, lb.jobs.Guard.Fail(ctx, lb.env.Pool, stale, jobguard.ReclaimedReasonDefault))
+	gen, err := lb.jobs.Guard.Retry(ctx, lb.env.Pool, id)
+	require.NoError(t, err)
+
+	tx, err := lb.env.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	require.NoError(t, lb.arts.Record(ctx, tx, jobguard.Execution{JobID: id, Generation: gen}, "object", ref))
+	rep, err := other.Compensate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, compensate.Report{Rejected: 1}, rep, "the other spelling saw the ref held")
+	require.Equal(t, "stale", lb.store.read(t, ref), "nothing removed under the recording transaction")
+}

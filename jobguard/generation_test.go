@@ -158,3 +158,48 @@ func TestRetry_RefusesJobThatIsNotFailed(t *testing.T) {
 		require.Equal(t, jobs.Table.Statuses.Processing, jobs.Read(t, id).Status)
 	})
 }
+
+// An operator retries a reclaimed job while its old execution still runs
+// (its call ignored the cancellation). The job waits QUEUED, which
+// CompleteIfActive accepts; only the generation keeps the old execution
+// out: its completion, its touch and its fail are refused as superseded,
+// before and after the retried job starts, and the new execution
+// completes.
+func TestRetry_OldExecutionStillRunningChangesNothing(t *testing.T) {
+	t.Parallel()
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		if !jobs.Guard.Fenced() {
+			t.Skip("status-only table: the documented weakness, an old execution cannot be told apart")
+		}
+		ctx := context.Background()
+		db := jobs.Env.Pool
+		st := jobs.Table.Statuses
+		sg := newStartGuard(t, jobs, jobguard.StartGuardConfig{})
+		id := jobs.Insert(t, fixture.Job{Status: st.Queued})
+		old, err := sg.Start(ctx, db, id)
+		require.NoError(t, err)
+		require.NoError(t, jobs.Guard.Fail(ctx, db, old, jobguard.ReclaimedReasonDefault)) // the reclaim
+		_, err = jobs.Guard.Retry(ctx, db, id)
+		require.NoError(t, err)
+
+		refused := func(what string, err error) {
+			t.Helper()
+			var se *jobguard.StateError
+			require.ErrorAs(t, err, &se, what)
+			require.Equal(t, jobguard.ReasonSuperseded, se.Reason, what)
+			require.True(t, jobguard.IsPermanent(err), what)
+		}
+		refused("complete while queued", jobs.Guard.CompleteIfActive(ctx, db, old))
+		refused("fail while queued", jobs.Guard.Fail(ctx, db, old, "late"))
+		require.Equal(t, st.Queued, jobs.Read(t, id).Status, "the retried job still waits")
+
+		next, err := sg.Start(ctx, db, id)
+		require.NoError(t, err)
+		refused("touch while the new one runs", jobs.Guard.Touch(ctx, db, old))
+		refused("complete while the new one runs", jobs.Guard.CompleteIfActive(ctx, db, old))
+		require.NoError(t, jobs.Guard.CompleteIfActive(ctx, db, next))
+		row := jobs.Read(t, id)
+		require.Equal(t, st.Completed, row.Status)
+		require.Equal(t, next.Generation, row.Generation)
+	})
+}

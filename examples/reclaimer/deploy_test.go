@@ -304,7 +304,7 @@ func drivenScrape(t *testing.T) exposition {
 	t.Cleanup(stop)
 	serviceURL := metricsURL(t, &logs)
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), `msg="reclaimer: started"`) },
-		10*time.Second, 10*time.Millisecond)
+		testenv.Patience, 10*time.Millisecond)
 	proxy.Close()
 	require.NoError(t, flow.SetLimit(ctx, w.pool, flow.TypeChapter, 300*time.Millisecond))
 	waitStatus(t, w, stuckID, "FAILED")
@@ -313,8 +313,11 @@ func drivenScrape(t *testing.T) exposition {
 		page = scrape(t, serviceURL)
 		_, markers := sample(page, "jobguard_reclaim_marker_errors_total", "")
 		_, notices := sample(page, "jobguard_reclaim_notice_errors_total", "")
-		return markers && notices
-	}, 10*time.Second, 50*time.Millisecond, "the reclaim's marker and notice errors are not counted:\n%s", logs.String())
+		// A sweep's duration is recorded when it ends, after its marker and
+		// notice errors: wait for the sweep that reclaimed to be over.
+		_, swept := sample(page, "jobguard_reclaim_sweep_duration_seconds_count", "")
+		return markers && notices && swept
+	}, testenv.Patience, 50*time.Millisecond, "the reclaim's marker and notice errors are not counted:\n%s", logs.String())
 	stop()
 
 	// The late execution: its completion is refused, the job's redelivery
@@ -529,6 +532,6 @@ func driveSettle(t *testing.T, w *worker, mp metric.MeterProvider, courses [2]st
 		require.NoError(t, err)
 		retried, settled = retried+rep.Retrying, settled+rep.Settled
 		return settled == 1
-	}, 10*time.Second, 20*time.Millisecond, "the sweeps settle the record left pending")
+	}, testenv.Patience, 20*time.Millisecond, "the sweeps settle the record left pending")
 	require.Equal(t, 1, retried, "the first sweep's attempt failed")
 }

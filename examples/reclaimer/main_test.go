@@ -45,7 +45,7 @@ func waitStatus(t *testing.T, w *worker, jobID, want string) {
 		var status string
 		err := w.pool.QueryRow(context.Background(), `SELECT status FROM jobs WHERE id = $1`, jobID).Scan(&status)
 		return err == nil && status == want
-	}, 15*time.Second, 50*time.Millisecond)
+	}, testenv.Patience, 50*time.Millisecond)
 }
 
 func TestReclaimer_ReclaimsStuckJobsLogsEachSweepAndStops(t *testing.T) {
@@ -65,12 +65,12 @@ func TestReclaimer_ReclaimsStuckJobsLogsEachSweepAndStops(t *testing.T) {
 	require.Eventually(t, func() bool {
 		out := logs.String()
 		return strings.Count(out, `msg="reclaim: sweep"`) >= 3 && strings.Contains(out, " reclaimed=1 ")
-	}, 10*time.Second, 50*time.Millisecond)
+	}, testenv.Patience, 50*time.Millisecond)
 	cancel()
 	select {
 	case code := <-done:
 		require.Equal(t, 0, code, logs.String())
-	case <-time.After(10 * time.Second):
+	case <-time.After(testenv.Patience):
 		t.Fatal("the reclaimer did not stop after its context ended")
 	}
 

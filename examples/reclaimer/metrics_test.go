@@ -29,7 +29,7 @@ func metricsURL(t *testing.T, logs *testenv.Logs) string {
 			url = m[1]
 		}
 		return m != nil
-	}, 10*time.Second, 10*time.Millisecond, "no metrics line in %s", logs.String())
+	}, testenv.Patience, 10*time.Millisecond, "no metrics line in %s", logs.String())
 	return url
 }
 
@@ -85,7 +85,7 @@ func TestReclaimer_ServesMetricsForPrometheus(t *testing.T) {
 		page = scrape(t, url)
 		n, ok := sample(page, "jobguard_reclaim_decisions_total", `decision="reclaimed"`)
 		return ok && n == 1
-	}, 10*time.Second, 50*time.Millisecond, "the reclaim is not counted")
+	}, testenv.Patience, 50*time.Millisecond, "the reclaim is not counted")
 	// The sweeps' histogram counts every sweep, the reclaiming one with them.
 	sweeps, ok := sample(page, "jobguard_reclaim_sweep_duration_seconds_count", `result="ok"`)
 	require.True(t, ok, page)
@@ -107,7 +107,7 @@ func TestReclaimer_NoMetricsAddrServesNothing(t *testing.T) {
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, args(env, "-interval", "100ms", "-metrics-addr", ""), &logs) }()
 	require.Eventually(t, func() bool { return regexp.MustCompile(`msg="reclaim: sweep"`).MatchString(logs.String()) },
-		10*time.Second, 10*time.Millisecond)
+		testenv.Patience, 10*time.Millisecond)
 	cancel()
 	require.Equal(t, 0, <-done, logs.String())
 	require.NotContains(t, logs.String(), "serving metrics")
@@ -147,17 +147,15 @@ func TestReclaimer_NoticesCancelTheReclaimedModelCall(t *testing.T) {
 			}()
 			defer func() { cancel(); require.Equal(t, 0, <-done, logs.String()) }()
 			waitStatus(t, w, jobID, "FAILED")
-			var reclaimedAt time.Time
-			require.NoError(t, w.pool.QueryRow(ctx, `SELECT updated_at FROM jobs WHERE id = $1`, jobID).Scan(&reclaimedAt))
 			select {
 			case err := <-processed:
-				// The check runs hourly: only the notice can have been this fast.
-				require.Less(t, time.Since(reclaimedAt), 2*time.Second)
+				// The periodic check runs hourly: only the notice can have
+				// cancelled it.
 				var lost *watch.LostError
 				require.ErrorAs(t, err, &lost)
 				require.Equal(t, watch.ViaNotice, lost.Via)
 				require.Equal(t, int64(1), lost.Generation)
-			case <-time.After(5 * time.Second):
+			case <-time.After(testenv.Patience):
 				t.Fatal("the reclaimed model call was not cancelled")
 			}
 			var rows int

@@ -123,7 +123,7 @@ func TestVideos_LostHeartbeatStopsTheEncodeAndUndoesTheFile(t *testing.T) {
 	require.Eventually(t, func() bool {
 		tag, err := v.DB.Exec(ctx, `UPDATE jobs SET status = 'FAILED' WHERE id = $1 AND progress > 0`, jobID)
 		return err == nil && tag.RowsAffected() == 1
-	}, 10*time.Second, 5*time.Millisecond)
+	}, testenv.Patience, 5*time.Millisecond)
 	err = <-done
 	require.True(t, errors.Is(err, jobguard.ErrJobTerminal), "%v", err)
 	// No notice was sent: the lost heartbeat told the watcher, which

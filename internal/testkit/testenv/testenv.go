@@ -26,6 +26,12 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/endpoint"
 )
 
+// Patience is how long a test waits for something that must happen (a
+// log line, a status, a scrape) before it calls it missing. A wait ends as
+// soon as the thing happens, so a long patience costs nothing on a quiet
+// machine, and a loaded one cannot fail a correct run.
+const Patience = 2 * time.Minute
+
 // Env is one test's share of the servers.
 type Env struct {
 	// Pool reaches the test's schema, in the query mode the test asked for.

@@ -28,7 +28,10 @@
 //     on records left pending by a crash or a failure: it re-runs their
 //     pending updates through the handlers registered by name and bills
 //     once they succeed. Each handler must be idempotent: it may run again
-//     after a success that was not recorded.
+//     after a success that was not recorded. A spec with no updates (a job
+//     that only bills), no usage, or neither is settled the same way.
+//     Quantities of zero are billed like any other; negative ones are
+//     refused before anything is written.
 //   - Exactly once. However many finalizes and sweeps, in however many
 //     processes, race for a record, one transaction confirms it and bills
 //     it; the others find it confirmed. The ledger's key (job, meter)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/pgarray"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/usage"
 )
@@ -96,7 +97,7 @@ func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 	fin, err := s.cfg.Guard.Finalize(ctx, db, exec, jobguard.FinalizeSpec{
 		Recheck: spec.Recheck,
 		Complete: func(ctx context.Context, tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, s.sql.insert, exec.JobID, exec.Generation, rec.pending, updates, entries,
+			if _, err := tx.Exec(ctx, s.sql.insert, exec.JobID, exec.Generation, pgarray.Of(rec.pending), updates, entries,
 				micros(s.cfg.Grace)); err != nil {
 				return fmt.Errorf("settle: finalize: write record: %w", err)
 			}

@@ -46,7 +46,7 @@ type Artifact struct {
 	Generation int64
 	// Kind selects the compensator ("file", "s3", "asset_row").
 	Kind string
-	// Ref says which one: a path, a storage key, a row id.
+	// Ref says which one: a path, a storage key, a row id. Never empty.
 	Ref string
 	// Attempts counts earlier compensation attempts.
 	Attempts int
@@ -343,10 +343,15 @@ func buildStatements(cfg Config, cat catalogFacts) statements {
 // it holds that ref until you commit, and a compensation of it is left for
 // a later sweep. Give each execution refs of its own (put the generation in
 // a path) where you can: two executions that create the same thing may
-// overwrite each other's content, which no record can undo.
+// overwrite each other's content, which no record can undo. An empty ref is
+// refused: it names nothing, and would be the same ref for every execution
+// of its kind.
 func (a *Artifacts) Record(ctx context.Context, db jobguard.DB, exec jobguard.Execution, kind, ref string) error {
 	if _, ok := a.cfg.Compensators[kind]; !ok {
 		return fmt.Errorf("compensate: record: no compensator for kind %q", kind)
+	}
+	if ref == "" {
+		return errors.New("compensate: record: ref is empty; name the thing (a path, a key, a row id)")
 	}
 	if exec.JobID == "" {
 		return fmt.Errorf("compensate: record: %w: job id is empty", jobguard.ErrInvalidJobID)

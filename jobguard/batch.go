@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/pgarray"
 )
 
 // JobState is a job's row as the batch operations read and write it: the
@@ -260,7 +261,7 @@ func (b *Batch) Snapshot(ctx context.Context, db DB, ids []string) (map[string]J
 	if len(norm) == 0 {
 		return out, nil
 	}
-	rows, err := db.Query(ctx, g.batch.snapshot, norm)
+	rows, err := db.Query(ctx, g.batch.snapshot, pgarray.Of(norm))
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: snapshot: %w", err)
 	}
@@ -336,7 +337,7 @@ func (b *Batch) Overdue(ctx context.Context, db DB, q OverdueQuery) ([]JobState,
 		types = append(types, typ)
 		limits = append(limits, d.Microseconds())
 	}
-	args := []any{types, limits, q.Max}
+	args := []any{pgarray.Of(types), pgarray.Of(limits), q.Max}
 	sql := g.batch.overdue
 	if q.After != "" {
 		// Checked here: the server casts it to the id column's type, and a
@@ -409,7 +410,8 @@ func (b *Batch) FailIfUnchanged(ctx context.Context, db DB, expected []JobState,
 		e := byID[id]
 		statuses[i], updated[i], gens[i] = e.Status, e.UpdatedAt.UTC(), e.Generation
 	}
-	rows, err := db.Query(ctx, g.batch.fail, g.table.Statuses.Failed, reason, ids, statuses, updated, gens)
+	rows, err := db.Query(ctx, g.batch.fail, g.table.Statuses.Failed, reason,
+		pgarray.Of(ids), pgarray.Of(statuses), pgarray.Of(updated), pgarray.Of(gens))
 	if err != nil {
 		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/pgarray"
 )
 
 // HistoryQuery selects the finished jobs History summarizes.
@@ -82,7 +83,7 @@ func (b *Batch) History(ctx context.Context, db DB, q HistoryQuery) ([]TypeHisto
 	for i, typ := range types {
 		limits[i] = q.Limits[typ].Microseconds()
 	}
-	rows, err := db.Query(ctx, g.batch.history, types, limits, q.Window.Microseconds(), q.PerType,
+	rows, err := db.Query(ctx, g.batch.history, pgarray.Of(types), pgarray.Of(limits), q.Window.Microseconds(), q.PerType,
 		q.Percentile, g.shared.ReclaimedReason)
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: history: %w", err)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/pgarray"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -84,7 +85,7 @@ func SetParent(p ParentUpdate) (ParentRule, error) {
 		if len(parents) == 0 {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, sql, p.Value, parents, from); err != nil {
+		if _, err := tx.Exec(ctx, sql, p.Value, pgarray.Of(parents), from); err != nil {
 			return fmt.Errorf("set %s.%s: %w", p.Table, p.Column, err)
 		}
 		return nil

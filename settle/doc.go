@@ -28,7 +28,10 @@
 //     on records left pending by a crash or a failure: it re-runs their
 //     pending updates through the handlers registered by name and bills
 //     once they succeed. Each handler must be idempotent: it may run again
-//     after a success that was not recorded.
+//     after a success that was not recorded. A spec with no updates (a job
+//     that only bills), no usage, or neither is settled the same way.
+//     Quantities of zero are billed like any other; negative ones are
+//     refused before anything is written.
 //   - Exactly once. However many finalizes and sweeps, in however many
 //     processes, race for a record, one transaction confirms it and bills
 //     it; the others find it confirmed. The ledger's key (job, meter)
@@ -46,6 +49,13 @@
 //     for UpdateTimeout + BackoffMin, runs the updates outside any
 //     transaction, and bills in a short transaction of its own. Sweeps need
 //     no leader.
+//   - A verdict holds only for the claim that made it. Each claim of a
+//     record takes the next claim number, which nothing lowers (Reopen
+//     starts the attempts over, a stopped attempt hands its attempt back,
+//     the number stays), and a retry or a give-up is written only while
+//     the record still has the number its attempt claimed. An attempt that
+//     outlived its lease changes nothing (Report.Raced), however often the
+//     record was claimed, handed back or reopened since.
 //   - Inside your transaction: Finalize refuses a pgx.Tx, or a connection
 //     with a transaction open, with jobguard.ErrInTransaction before
 //     anything runs, as jobguard's Finalize does: the record must commit

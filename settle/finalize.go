@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/pgarray"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/usage"
 )
@@ -96,7 +97,7 @@ func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 	fin, err := s.cfg.Guard.Finalize(ctx, db, exec, jobguard.FinalizeSpec{
 		Recheck: spec.Recheck,
 		Complete: func(ctx context.Context, tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, s.sql.insert, exec.JobID, exec.Generation, rec.pending, updates, entries,
+			if _, err := tx.Exec(ctx, s.sql.insert, exec.JobID, exec.Generation, pgarray.Of(rec.pending), updates, entries,
 				micros(s.cfg.Grace)); err != nil {
 				return fmt.Errorf("settle: finalize: write record: %w", err)
 			}
@@ -117,9 +118,11 @@ func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 		return res, err
 	case !fin.Confirmed():
 		// Let the sweep try once BackoffMin has passed rather than Grace,
-		// and leave the cause on the record for an operator: attempt 0, as
-		// no sweep has claimed a record within its Grace.
-		if _, rerr := s.cfg.DB.Exec(ctx, s.sql.retry, exec.JobID, exec.Generation, err.Error(), micros(s.cfg.BackoffMin), 0); rerr != nil {
+		// and leave the cause on the record for an operator: only while no
+		// sweep has claimed it (claim 0, attempt 0), as none does within
+		// its Grace. Once one has, the sweep's verdicts are the record's.
+		if _, rerr := s.cfg.DB.Exec(ctx, s.sql.retry, exec.JobID, exec.Generation, err.Error(),
+			micros(s.cfg.BackoffMin), 0, 0); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("settle: finalize: record the failure: %w", rerr))
 		}
 		s.met.finalized(ctx, s.met.pending)

@@ -2,6 +2,7 @@ package settle_test
 
 import (
 	"context"
+	"io/fs"
 	"strings"
 	"testing"
 	"time"
@@ -51,5 +52,19 @@ func TestMigration_RunsTwice(t *testing.T) {
 	env.Exec(settle.Migration)
 	jobs := fixture.Create(t, env, fixture.Default)
 	_, err := settle.New(context.Background(), settle.Config{Guard: jobs.Guard, DB: env.Pool})
+	require.NoError(t, err)
+}
+
+func TestNew_RefusesARecordsTableWithoutTheClaimColumn(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	first, err := fs.ReadFile(settle.MigrationFiles, "0001_job_settlements.sql")
+	require.NoError(t, err)
+	env.Exec(string(first))
+	jobs := fixture.Create(t, env, fixture.Default)
+	_, err = settle.New(context.Background(), settle.Config{Guard: jobs.Guard, DB: env.Pool})
+	require.ErrorContains(t, err, "has no column claim (apply every file of MigrationFiles)")
+	env.Exec(settle.Migration)
+	_, err = settle.New(context.Background(), settle.Config{Guard: jobs.Guard, DB: env.Pool})
 	require.NoError(t, err)
 }

@@ -18,7 +18,8 @@ type Update struct {
 	// Args are stored in the record as JSON (encoding/json) and passed to
 	// the handler as it was stored. Keep them to what the handler needs to
 	// find and write its rows (ids, a path, a duration), not the rows
-	// themselves. Defaults to nil: JSON null.
+	// themselves. Defaults to nil: JSON null, as is an empty
+	// json.RawMessage.
 	Args any
 }
 
@@ -58,6 +59,9 @@ func (s *Settler) newRecord(exec jobguard.Execution, spec Spec) (record, error) 
 			return record{}, fmt.Errorf("Updates[%d]: %w for update %q (Config.Handlers)", i, ErrUnregistered, u.Name)
 		case slices.Contains(rec.pending, u.Name):
 			return record{}, fmt.Errorf("Updates[%d]: Name %q is used twice", i, u.Name)
+		}
+		if raw, ok := u.Args.(json.RawMessage); ok && len(raw) == 0 {
+			u.Args = nil // no bytes are no arguments, as nil is
 		}
 		args, err := json.Marshal(u.Args)
 		if err != nil {

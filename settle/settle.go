@@ -177,17 +177,17 @@ type Settler struct {
 type statements struct {
 	insert   string // $1 job_id, $2 generation, $3 pending, $4 updates, $5 usage, $6 grace µs
 	mark     string // $1 job_id, $2 generation, $3 update name
-	retry    string // $1 job_id, $2 generation, $3 error, $4 delay µs, $5 the attempt claimed
-	giveUp   string // $1 job_id, $2 generation, $3 error, $4 the attempt claimed
-	handBack string // $1 job_id, $2 generation, $3 the attempt claimed
+	retry    string // $1 job_id, $2 generation, $3 error, $4 delay µs, $5 the claim, $6 its attempt
+	giveUp   string // $1 job_id, $2 generation, $3 error, $4 the claim, $5 its attempt
+	handBack string // $1 job_id, $2 generation, $3 the claim, $4 its attempt
 	confirm  string // $1 job_id, $2 generation → usage
 	state    string // $1 job_id, $2 generation → state
-	claim    string // $1 lease µs, $2 due by → job_id, generation, pending, updates, usage, attempts
+	claim    string // $1 lease µs, $2 due by → job_id, generation, pending, updates, usage, attempts, claim
 	reopen   string // $1 job_id, $2 generation
 }
 
-// New validates cfg, checks that the records table exists and builds every
-// statement once.
+// New validates cfg, checks that the records table exists with the columns
+// of every file of MigrationFiles, and builds every statement once.
 func New(ctx context.Context, cfg Config) (*Settler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("settle: new: %w", err)
@@ -200,12 +200,16 @@ func New(ctx context.Context, cfg Config) (*Settler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("settle: new: %w", err)
 	}
-	var exists bool
-	if err := cfg.DB.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, tbl).Scan(&exists); err != nil {
+	var exists, claim bool
+	if err := cfg.DB.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, EXISTS (SELECT 1 FROM pg_attribute`+
+		` WHERE attrelid = to_regclass($1) AND attname = 'claim' AND NOT attisdropped)`, tbl).Scan(&exists, &claim); err != nil {
 		return nil, fmt.Errorf("settle: new: %w", err)
 	}
-	if !exists {
+	switch {
+	case !exists:
 		return nil, fmt.Errorf("settle: new: Table: %s does not exist (apply Migration)", tbl)
+	case !claim:
+		return nil, fmt.Errorf("settle: new: Table: %s has no column claim (apply every file of MigrationFiles)", tbl)
 	}
 	return &Settler{
 		cfg: cfg,
@@ -308,16 +312,22 @@ func buildStatements(tbl string) statements {
 	// Every write after the insert is conditional on the record being
 	// pending: a confirmed or given-up record is never changed by a late
 	// finalize or sweep. A sweep's verdict is also conditional on the
-	// attempt it claimed: an attempt that outlived its lease, whose record
-	// another sweep has claimed since, changes nothing.
+	// claim it made: an attempt that outlived its lease, whose record
+	// another sweep has claimed since, changes nothing. The fence is the
+	// claim, which only grows, not the attempt count, which Reopen starts
+	// over and a hand-back lowers, so that a stale attempt never finds its
+	// number again. The attempt is matched too, so that a claim made by a
+	// process that predates the claim column (it counts attempts alone)
+	// fences this attempt out as well.
+	fence := func(n int) string { return fmt.Sprintf(` AND claim = $%d AND attempts = $%d`, n, n+1) }
 	s.mark = `UPDATE ` + tbl + ` SET pending = array_remove(pending, $3), updated_at = ` + now +
 		pk + ` AND state = 'pending'`
 	s.retry = `UPDATE ` + tbl + ` SET last_error = $3, next_attempt_at = ` + fmt.Sprintf(later, 4) +
-		`, updated_at = ` + now + pk + ` AND state = 'pending' AND attempts = $5`
+		`, updated_at = ` + now + pk + ` AND state = 'pending'` + fence(5)
 	s.giveUp = `UPDATE ` + tbl + ` SET state = 'given_up', last_error = $3, updated_at = ` + now +
-		pk + ` AND state = 'pending' AND attempts = $4`
+		pk + ` AND state = 'pending'` + fence(4)
 	s.handBack = `UPDATE ` + tbl + ` SET attempts = attempts - 1, next_attempt_at = ` + now +
-		`, updated_at = ` + now + pk + ` AND state = 'pending' AND attempts = $3`
+		`, updated_at = ` + now + pk + ` AND state = 'pending'` + fence(3)
 	// Confirming takes the record's row lock for the billing transaction:
 	// a second biller waits, then finds the record no longer pending.
 	s.confirm = `UPDATE ` + tbl + ` SET state = 'confirmed', pending = '{}', last_error = NULL, settled_at = ` + now +
@@ -329,11 +339,13 @@ func buildStatements(tbl string) statements {
 	// records due by the sweep's start are taken, so a record retried
 	// within a sweep waits for the next one. The predicate is the due
 	// index's, written as it is.
-	s.claim = `UPDATE ` + tbl + ` SET attempts = attempts + 1, next_attempt_at = ` + fmt.Sprintf(later, 1) +
+	s.claim = `UPDATE ` + tbl + ` SET attempts = attempts + 1, claim = claim + 1, next_attempt_at = ` + fmt.Sprintf(later, 1) +
 		`, updated_at = ` + now + ` WHERE (job_id, generation) = (SELECT job_id, generation FROM ` + tbl +
 		` WHERE state = 'pending' AND next_attempt_at <= $2::timestamptz` +
 		` ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)` +
-		` RETURNING job_id, generation, pending, updates::text, usage::text, attempts`
+		` RETURNING job_id, generation, pending, updates::text, usage::text, attempts, claim`
+	// Reopening starts the attempts over and leaves the claim as it is: the
+	// next claim still takes a number no earlier attempt had.
 	s.reopen = `UPDATE ` + tbl + ` SET state = 'pending', attempts = 0, last_error = NULL, next_attempt_at = ` + now +
 		`, updated_at = ` + now + pk + ` AND state = 'given_up'`
 	return s
@@ -341,8 +353,10 @@ func buildStatements(tbl string) statements {
 
 // Reopen gives a record that was given up another round of MaxAttempts
 // attempts, from the next sweep on: an operator's decision, once what made
-// it fail (a handler, a store, a missing registration) is fixed. It returns
-// ErrNotGivenUp when exec has no given-up record.
+// it fail (a handler, a store, a missing registration) is fixed. An attempt
+// of the earlier round still running cannot give up the new one: it is
+// fenced out by the record's claim number, which Reopen leaves as it is. It
+// returns ErrNotGivenUp when exec has no given-up record.
 func (s *Settler) Reopen(ctx context.Context, exec jobguard.Execution) error {
 	id, err := s.cfg.Guard.CanonicalID(exec.JobID)
 	if err != nil {

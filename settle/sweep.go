@@ -116,9 +116,12 @@ func (s *Settler) sweep(ctx context.Context, n *notes) (Report, error) {
 // sweep's context has ended.
 const afterStopTimeout = 5 * time.Second
 
-// claimed is a record a sweep has taken, and the attempt it is on.
+// claimed is a record a sweep has taken, the claim that took it and the
+// attempt it is on.
 type claimed struct {
 	record
+	// claim is the record's claim number: its fence, which only grows.
+	claim   int64
 	attempt int
 	// unreadable is why the record's columns could not be read, if so.
 	unreadable error
@@ -129,7 +132,7 @@ func (s *Settler) claim(ctx context.Context, dueBy time.Time) (claimed, bool, er
 	var c claimed
 	var updates, entries string
 	err := s.cfg.DB.QueryRow(ctx, s.sql.claim, micros(s.cfg.UpdateTimeout+s.cfg.BackoffMin), dueBy).Scan(
-		&c.exec.JobID, &c.exec.Generation, &c.pending, &updates, &entries, &c.attempt)
+		&c.exec.JobID, &c.exec.Generation, &c.pending, &updates, &entries, &c.attempt, &c.claim)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return claimed{}, false, nil
 	}
@@ -169,7 +172,7 @@ func (s *Settler) attempt(ctx context.Context, c claimed) attemptResult {
 		// a stop during the last attempt cannot give the record up.
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterStopTimeout)
 		defer cancel()
-		_, res.writeErr = s.cfg.DB.Exec(hctx, s.sql.handBack, c.exec.JobID, c.exec.Generation, c.attempt)
+		_, res.writeErr = s.cfg.DB.Exec(hctx, s.sql.handBack, c.exec.JobID, c.exec.Generation, c.claim, c.attempt)
 		res.verdict = verdict{}
 		return res
 	}
@@ -178,10 +181,11 @@ func (s *Settler) attempt(ctx context.Context, c claimed) attemptResult {
 	switch {
 	case res.outcome == settled:
 	case res.verdict.giveUp:
-		tag, res.writeErr = s.cfg.DB.Exec(ctx, s.sql.giveUp, c.exec.JobID, c.exec.Generation, res.err.Error(), c.attempt)
+		tag, res.writeErr = s.cfg.DB.Exec(ctx, s.sql.giveUp, c.exec.JobID, c.exec.Generation, res.err.Error(),
+			c.claim, c.attempt)
 	default:
 		tag, res.writeErr = s.cfg.DB.Exec(ctx, s.sql.retry, c.exec.JobID, c.exec.Generation, res.err.Error(),
-			micros(res.verdict.retryIn), c.attempt)
+			micros(res.verdict.retryIn), c.claim, c.attempt)
 	}
 	switch {
 	case res.outcome == settled || res.writeErr != nil:

@@ -26,10 +26,14 @@ type Entry struct {
 	// at most once per meter.
 	Meter string
 	// Quantity is the amount in the meter's integer unit; use a finer unit
-	// (milliseconds, not seconds) for fractions. Must not be negative.
+	// (milliseconds, not seconds) for fractions. Zero is a quantity like
+	// any other: its ledger row says the job used none, and its increment
+	// runs once. A negative quantity is refused with an error before
+	// anything is sent: usage is never taken back.
 	Quantity int64
 	// Attributes are stored in the ledger as JSON, so usage can be audited
-	// from the ledger alone. Optional.
+	// from the ledger alone. Optional: nil and empty both store none (the
+	// column is NULL).
 	Attributes map[string]any
 }
 
@@ -130,8 +134,8 @@ func (l *Ledger) admit(ctx context.Context, fin jobguard.Finalized, entry Entry)
 	if err := entry.validate(); err != nil {
 		return nil, fmt.Errorf("usage: accrue: %w", err)
 	}
-	if entry.Attributes == nil {
-		return nil, nil
+	if len(entry.Attributes) == 0 {
+		return nil, nil // no attributes, however spelled, are none
 	}
 	b, err := json.Marshal(entry.Attributes)
 	if err != nil {

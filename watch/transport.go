@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/internal/pgarray"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -126,7 +127,7 @@ func (p *Publisher) PublishOn(ctx context.Context, db jobguard.DB, notices ...No
 	}
 	msgs, encErr := payloads(notices, PostgresPayloadMax)
 	if len(msgs) > 0 {
-		tag, err := db.Exec(ctx, notifySQL, p.channel, msgs)
+		tag, err := db.Exec(ctx, notifySQL, p.channel, pgarray.Of(msgs))
 		if err != nil {
 			return fmt.Errorf("watch: publish: %w", errors.Join(err, encErr))
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/pgarray"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 )
@@ -100,11 +101,11 @@ func New(cfg Config) (*Source, error) {
 	b.WriteString(` WHERE state = 'running' AND id > $1`)
 	args := []any{cfg.RowIDKey}
 	if len(cfg.Queues) > 0 {
-		args = append(args, cfg.Queues)
+		args = append(args, pgarray.Of(cfg.Queues))
 		fmt.Fprintf(&b, ` AND queue = ANY($%d::text[])`, len(args)+2)
 	}
 	if len(kinds) > 0 {
-		args = append(args, kinds)
+		args = append(args, pgarray.Of(kinds))
 		fmt.Fprintf(&b, ` AND kind = ANY($%d::text[])`, len(args)+2)
 	}
 	b.WriteString(`) SELECT c.*, now() FROM c ORDER BY id LIMIT $2`)

@@ -183,14 +183,9 @@ func (fin *Finalized) confirm(ctx context.Context, spec FinalizeSpec, op string)
 	return nil
 }
 
-// abandonAfter is how long an update may go on after its context ended
-// before Finalize stops waiting for it: long enough for one that honours
-// its context to return its own error (a query's cancel is a round trip).
-const abandonAfter = time.Second
-
 // runUpdates runs every update in its own goroutine and waits for all of
-// them, each until it returns or until abandonAfter past the end of its
-// context. It returns the failures in spec order: an update's error, a
+// them, each until it returns or until safe.Grace (a second) past the end
+// of its context. It returns the failures in spec order: an update's error, a
 // panic (or runtime.Goexit) as a *PanicError with its stack, or
 // ErrAbandoned. Nothing panics in the caller, whose goroutine may be a
 // loop that no one else could recover.
@@ -207,7 +202,7 @@ func runUpdates(ctx context.Context, updates []Update, timeout time.Duration) []
 				uctx, cancel = context.WithCancel(ctx)
 			}
 			defer cancel()
-			if err := safe.Bounded(uctx, abandonAfter, u.Run); err != nil {
+			if err := safe.Bounded(uctx, safe.Grace, u.Run); err != nil {
 				results[i] = &UpdateError{Name: u.Name, Err: err}
 			}
 		})

@@ -42,6 +42,12 @@ func (e *PanicError) Unwrap() error {
 	return err
 }
 
+// Grace is how long the library waits, once the context of code it runs
+// under a deadline has ended, before it abandons that code (Bounded's
+// grace): long enough for code that honours its context to return its own
+// error (a query's cancel is a round trip), short beside the deadlines.
+const Grace = time.Second
+
 // ErrGoexit is the Value of a PanicError whose code called runtime.Goexit
 // instead of returning.
 var ErrGoexit = errors.New("runtime.Goexit called")

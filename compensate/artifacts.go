@@ -59,7 +59,9 @@ type Artifact struct {
 // after the first, and again whenever its execution is found to have
 // stopped after a sweep compensated it; a missing thing is done. A non-nil
 // error rolls back what fn wrote through tx and leaves the artifact owed,
-// to be retried by the next sweep.
+// to be retried by the next sweep; so does a panic, whose error wraps a
+// *jobguard.PanicError and whose stack is logged. It must return when ctx
+// ends: it holds the artifact's transaction, so it cannot be abandoned.
 type Func func(ctx context.Context, tx pgx.Tx, a Artifact) error
 
 // Config configures Artifacts.
@@ -94,8 +96,10 @@ type Config struct {
 	// longer than the longest write a worker can leave in flight. Defaults
 	// to RecheckAfterDefault.
 	RecheckAfter time.Duration
-	// Logger receives compensation failures and sweep reports. Defaults to
-	// slog.Default().
+	// Logger receives compensation failures (with the stack of a
+	// compensator's panic) and sweep reports, and an error line with the
+	// stack when Run recovered the logger's or the meter's own panic.
+	// Defaults to slog.Default().
 	Logger *slog.Logger
 	// Now stamps updated_at. Defaults to time.Now.
 	Now func() time.Time

@@ -26,6 +26,12 @@
 //     its own short transaction (FOR UPDATE SKIP LOCKED), so any number of
 //     sweepers can run at once and never compensate one artifact at the
 //     same time.
+//   - A compensator that panics fails as one that returns an error does:
+//     its writes through tx roll back, the artifact stays owed with
+//     "panic: " and the value as its last error, the warning carries the
+//     stack, and the next sweep retries it. The panic never reaches Run's
+//     goroutine, nor a worker's Finalize; a panicking logger or meter does
+//     not stop Run either.
 //   - A thing created after its compensation is removed too. The sweep may
 //     compensate an artifact before its execution, still running, creates
 //     it (the upload was on its way when the job was reclaimed). So every

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -116,13 +117,19 @@ func (a *Artifacts) Run(ctx context.Context) error {
 	tick := time.NewTicker(a.cfg.Interval)
 	defer tick.Stop()
 	for {
-		rep, err := a.Compensate(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			a.log.WarnContext(ctx, "compensate: sweep failed", append(reportAttrs(rep), slog.Any("error", err))...)
-		case err == nil && rep != (Report{}):
-			a.log.InfoContext(ctx, "compensate: sweep", reportAttrs(rep)...)
-		}
+		// A compensator's panic fails its artifact; this is for a panic of
+		// the logger or the meter, which must not end the loop.
+		perr := safe.Call(func() error {
+			rep, err := a.Compensate(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				a.log.WarnContext(ctx, "compensate: sweep failed", append(reportAttrs(rep), slog.Any("error", err))...)
+			case err == nil && rep != (Report{}):
+				a.log.InfoContext(ctx, "compensate: sweep", reportAttrs(rep)...)
+			}
+			return nil
+		})
+		safe.Recovered(ctx, a.log, "compensate: run recovered from a panic", perr)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -237,8 +244,11 @@ func (a *Artifacts) compensateNext(ctx context.Context, p pass, after int64, exe
 	switch {
 	case undoErr != nil:
 		rep.Failed++
-		a.log.WarnContext(ctx, "compensate: compensator failed; retried by the next sweep",
-			append(artAttrs(art), slog.Int("attempts", art.Attempts+1), slog.Any("error", undoErr))...)
+		attrs := append(artAttrs(art), slog.Int("attempts", art.Attempts+1), slog.Any("error", undoErr))
+		for _, attr := range safe.Attrs(undoErr) {
+			attrs = append(attrs, attr)
+		}
+		a.log.WarnContext(ctx, "compensate: compensator failed; retried by the next sweep", attrs...)
 	case p == passRecheck:
 		rep.Rechecked++
 	default:
@@ -281,7 +291,9 @@ func (a *Artifacts) undo(ctx context.Context, tx pgx.Tx, art Artifact) error {
 	if err != nil {
 		return fmt.Errorf("savepoint: %w", err)
 	}
-	if err := fn(ctx, sp, art); err != nil {
+	// A compensator that panics fails like one that returns an error: its
+	// writes roll back and the artifact stays owed.
+	if err := safe.Call(func() error { return fn(ctx, sp, art) }); err != nil {
 		_ = sp.Rollback(ctx)
 		return err
 	}

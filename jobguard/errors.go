@@ -3,6 +3,8 @@ package jobguard
 import (
 	"errors"
 	"fmt"
+
+	"github.com/jobguard/jobguard/internal/safe"
 )
 
 // ErrJobTerminal is returned, wrapped in a *StateError, whenever a conditional
@@ -37,6 +39,27 @@ var ErrInvalidJobID = errors.New("jobguard: invalid job id")
 // not passed as its pgx.Tx, since the server would ignore their BEGIN and
 // their COMMIT would commit the caller's transaction.
 var ErrInTransaction = errors.New("jobguard: db is inside a transaction")
+
+// PanicError is a panic recovered from code the library was given to run:
+// a Finalize update, a settle handler or increment, a reclaim parent rule,
+// notifier or source, a compensator. Wherever such code runs, its panic
+// fails that one call as an error would, and the error wraps a *PanicError
+// (errors.As) holding the panic's value and the stack of the goroutine that
+// panicked. A call to runtime.Goexit is reported the same way, with the
+// value ErrGoexit. Error prints the value, never the stack; a PanicError
+// whose value is an error unwraps to it.
+type PanicError = safe.PanicError
+
+// ErrGoexit is the Value of a *PanicError whose code called
+// runtime.Goexit instead of returning (a test's t.FailNow, for one).
+var ErrGoexit = safe.ErrGoexit
+
+// ErrAbandoned is returned, wrapped with its context's cause, for code the
+// library ran under a deadline it documents (a Finalize update's
+// UpdateTimeout) that was still running a moment after its context ended:
+// the library stopped waiting for it and went on, and the code was left to
+// finish on its own; what it returns then is dropped.
+var ErrAbandoned = safe.ErrAbandoned
 
 // IsPermanent reports whether a queue must not retry after err: the job is
 // terminal for this execution, was reclaimed, or its id is unusable.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/internal/txstate"
 )
 
@@ -34,11 +35,13 @@ type FinalizeSpec struct {
 	// Updates are the metadata updates (video, asset, content) that run in
 	// parallel once the completion has committed. Each runs in its own
 	// goroutine with its own context derived from Finalize's ctx, so one
-	// failing does not cancel the others. They are not part of the
-	// completion's transaction. Names must be unique and non-empty. Defaults
-	// to none.
+	// failing (or panicking) does not cancel the others. They are not part
+	// of the completion's transaction. Names must be unique and non-empty.
+	// Defaults to none.
 	Updates []Update
-	// UpdateTimeout bounds each update's context. Defaults to 0: no bound
+	// UpdateTimeout bounds each update's context. An update still running
+	// a second after its context ended is abandoned: it fails with
+	// ErrAbandoned and Finalize returns without it. Defaults to 0: no bound
 	// beyond Finalize's ctx.
 	UpdateTimeout time.Duration
 }
@@ -107,13 +110,18 @@ func (f Finalized) Failed() []string { return append([]string(nil), f.failed...)
 //     Zero rows returns a *StateError wrapping ErrJobTerminal, the result is
 //     Rejected, and nothing after it runs.
 //  3. spec.Updates run in parallel, each with its own context. Finalize
-//     waits for all of them before it returns; an update that panics is
-//     re-panicked in the caller's goroutine once the others have finished.
+//     waits for all of them before it returns, except one still running a
+//     second after its context ended (UpdateTimeout, or ctx): that update
+//     fails with ErrAbandoned, and is left to finish on its own.
 //
 // The result is Confirmed only when the completion was written and every
 // update succeeded. When some fail, the returned error joins every failure
 // as an *UpdateError; the completion and the successful updates stay, since
 // they are separate transactions: re-run the failed updates, do not bill.
+// An update that panics, or calls runtime.Goexit, fails like one that
+// returned an error: its *UpdateError wraps a *PanicError with the value
+// and the stack, the others run to their end, and nothing panics in the
+// caller's goroutine.
 //
 // A commit error leaves the outcome unknown; the result then reports
 // neither Completed nor Rejected.
@@ -176,11 +184,13 @@ func (fin *Finalized) confirm(ctx context.Context, spec FinalizeSpec, op string)
 }
 
 // runUpdates runs every update in its own goroutine and waits for all of
-// them. It returns the failures in spec order. A panicking update is
-// re-panicked in the caller's goroutine once the others have finished.
+// them, each until it returns or until safe.Grace (a second) past the end
+// of its context. It returns the failures in spec order: an update's error, a
+// panic (or runtime.Goexit) as a *PanicError with its stack, or
+// ErrAbandoned. Nothing panics in the caller, whose goroutine may be a
+// loop that no one else could recover.
 func runUpdates(ctx context.Context, updates []Update, timeout time.Duration) []error {
 	results := make([]error, len(updates))
-	panics := make([]any, len(updates))
 	var wg sync.WaitGroup
 	for i, u := range updates {
 		wg.Go(func() {
@@ -192,24 +202,16 @@ func runUpdates(ctx context.Context, updates []Update, timeout time.Duration) []
 				uctx, cancel = context.WithCancel(ctx)
 			}
 			defer cancel()
-			defer func() {
-				if p := recover(); p != nil {
-					panics[i] = p
-				}
-			}()
-			if err := u.Run(uctx); err != nil {
+			if err := safe.Bounded(uctx, safe.Grace, u.Run); err != nil {
 				results[i] = &UpdateError{Name: u.Name, Err: err}
 			}
 		})
 	}
 	wg.Wait()
 	var errs []error
-	for i := range updates {
-		if panics[i] != nil {
-			panic(fmt.Sprintf("jobguard: finalize: update %s panicked: %v", updates[i].Name, panics[i]))
-		}
-		if results[i] != nil {
-			errs = append(errs, results[i])
+	for _, err := range results {
+		if err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errs

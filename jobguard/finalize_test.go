@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -217,21 +218,91 @@ func TestFinalize_WaitsForEveryUpdate(t *testing.T) {
 	require.Equal(t, int32(3), finished.Load(), "Finalize returns only after every update has returned")
 }
 
-func TestFinalize_PanickingUpdateRepanicsAfterTheOthers(t *testing.T) {
+// Every way an update can fail to return normally: a panic (with a
+// value, an error, nil, a runtime error) and runtime.Goexit. Each fails
+// that update only, visibly, with its stack; the others run; nothing
+// panics in the caller, who may be a loop no one else can recover.
+func TestFinalize_UpdateThatPanicsOrExitsFailsItAloneWithItsStack(t *testing.T) {
+	t.Parallel()
+	jobs := setupFinalize(t)
+	boom := errors.New("boom error")
+	for name, tc := range map[string]struct {
+		run   func()
+		value func(t *testing.T, v any)
+	}{
+		"string":  {func() { panic("boom") }, func(t *testing.T, v any) { require.Equal(t, "boom", v) }},
+		"error":   {func() { panic(boom) }, func(t *testing.T, v any) { require.Same(t, boom, v) }},
+		"nil":     {func() { panic(nil) }, func(t *testing.T, v any) { require.IsType(t, &runtime.PanicNilError{}, v) }},
+		"runtime": {func() { var m map[string]int; m["x"]++ }, func(t *testing.T, v any) { require.Implements(t, (*runtime.Error)(nil), v) }},
+		"goexit":  {runtime.Goexit, func(t *testing.T, v any) { require.Same(t, jobguard.ErrGoexit, v) }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			id := jobs.Insert(t, fixture.Job{Generation: 1})
+			var fin jobguard.Finalized
+			var err error
+			require.NotPanics(t, func() {
+				fin, err = jobs.Guard.Finalize(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
+					Updates: []jobguard.Update{
+						{Name: "asset", Run: func(context.Context) error { panickingUpdate(tc.run); return nil }},
+						writeMeta(jobs, id, "video"),
+					},
+				})
+			})
+			require.True(t, fin.Completed())
+			require.False(t, fin.Confirmed(), "an update that did not return is not a success")
+			require.Equal(t, []string{"asset"}, fin.Failed())
+			require.Equal(t, []string{"video"}, metaKinds(t, jobs, id), "the other update ran")
+			var ue *jobguard.UpdateError
+			require.ErrorAs(t, err, &ue)
+			require.Equal(t, "asset", ue.Name)
+			var pe *jobguard.PanicError
+			require.ErrorAs(t, err, &pe)
+			tc.value(t, pe.Value)
+			require.Contains(t, string(pe.Stack), "panickingUpdate", "the stack shows where it panicked")
+		})
+	}
+}
+
+// panickingUpdate is a frame of its own, for the stack to show.
+func panickingUpdate(run func()) { run() }
+
+// An update that ignores its context cannot hold Finalize past its
+// UpdateTimeout: it is abandoned, fails, and Finalize returns.
+func TestFinalize_UpdateIgnoringItsContextIsAbandonedAfterUpdateTimeout(t *testing.T) {
 	t.Parallel()
 	jobs := setupFinalize(t)
 	id := jobs.Insert(t, fixture.Job{Generation: 1})
-	var other atomic.Bool
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
 
-	require.PanicsWithValue(t, "jobguard: finalize: update asset panicked: boom", func() {
-		_, _ = jobs.Guard.Finalize(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
+	type result struct {
+		fin jobguard.Finalized
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		fin, err := jobs.Guard.Finalize(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
+			UpdateTimeout: 20 * time.Millisecond,
 			Updates: []jobguard.Update{
-				{Name: "asset", Run: func(context.Context) error { panic("boom") }},
-				{Name: "video", Run: func(context.Context) error { time.Sleep(20 * time.Millisecond); other.Store(true); return nil }},
+				{Name: "stuck", Run: func(context.Context) error { <-release; return nil }},
+				writeMeta(jobs, id, "video"),
 			},
 		})
-	})
-	require.True(t, other.Load(), "the other update finished before the panic reached the caller")
+		done <- result{fin, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Finalize still waits for an update that ignores its context, a minute after its 20ms UpdateTimeout")
+	}
+	require.ErrorIs(t, res.err, jobguard.ErrAbandoned)
+	require.ErrorIs(t, res.err, context.DeadlineExceeded)
+	require.True(t, res.fin.Completed())
+	require.False(t, res.fin.Confirmed())
+	require.Equal(t, []string{"stuck"}, res.fin.Failed())
+	require.Equal(t, []string{"video"}, metaKinds(t, jobs, id))
 }
 
 func TestFinalize_UpdateTimeoutBoundsEachUpdate(t *testing.T) {

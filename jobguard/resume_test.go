@@ -141,3 +141,28 @@ func TestResume_SpecOfTheCompletionIsRefused(t *testing.T) {
 	_, err := jobs.Guard.Resume(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: "not-a-uuid", Generation: 1}, jobguard.FinalizeSpec{})
 	require.ErrorIs(t, err, jobguard.ErrInvalidJobID)
 }
+
+// Resume runs its updates as Finalize does: a panicking one fails alone,
+// with a *PanicError, and nothing panics in the caller (the settle sweep).
+func TestResume_PanickingUpdateFailsItAlone(t *testing.T) {
+	t.Parallel()
+	jobs := setupFinalize(t)
+	id := jobs.Insert(t, fixture.Job{Status: jobs.Table.Statuses.Completed, Generation: 1})
+	var fin jobguard.Finalized
+	var err error
+	require.NotPanics(t, func() {
+		fin, err = jobs.Guard.Resume(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
+			Updates: []jobguard.Update{
+				{Name: "asset", Run: func(context.Context) error { panic("boom") }},
+				writeMeta(jobs, id, "video"),
+			},
+		})
+	})
+	var pe *jobguard.PanicError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "boom", pe.Value)
+	require.True(t, fin.Completed())
+	require.False(t, fin.Confirmed())
+	require.Equal(t, []string{"asset"}, fin.Failed())
+	require.Equal(t, []string{"video"}, metaKinds(t, jobs, id))
+}

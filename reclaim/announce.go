@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -37,11 +38,13 @@ func (r *Reclaimer) announce(ctx context.Context, reclaimed []jobguard.JobState,
 		}
 	}
 	if r.cfg.Notices != nil {
-		if err := r.cfg.Notices.Publish(ctx, execs...); err != nil {
+		// A notifier that panics loses its notices, as one that fails does.
+		if err := safe.Call(func() error { return r.cfg.Notices.Publish(ctx, execs...) }); err != nil {
 			rep.NoticeErrors += len(execs)
 			if n.noticeErr == nil {
 				n.noticeErr = err
 			}
+			n.sawPanic(err)
 		}
 	}
 }

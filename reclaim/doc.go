@@ -69,6 +69,14 @@
 // the sweep under way): that is safe, as reclaims are conditional writes and
 // concurrent sweeps reclaim each job once.
 //
+// The code a sweep is given (a parent rule, the notifier, a source, the
+// limits) may panic without taking the process with it: a rule's panic
+// fails its jobs like a rule's error (RuleErrors, tried again at the next
+// sweep), a notifier's loses its notices (NoticeErrors), a source's or the
+// limits' fails the sweep (its error wraps a *jobguard.PanicError). The
+// summary line logs the first panic's value and stack, at warn. Run goes
+// on through a logger or a meter that panics.
+//
 // # Before it writes: shadow mode and plans
 //
 // A limit set too tight throws good work away. Config.Shadow runs the whole

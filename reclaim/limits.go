@@ -30,7 +30,7 @@ var MigrationFiles, Migration = sqlfile.Load(embedded, "migrations")
 // Limits gives the maximum runtime of each job type. Sweep asks for them at
 // the start of every pass, so an operator's change takes effect at the next
 // sweep. A type absent from the map has no limit: its jobs are skipped with
-// a warning, never reclaimed.
+// a warning, never reclaimed. An error, or a panic, fails the sweep.
 type Limits interface {
 	Limits(ctx context.Context) (map[string]time.Duration, error)
 }

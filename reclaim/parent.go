@@ -20,7 +20,12 @@ import (
 // of them is tried again on its own, so that one parent that refuses a
 // write holds back only its own job: the others are reclaimed, the refused
 // one is counted in Report.RuleErrors and tried again at the next sweep.
-// A rule must therefore be safe to run again for a job it saw before.
+// A rule must therefore be safe to run again for a job it saw before. A
+// rule that panics fails as one that returns an error does (the error
+// wraps a *jobguard.PanicError; the sweep's summary logs its stack). A rule
+// must return when ctx ends: it holds the reclaim's transaction, so it
+// cannot be abandoned, and the sweep's deadline (SweepTimeout) reaches it
+// only through ctx.
 type ParentRule func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error
 
 // ParentUpdate is the write of SetParent: set Column to Value on the rows of

@@ -204,7 +204,9 @@ func (cfg Config) withDefaults() (Config, error) {
 
 // Notifier announces reclaimed executions, once their reclaim has
 // committed: a notice cancels work at once, so it must never announce a
-// reclaim that rolled back. watch's *Publisher satisfies it.
+// reclaim that rolled back. watch's *Publisher satisfies it. A Publish that
+// fails or panics is counted in Report.NoticeErrors; its context ends 10
+// seconds after the commit, and Publish must return then.
 type Notifier interface {
 	Publish(ctx context.Context, reclaimed ...jobguard.Execution) error
 }

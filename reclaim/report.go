@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/jobguard/jobguard/internal/safe"
 )
 
 // Report counts the decisions of one sweep. The listings of one row are
@@ -78,17 +80,29 @@ type notes struct {
 	ruleErr      error
 	markerErr    error
 	noticeErr    error
+	// panicked is the first of those errors that is a panic of the
+	// caller's code (a parent rule, a notifier), whose stack the summary
+	// logs.
+	panicked error
+}
+
+// sawPanic keeps err when it is the pass's first panic.
+func (n *notes) sawPanic(err error) {
+	if n.panicked == nil && safe.AsPanic(err) != nil {
+		n.panicked = err
+	}
 }
 
 // needsAttention reports whether an operator should look: a source or rule
 // that fails, types that are never reclaimed, markers or notices lost.
 func (n *notes) needsAttention() bool {
 	return n.noLimits || len(n.unknownTypes) > 0 || n.sourceErr != nil || n.ruleErr != nil ||
-		n.markerErr != nil || n.noticeErr != nil
+		n.markerErr != nil || n.noticeErr != nil || n.panicked != nil
 }
 
 // summarize logs the one line of a sweep: every counter, how long it took,
-// and, at warn level, whatever needs an operator.
+// and, at warn level, whatever needs an operator, with the value and the
+// stack of the first panic of the caller's code.
 func (r *Reclaimer) summarize(ctx context.Context, p *pass, err error, took time.Duration) {
 	rep, n := p.rep, &p.notes
 	var attrs []slog.Attr
@@ -126,5 +140,8 @@ func (r *Reclaimer) summarize(ctx context.Context, p *pass, err error, took time
 			attrs = append(attrs, slog.String(e.key, e.err.Error()))
 		}
 	}
+	// The stack of the first panic: a rule's or a notifier's, else the
+	// source's or the limits', which is the sweep's error.
+	attrs = append(attrs, safe.Attrs(n.panicked, err)...)
 	r.log.LogAttrs(ctx, level, "reclaim: sweep", attrs...)
 }

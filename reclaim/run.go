@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/internal/safe"
 )
 
 // LivenessTimeoutDefault is the default of Config.LivenessTimeout: far
@@ -51,20 +53,31 @@ const LivenessTimeoutDefault = 10 * time.Second
 // standby starts: two sweeps at once are safe, because every reclaim write
 // is conditional and a job is reclaimed once.
 //
-// Run starts no goroutines. When it returns, the lock is released (within
-// LivenessTimeout) and its connection closed.
+// A panic in Run's loop (a logger's, a meter's, a BeforeConnect hook's) is
+// logged at error with its stack, and the loop goes on at the next
+// Interval; the code a sweep runs for each item (parent rules, the
+// notifier, the source) fails only its own items, as Sweep says.
+//
+// Run leaves no goroutine behind. When it returns, the lock is released
+// (within LivenessTimeout) and its connection closed.
 func (r *Reclaimer) Run(ctx context.Context) error {
 	l := &leaderLock{r: r}
 	defer l.close(ctx)
 	tick := time.NewTicker(r.cfg.Interval)
 	defer tick.Stop()
 	for {
-		if l.lead(ctx) && ctx.Err() == nil {
-			// Sweep logs its own summary: one line per interval, from the
-			// leader only, so an operator sees that sweeps happen even when
-			// they change nothing.
-			_, _ = r.Sweep(ctx)
-		}
+		// A panic of the logger, the meter or a connect hook must not end
+		// the loop; the handed code a sweep runs fails on its own.
+		err := safe.Call(func() error {
+			if l.lead(ctx) && ctx.Err() == nil {
+				// Sweep logs its own summary: one line per interval, from
+				// the leader only, so an operator sees that sweeps happen
+				// even when they change nothing.
+				_, _ = r.Sweep(ctx)
+			}
+			return nil
+		})
+		safe.Recovered(ctx, r.log, "reclaim: run recovered from a panic", err)
 		select {
 		case <-ctx.Done():
 			return nil

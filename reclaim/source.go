@@ -14,7 +14,9 @@ import (
 // running jobs. Active calls page with each page in turn and stops at the
 // first error page returns, returning it. A failure to read the source
 // fails the sweep (pages already handled stand); a failure to read one job
-// is reported in that job's Err and the job is skipped.
+// is reported in that job's Err and the job is skipped. A source that
+// panics fails the sweep the same way: the error wraps a
+// *jobguard.PanicError.
 //
 // A queue that moves while it is paged through (jobs finishing, others
 // starting) may list a job on two pages or on none: a job missed is seen at

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -26,7 +27,10 @@ import (
 // limits or the source cannot be read, or a page's read or write fails, or
 // the deadline passed: pages handled before stand, and the report counts
 // them. Per-job problems are counted and summed up in the sweep's one log
-// line, not returned.
+// line, not returned. A panic in the code the sweep was given is one of
+// these: a parent rule's fails its jobs, a notifier's its notices, and a
+// source's or the limits' the sweep (the error wraps a
+// *jobguard.PanicError); none reaches the caller as a panic.
 //
 // With Config.Shadow set, the sweep decides the same and writes nothing: the
 // jobs it would reclaim are counted in Report.WouldReclaim and logged.
@@ -56,8 +60,15 @@ type pass struct {
 	plan *[]PlannedJob
 }
 
-// run is a sweep without its deadline, metrics and summary.
+// run is a sweep without its deadline, metrics and summary. The limits and
+// the source may be the caller's code: a panic in them fails the pass as
+// an error does (a parent rule's fails only its jobs; see attempt).
 func (r *Reclaimer) run(ctx context.Context, p *pass) error {
+	return safe.Call(func() error { return r.list(ctx, p) })
+}
+
+// list reads the limits and hands the source's pages to page.
+func (r *Reclaimer) list(ctx context.Context, p *pass) error {
 	limits, err := r.cfg.Limits.Limits(ctx)
 	if err != nil {
 		return err
@@ -169,6 +180,7 @@ func (r *Reclaimer) tally(ctx context.Context, rep *Report, n *notes, out outcom
 	if out.ruleErr != nil && n.ruleErr == nil {
 		n.ruleErr = out.ruleErr
 	}
+	n.sawPanic(out.panicked)
 	for _, f := range out.failed {
 		rep.ReclaimedIDs = append(rep.ReclaimedIDs, f.ID)
 		r.log.DebugContext(ctx, "reclaim: job reclaimed", slog.String("job_id", f.ID),

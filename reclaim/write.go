@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -19,6 +20,7 @@ type outcome struct {
 	locked     int // rows another transaction held: skipped
 	ruleErrors int // jobs left alone because their parent rule failed
 	ruleErr    error
+	panicked   error // the first rule error that is a rule's panic
 }
 
 func (o *outcome) add(res jobguard.FailResult) {
@@ -88,6 +90,9 @@ func (r *Reclaimer) write(ctx context.Context, chosen []jobguard.JobState, typeO
 				if out.ruleErr == nil {
 					out.ruleErr = fmt.Errorf("job %s: %w", c.ID, err)
 				}
+				if out.panicked == nil && safe.AsPanic(err) != nil {
+					out.panicked = fmt.Errorf("job %s: %w", c.ID, err)
+				}
 				r.log.DebugContext(ctx, "reclaim: parent rule failed; job left for the next sweep",
 					slog.String("job_id", c.ID), slog.String("job_type", failedType), slog.Any("error", err))
 			}
@@ -127,7 +132,8 @@ func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, batch []jobguard.Job
 		if parentRule == nil {
 			continue
 		}
-		if err := parentRule(ctx, sp, byType[typ]); err != nil {
+		// A rule that panics fails like one that returns an error.
+		if err := safe.Call(func() error { return parentRule(ctx, sp, byType[typ]) }); err != nil {
 			return jobguard.FailResult{}, typ, fmt.Errorf("OnReclaim[%q]: %w", typ, err)
 		}
 	}

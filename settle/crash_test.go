@@ -63,6 +63,8 @@ type childConfig struct {
 	Kill        string `json:"kill,omitempty"`
 	// AppName is the application_name of the child's connections.
 	AppName string `json:"app_name"`
+	// Panic, in a sweeping child, is the job whose content handler panics.
+	Panic string `json:"panic,omitempty"`
 }
 
 func TestMain(m *testing.M) {
@@ -119,8 +121,14 @@ func childMain(raw string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	hs := handlers(pool, &faults{}, h)
+	if cfg.Panic != "" {
+		var broken atomic.Bool
+		broken.Store(true)
+		hs["content"] = panickingHandler(hs["content"], cfg.Panic, &broken)
+	}
 	s, err := settle.New(ctx, quick(settle.Config{
-		Guard: guard, DB: pool, Handlers: handlers(pool, &faults{}, h), Increments: increments(h), Logger: discard(),
+		Guard: guard, DB: pool, Handlers: hs, Increments: increments(h), Logger: discard(),
 	}))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -323,4 +331,28 @@ func TestFinalize_WorkerKilledAtAnyPointIsSettledOnceBySweep(t *testing.T) {
 			require.Zero(t, rep.Taken)
 		})
 	}
+}
+
+// A handler that panics on a record, in a process that only sweeps (the
+// reclaimer's, say), must not end that process: before, the panic went up a
+// sweep worker's goroutine, which nothing can recover, and killed it, and
+// it did again at every claim of the record. The process lives, the other
+// record is settled, and the panicking one is left pending with its cause.
+func TestSweep_HandlerThatPanicsDoesNotKillTheSweepingProcess(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	good := b.pendingRecord(t, b.s, 1000)
+	bad := b.pendingRecord(t, b.s, 2000)
+	p := startChild(t, b.env.Pool, childConfig{DatabaseURL: b.env.DatabaseURL, Mode: modeSweep, Panic: bad.JobID})
+	err := p.wait()
+	require.NoError(t, err, "the sweeping process died:\n%s", p.output())
+	require.NotContains(t, p.output(), "goroutine ")
+
+	rec, _ := b.record(t, good)
+	require.Equal(t, "confirmed", rec.State)
+	rec, _ = b.record(t, bad)
+	require.NotEqual(t, "confirmed", rec.State)
+	require.GreaterOrEqual(t, rec.Attempts, 1)
+	require.Contains(t, rec.Error, "panic: boom")
+	require.Zero(t, b.billed(t, bad).LedgerRows)
 }

@@ -44,6 +44,18 @@
 //     cause. A record naming a handler or meter this process has not
 //     registered fails its attempt with ErrUnregistered, visibly; it is
 //     not skipped.
+//   - A handler or an increment that panics fails its attempt as an
+//     error would, and nothing else: the panic never reaches a sweep's
+//     goroutines or the process. The record is retried after its backoff
+//     (never at once) and given up after MaxAttempts like any failure; its
+//     last_error says "panic: " and the value, and the sweep's summary
+//     line, at warn, carries the first panic's value and stack. In the
+//     worker, Finalize returns ErrPending joined with the cause, which
+//     wraps a *jobguard.PanicError, and leaves the record pending for the
+//     sweep. A handler that does not return a second after its
+//     UpdateTimeout is abandoned the same way (jobguard.ErrAbandoned): the
+//     sweep goes on without it. A panicking logger or meter does not stop
+//     Run either.
 //   - No transaction is held open across an update's work. The sweep takes
 //     a record with one statement (FOR UPDATE SKIP LOCKED) that leases it
 //     for UpdateTimeout + BackoffMin, runs the updates outside any

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobguard/jobguard/internal/pgarray"
+	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/usage"
 )
@@ -235,7 +236,8 @@ func (s *Settler) bill(ctx context.Context, fin jobguard.Finalized) (billing, er
 			return billing{}, fmt.Errorf("settle: bill: %w for meter %q", ErrUnregistered, e.Meter)
 		}
 		acc, err := s.cfg.Ledger.AccrueTx(ctx, tx, fin, e, func(ctx context.Context, tx pgx.Tx) error {
-			return inc(ctx, tx, exec, e)
+			// A panic fails the billing, which rolls back, as an error does.
+			return safe.Call(func() error { return inc(ctx, tx, exec, e) })
 		})
 		if err != nil {
 			return billing{}, fmt.Errorf("settle: bill: meter %s: %w", e.Meter, err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/jobguard/jobguard/internal/safe"
 )
 
 // Report counts what one sweep did. Every record it took lands in exactly
@@ -62,9 +64,15 @@ func (r *Report) add(a attemptResult) {
 type notes struct {
 	retryErr, givenUpErr, writeErr error
 	givenUpJob                     string
+	// panicked is the first attempt's error that wraps a handler's or an
+	// increment's panic, whose stack the summary logs.
+	panicked error
 }
 
 func (n *notes) add(a attemptResult) {
+	if n.panicked == nil && safe.AsPanic(a.err) != nil {
+		n.panicked = a.err
+	}
 	switch {
 	case a.writeErr != nil && n.writeErr == nil:
 		n.writeErr = a.writeErr
@@ -78,8 +86,9 @@ func (n *notes) add(a attemptResult) {
 
 // summarize logs the one line of a sweep: every counter, how long it took,
 // and, at warn level, what needs an operator: records given up, names with
-// no handler, the verdicts that could not be written, the sweep's own
-// error. Failures that will be retried are at info, with the first one.
+// no handler, the verdicts that could not be written, a handler or an
+// increment that panicked (the first panic's value and stack), the sweep's
+// own error. Failures that will be retried are at info, with the first one.
 func (s *Settler) summarize(ctx context.Context, rep Report, n *notes, err error, took time.Duration) {
 	attrs := []slog.Attr{
 		slog.Int("taken", rep.Taken), slog.Int("settled", rep.Settled), slog.Int("raced", rep.Raced),
@@ -88,7 +97,7 @@ func (s *Settler) summarize(ctx context.Context, rep Report, n *notes, err error
 		slog.Int("accrued", rep.Accrued), slog.Duration("took", took),
 	}
 	level := slog.LevelInfo
-	if rep.GivenUp > 0 || rep.Unregistered > 0 || n.writeErr != nil || err != nil {
+	if rep.GivenUp > 0 || rep.Unregistered > 0 || n.writeErr != nil || n.panicked != nil || err != nil {
 		level = slog.LevelWarn
 	}
 	if n.givenUpJob != "" {
@@ -104,5 +113,6 @@ func (s *Settler) summarize(ctx context.Context, rep Report, n *notes, err error
 			attrs = append(attrs, slog.String(e.key, e.err.Error()))
 		}
 	}
+	attrs = append(attrs, safe.Attrs(n.panicked)...)
 	s.log.LogAttrs(ctx, level, "settle: sweep", attrs...)
 }

@@ -85,13 +85,17 @@ const (
 // than once, and possibly after another run of it succeeded but before
 // that success was recorded: it must be idempotent (an UPDATE that sets
 // rather than adds, an upsert, a PUT). Its context ends after
-// Config.UpdateTimeout.
+// Config.UpdateTimeout; a handler still running a second later is
+// abandoned and its attempt fails. A panic fails the attempt too, as an
+// error would.
 type Handler func(ctx context.Context, exec jobguard.Execution, args json.RawMessage) error
 
 // Increment adds one usage entry to the caller's billing counters through
 // tx, the transaction that inserts the entry's ledger row and confirms the
 // record. It runs only when that row is new, so it runs once per (job,
-// meter) and need not be idempotent.
+// meter) and need not be idempotent. A panic fails the billing, which rolls
+// back, as an error would. It must return when ctx ends: it holds the
+// billing transaction, so it cannot be abandoned.
 type Increment func(ctx context.Context, tx pgx.Tx, exec jobguard.Execution, entry usage.Entry) error
 
 // Config configures a Settler.
@@ -125,9 +129,10 @@ type Config struct {
 	// run twice. Defaults to GraceDefault.
 	Grace time.Duration
 	// UpdateTimeout bounds each update's context, in Finalize and in the
-	// sweep. A record a sweep has taken is left alone by other sweeps for
-	// UpdateTimeout + BackoffMin, so an attempt whose handlers honour
-	// their context never overlaps another. Defaults to
+	// sweep; a handler still running a second after it is abandoned, and
+	// its attempt fails. A record a sweep has taken is left alone by other
+	// sweeps for UpdateTimeout + BackoffMin, so an attempt whose handlers
+	// honour their context never overlaps another. Defaults to
 	// UpdateTimeoutDefault.
 	UpdateTimeout time.Duration
 	// MaxAttempts is how many sweep attempts a record gets. The record
@@ -149,9 +154,11 @@ type Config struct {
 	// to ConcurrencyDefault.
 	Concurrency int
 	// Logger receives one summary line per sweep (info, or warn when a
-	// record was given up, named an unregistered handler, or the sweep
-	// failed), a warning for each record given up, and a line per record
-	// at debug. Defaults to slog.Default().
+	// record was given up, named an unregistered handler, had a handler or
+	// increment panic, or the sweep failed), a warning for each record
+	// given up, a line per record at debug, and an error line with the
+	// stack when the logger's or the meter's own panic was recovered.
+	// Defaults to slog.Default().
 	Logger *slog.Logger
 	// MeterProvider receives jobguard.settle.finalizes,
 	// jobguard.settle.records and jobguard.settle.sweep.duration. Defaults

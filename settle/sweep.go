@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -57,8 +58,13 @@ func (s *Settler) Run(ctx context.Context) error {
 	tick := time.NewTicker(s.cfg.Interval)
 	defer tick.Stop()
 	for {
-		// Sweep logs its own summary line.
-		_, _ = s.Sweep(ctx)
+		// Sweep logs its own summary line; a panic of the logger or the
+		// meter must not end the loop.
+		err := safe.Call(func() error {
+			_, err := s.Sweep(ctx)
+			return err
+		})
+		safe.Recovered(ctx, s.log, "settle: sweep recovered from a panic", err)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -96,12 +102,19 @@ func (s *Settler) sweep(ctx context.Context, n *notes) (Report, error) {
 					mu.Unlock()
 					return
 				}
-				res := s.attempt(ctx, rec)
-				s.met.attempted(ctx, res)
-				mu.Lock()
-				rep.add(res)
-				n.add(res)
-				mu.Unlock()
+				// Handlers and increments fail their record when they panic;
+				// this is for a panic of the logger or the meter.
+				perr := safe.Call(func() error {
+					res := s.attempt(ctx, rec)
+					s.met.attempted(ctx, res)
+					mu.Lock()
+					defer mu.Unlock()
+					rep.add(res)
+					n.add(res)
+					return nil
+				})
+				safe.Recovered(ctx, s.log, "settle: sweep recovered from a panic; the record is taken again once its lease ends", perr,
+					slog.String("job_id", rec.exec.JobID), slog.Int64("generation", rec.exec.Generation))
 			}
 		})
 	}
@@ -194,9 +207,9 @@ func (s *Settler) attempt(ctx context.Context, c claimed) attemptResult {
 		// out, or settled it: its verdict stands, not this one's.
 		res.raced = true
 	case res.verdict.giveUp:
-		s.log.WarnContext(ctx, "settle: record given up; its usage is not billed",
-			slog.String("job_id", c.exec.JobID), slog.Int64("generation", c.exec.Generation),
-			slog.Int("attempts", c.attempt), slog.Any("error", res.err))
+		attrs := []slog.Attr{slog.String("job_id", c.exec.JobID), slog.Int64("generation", c.exec.Generation),
+			slog.Int("attempts", c.attempt), slog.Any("error", res.err)}
+		s.log.LogAttrs(ctx, slog.LevelWarn, "settle: record given up; its usage is not billed", append(attrs, safe.Attrs(res.err)...)...)
 	}
 	s.log.DebugContext(ctx, "settle: record attempted", slog.String("job_id", c.exec.JobID),
 		slog.Int64("generation", c.exec.Generation), slog.Int("attempt", c.attempt),

@@ -42,7 +42,15 @@
 //     between were missed. A silent subscription is pinged every
 //     PingInterval, so a dead connection is noticed too.
 //   - One subscription per process: Watch and release only touch a map.
-//     Run owns the goroutines and leaves none behind when its context ends.
+//     Run owns the goroutines and leaves none behind when its context ends,
+//     but for a check's read it abandoned (below), which ends when that
+//     read returns.
+//   - A read, a subscription or a log line that panics never ends the
+//     process: a check that panics fails and the next one runs at the next
+//     interval; a check whose read ignores its context is abandoned a
+//     second after its timeout, so one stuck read cannot stop the checks
+//     that catch lost notices; a subscription that panics is resubscribed
+//     with the backoff. Each is logged with its stack.
 //   - With Postgres, a notice published inside the reclaim's transaction
 //     (Publisher.PublishOn) is delivered only if it commits.
 //     Payloads are JSON arrays split to stay under the 8000-byte NOTIFY

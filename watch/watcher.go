@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -328,16 +329,46 @@ func (w *Watcher) requestCheck() {
 //
 // Watched contexts are not cancelled when Run returns; they just stop being
 // watched for notices and checks (Lost still works).
+//
+// A check whose read panics, or does not return a second after its
+// timeout (the longer of CheckInterval and a second), fails and is logged
+// with the stack, and the next check runs at the next interval; an
+// abandoned read is left to return on its own. A subscription that panics
+// is lost and resubscribed like one whose connection failed. A panicking
+// logger does not stop Run either.
 func (w *Watcher) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return errors.New("watch: run: already running")
 	}
 	defer w.running.Store(false)
 	var wg sync.WaitGroup
-	wg.Go(func() { w.listen(ctx) })
-	w.checkLoop(ctx)
+	wg.Go(func() { w.keep(ctx, w.listen) })
+	w.keep(ctx, w.checkLoop)
 	wg.Wait()
 	return nil
+}
+
+// keep runs loop until ctx ends. A check or a session that panics fails on
+// its own; a panic that reaches keep (the logger's) is logged, and loop
+// starts again after ReconnectMin.
+func (w *Watcher) keep(ctx context.Context, loop func(context.Context)) {
+	for {
+		err := safe.Call(func() error {
+			loop(ctx)
+			return nil
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		safe.Recovered(ctx, w.log, "watch: recovered from a panic; starting again", err)
+		t := time.NewTimer(w.cfg.ReconnectMin)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func (w *Watcher) checkLoop(ctx context.Context) {
@@ -351,13 +382,19 @@ func (w *Watcher) checkLoop(ctx context.Context) {
 		case <-w.checkNow:
 		}
 		// A check stuck on a dead connection must not hold up the next one;
-		// a very short interval still leaves the query a second.
+		// a very short interval still leaves the query a second. A read
+		// that ignores its context is abandoned a moment later, and one
+		// that panics fails the check.
 		cctx, cancel := context.WithTimeout(ctx, max(w.cfg.CheckInterval, time.Second))
-		_, err := w.Check(cctx)
+		err := safe.Bounded(cctx, safe.Grace, func(ctx context.Context) error {
+			_, err := w.Check(ctx)
+			return err
+		})
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			w.log.WarnContext(ctx, "watch: check failed; trying again at the next interval",
-				slog.Any("error", err), slog.Duration("check_interval", w.cfg.CheckInterval))
+			w.log.LogAttrs(ctx, slog.LevelWarn, "watch: check failed; trying again at the next interval",
+				append([]slog.Attr{slog.Any("error", err), slog.Duration("check_interval", w.cfg.CheckInterval)},
+					safe.Attrs(err)...)...)
 		}
 		w.checks.Add(1)
 	}
@@ -379,14 +416,19 @@ func (w *Watcher) listen(ctx context.Context) {
 	}
 	defer w.up.Store(false)
 	for {
-		err := w.lis.session(ctx, subscribed, func(p string) { w.deliver(ctx, p) })
+		// A session that panics (its client's, or a notice's) is lost like
+		// one whose connection failed.
+		err := safe.Call(func() error {
+			return w.lis.session(ctx, subscribed, func(p string) { w.deliver(ctx, p) })
+		})
 		w.up.Store(false)
 		if ctx.Err() != nil {
 			return
 		}
 		if downSince.IsZero() {
 			downSince = w.cfg.Now()
-			w.log.WarnContext(ctx, "watch: subscription lost; reconnecting", slog.Any("error", err))
+			w.log.LogAttrs(ctx, slog.LevelWarn, "watch: subscription lost; reconnecting",
+				append([]slog.Attr{slog.Any("error", err)}, safe.Attrs(err)...)...)
 		} else {
 			w.log.DebugContext(ctx, "watch: resubscribe failed", slog.Any("error", err), slog.Duration("retry_in", delay))
 		}

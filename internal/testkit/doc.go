@@ -1,6 +1,6 @@
 // Package testkit groups the test harness: what the tests, benchmarks and
 // examples use to reach real servers and to break them (testenv, endpoint,
-// fixture, netproxy, rediscluster, chaos, metricstest, sourcetest). The
-// library itself never imports it; its own helpers (ident, sqlfile,
-// metrics, txstate) sit beside it under internal.
+// fixture, netproxy, rediscluster, chaos, metricstest, sourcetest,
+// panicky). The library itself never imports it; its own helpers (ident,
+// sqlfile, metrics, txstate, safe) sit beside it under internal.
 package testkit

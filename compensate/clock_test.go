@@ -3,6 +3,7 @@ package compensate_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -86,5 +87,50 @@ func TestRecheck_DueOnTheDatabasesClockWhateverTheProcessesClocks(t *testing.T) 
 				require.Zero(t, sweep(a).Rechecked+sweep(b).Rechecked, "the second compensation is the last")
 			})
 		}
+	}
+}
+
+// TestRecheck_AnyRecheckAfterIsScheduledOnTheDatabasesClock schedules the
+// recheck with the extremes of RecheckAfter, from a nanosecond to the
+// largest time.Duration, and finds it that long after the compensation by
+// the database's clock (to the microsecond; a nanosecond is at once),
+// whatever the process's clock.
+func TestRecheck_AnyRecheckAfterIsScheduledOnTheDatabasesClock(t *testing.T) {
+	t.Parallel()
+	lb := setupLate(t)
+	ctx := context.Background()
+	for i, after := range []time.Duration{time.Nanosecond, time.Microsecond, time.Second, 292 * 365 * 24 * time.Hour, math.MaxInt64} {
+		table := fmt.Sprintf("artifacts_%d", i)
+		t.Run(after.String(), func(t *testing.T) {
+			t.Parallel()
+			_, err := lb.env.Pool.Exec(ctx, `CREATE TABLE `+table+` (LIKE job_artifacts INCLUDING ALL)`)
+			require.NoError(t, err)
+			arts, err := compensate.New(ctx, compensate.Config{
+				Guard: lb.jobs.Guard, DB: lb.env.Pool, Table: table, RecheckAfter: after,
+				Now:          skewedClock(-24 * time.Hour),
+				Compensators: map[string]compensate.Func{"object": lb.store.remove},
+			})
+			require.NoError(t, err)
+			exec := jobguard.Execution{JobID: lb.jobs.Insert(t, fixture.Job{Generation: 1}), Generation: 1}
+			require.NoError(t, arts.Record(ctx, lb.env.Pool, exec, "object", "videos/"+exec.JobID))
+			require.NoError(t, lb.jobs.Guard.Fail(ctx, lb.env.Pool, exec, jobguard.ReclaimedReasonDefault))
+
+			dbNow := func() (at time.Time) {
+				require.NoError(t, lb.env.Pool.QueryRow(ctx, `SELECT statement_timestamp()`).Scan(&at))
+				return at
+			}
+			before := dbNow()
+			// CompensateExecution runs the first compensation alone, without
+			// the recheck pass a sweep makes after it.
+			rep, err := arts.CompensateExecution(ctx, exec)
+			require.NoError(t, err)
+			require.Equal(t, compensate.Report{Rejected: 1, Compensated: 1}, rep)
+			us := after.Truncate(time.Microsecond)
+			end := dbNow()
+			var due time.Time
+			require.NoError(t, lb.env.Pool.QueryRow(ctx, `SELECT recheck_at FROM `+table).Scan(&due))
+			require.False(t, due.Before(before.Add(us)), "recheck at %v, compensated after %v", due, before)
+			require.False(t, due.After(end.Add(us)), "recheck at %v, compensated before %v", due, end)
+		})
 	}
 }

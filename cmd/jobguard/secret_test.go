@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobguard/jobguard/internal/redact"
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 )
@@ -314,4 +316,24 @@ func TestSecrets_NoCommandPrintsAPasswordGivenInTheConfigFile(t *testing.T) {
 		requireNoLeak(t, lc.runAll(nil, append(servers, "--config", pw)...))
 		requireNoLeak(t, lc.runAll([]string{envConfig + "=" + pw}, servers...))
 	})
+}
+
+// A command that panics, with a value that holds a URL, ends with exit 1
+// and the panic's message and stack on stderr, redacted as every error is.
+func TestSecrets_APanicIsReportedRedacted(t *testing.T) {
+	t.Parallel()
+	url := "redis://:Zq51Pw#Zq51Px@127.0.0.1:6379/0"
+	var stderr strings.Builder
+	// The redactor main makes of the command line that gave the URL.
+	c := &cli{stdout: io.Discard, stderr: &stderr, red: redact.New("--redis-url", url)}
+	boom := &command{name: "boom", run: func(context.Context, *cli, *settings, []string) error {
+		_, err := redis.ParseURL(url)
+		panic(err)
+	}}
+	s := defaultSettings()
+	code := c.report(boom, c.run(context.Background(), boom, &s, nil))
+	require.Equal(t, exitError, code)
+	require.Contains(t, stderr.String(), "jobguard boom: panic: parse ")
+	require.Contains(t, stderr.String(), "secret_test.go", "the stack")
+	require.NotRegexp(t, leaked, stderr.String())
 }

@@ -215,6 +215,19 @@ func setupLeakCheck(t *testing.T) *leakCheck {
 	return &leakCheck{t: t, b: b, id: id}
 }
 
+// requireServed checks that the service ran and its /metrics was
+// scraped, in at least want runs, so that the search covered them.
+func requireServed(t *testing.T, runs []secretRun, want int) {
+	t.Helper()
+	n := 0
+	for _, r := range runs {
+		if strings.Contains(r.output, "\n/metrics:\n") {
+			n++
+		}
+	}
+	require.GreaterOrEqual(t, n, want, "services that ran and were scraped")
+}
+
 // requireSourceNamed checks that every run that refused or could not use
 // the URL names where the URL came from, and not where it did not.
 func requireSourceNamed(t *testing.T, runs []secretRun, used, unused string) {
@@ -253,6 +266,10 @@ func TestSecrets_NoCommandPrintsTheDatabasePassword(t *testing.T) {
 				requireSourceNamed(t, fromFlag, "--database-url", envDatabaseURL)
 				requireSourceNamed(t, fromEnv, envDatabaseURL, "--database-url")
 			}
+			if served := !u.broken && u.name != "url-refused"; served {
+				requireServed(t, fromFlag, 2) // run, and run --shadow
+				requireServed(t, fromEnv, 2)
+			}
 		})
 	}
 }
@@ -275,6 +292,12 @@ func TestSecrets_NoCommandPrintsTheRedisPassword(t *testing.T) {
 			requireNoLeak(t, fromEnv)
 			requireSourceNamed(t, fromFlag, "--redis-url", envRedisURL)
 			requireSourceNamed(t, fromEnv, envRedisURL, "--redis-url")
+			if !u.broken {
+				// run --shadow, which does not need Redis; run too where
+				// the server lets any password in.
+				requireServed(t, fromFlag, 1)
+				requireServed(t, fromEnv, 1)
+			}
 		})
 	}
 }

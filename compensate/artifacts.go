@@ -89,8 +89,8 @@ type Config struct {
 	// MaxPerSweep bounds the artifacts one sweep compensates. Defaults to
 	// MaxPerSweepDefault.
 	MaxPerSweep int
-	// RecheckAfter is how long after compensating an artifact the sweep
-	// compensates it once more. The execution that recorded it may still
+	// RecheckAfter is how long after compensating an artifact, by the
+	// database's clock, the sweep compensates it once more. The execution that recorded it may still
 	// create it after the first compensation: an upload that outlived its
 	// client's timeout, a worker that never learned it lost the job. Make it
 	// longer than the longest write a worker can leave in flight. Defaults
@@ -101,7 +101,10 @@ type Config struct {
 	// stack when Run recovered the logger's or the meter's own panic.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
-	// Now stamps updated_at. Defaults to time.Now.
+	// Now stamps created_at and updated_at, which are there for an
+	// operator to read: nothing compares them. When a recheck is due is
+	// scheduled and decided on the database's clock alone, so processes
+	// whose clocks disagree agree on it. Defaults to time.Now.
 	Now func() time.Time
 	// MeterProvider receives jobguard.compensations, counted by result
 	// (done, pending). Defaults to nil: no metrics, at no cost.
@@ -126,10 +129,10 @@ type statements struct {
 	settle  string // $1 now, $2 completed → kept (sweep)
 	promote string // $1 now, $2 failed → rejected (sweep)
 	owed    string // $1 after id, $2 job_id or NULL, $3 generation or NULL → one owed artifact, locked
-	due     string // $1 after id, $2 now → one artifact whose recheck is due, locked
+	due     string // $1 after id → one artifact whose recheck is due, locked
 	lock    string // $1 kind, $2 ref → whether this transaction now holds the ref's lock
 	held    string // $1 kind, $2 ref, $3 id → whether another execution may complete with the ref, or did
-	done    string // $1 id, $2 now, $3 recheck_at or NULL
+	done    string // $1 id, $2 now, $3 recheck after (µs) or NULL for none
 	spare   string // $1 id, $2 now
 	retry   string // $1 id, $2 now, $3 error
 }
@@ -309,15 +312,21 @@ func buildStatements(cfg Config, cat catalogFacts) statements {
 		` WHERE state = 'rejected' AND id > $1` +
 		` AND ($2::text IS NULL OR (job_id = ` + norm(2) + ` AND generation = $3::int8))` +
 		` ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
+	// When a recheck is due is the database's business alone: it is
+	// scheduled and compared on statement_timestamp(), so that processes
+	// whose clocks disagree agree on it. A sweeper whose clock ran ahead
+	// would recheck at once, before an upload in flight lands, and one
+	// behind would recheck late or never.
 	s.due = `SELECT ` + cols + ` FROM ` + art +
-		` WHERE state = 'done' AND recheck_at IS NOT NULL AND id > $1 AND recheck_at <= $2` +
+		` WHERE state = 'done' AND recheck_at IS NOT NULL AND id > $1 AND recheck_at <= statement_timestamp()` +
 		` ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
 	s.lock = `SELECT ` + refLock("pg_try_advisory_xact_lock", 1, 2)
 	// Another execution holds the thing while its artifact may still be
 	// kept (pending) or was (kept): the thing is its output now.
 	s.held = `SELECT EXISTS (SELECT 1 FROM ` + art +
 		` WHERE kind = $1 AND ref = $2 AND id <> $3 AND state IN ('pending', 'kept'))`
-	s.done = `UPDATE ` + art + ` SET state = 'done', attempts = attempts + 1, last_error = NULL, recheck_at = $3,` +
+	s.done = `UPDATE ` + art + ` SET state = 'done', attempts = attempts + 1, last_error = NULL,` +
+		` recheck_at = statement_timestamp() + $3::int8 * interval '1 microsecond',` +
 		` updated_at = $2 WHERE id = $1 AND state IN ('rejected', 'done')`
 	s.spare = `UPDATE ` + art + ` SET state = 'done', last_error = NULL, recheck_at = NULL, updated_at = $2` +
 		` WHERE id = $1 AND state IN ('rejected', 'done')`

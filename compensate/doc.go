@@ -36,11 +36,14 @@
 //     compensate an artifact before its execution, still running, creates
 //     it (the upload was on its way when the job was reclaimed). So every
 //     compensated artifact is compensated once more, Config.RecheckAfter
-//     later; a rejected Finalize, and CompensateExecution, compensate the
-//     execution's artifacts again at once, since the execution has stopped;
-//     and Record refuses an artifact that was compensated already with
-//     ErrCompensated, so the execution learns it lost the job before it
-//     creates the thing. Compensators therefore run more than once per
+//     later by the database's clock: the recheck is scheduled, and found
+//     due, on statement_timestamp(), so sweepers whose clocks disagree agree
+//     on it (one whose clock ran ahead would recheck at once, before the
+//     upload lands); a rejected Finalize, and CompensateExecution,
+//     compensate the execution's artifacts again at once, since the
+//     execution has stopped; and Record refuses an artifact that was
+//     compensated already with ErrCompensated, so the execution learns it
+//     lost the job before it creates the thing. Compensators therefore run more than once per
 //     artifact and must be idempotent (a missing file is done; a row
 //     deleted by id is gone).
 //   - One execution's compensation never removes what another may keep.

@@ -61,7 +61,8 @@ func ExampleArtifacts_Finalize() {
 
 // A reclaimed execution whose object the sweep already removed learns it
 // from Record, before it uploads the object again; and an object it left
-// in flight is removed by the second compensation, RecheckAfter later.
+// in flight is removed by the second compensation, RecheckAfter later by
+// the database's clock.
 func ExampleArtifacts_Record() {
 	tb, done := testenv.ExampleTB()
 	defer done()
@@ -69,11 +70,9 @@ func ExampleArtifacts_Record() {
 	jobs := fixture.Create(tb, env, fixture.Default)
 	env.Exec(compensate.Migration)
 	ctx, pool := context.Background(), env.Pool
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 	arts, err := compensate.New(ctx, compensate.Config{
 		Guard: jobs.Guard, DB: pool, RecheckAfter: 10 * time.Minute,
-		Now: func() time.Time { return now },
 		Compensators: map[string]compensate.Func{
 			"object": func(ctx context.Context, _ pgx.Tx, a compensate.Artifact) error {
 				fmt.Println("delete", a.Ref) // idempotent: a missing object is done
@@ -100,18 +99,17 @@ func ExampleArtifacts_Record() {
 	fmt.Println("record:", errors.Is(err, compensate.ErrCompensated), jobguard.IsPermanent(err))
 	rep, _ = arts.Compensate(ctx) // owed again, in case it uploads anyway
 	fmt.Printf("next sweep: %+v\n", rep)
-
-	now = now.Add(10 * time.Minute)
-	rep, _ = arts.Compensate(ctx)
-	fmt.Printf("ten minutes on: %+v\n", rep)
+	rep, _ = arts.Compensate(ctx) // the recheck is ten minutes away
+	fmt.Printf("a sweep later: %+v\n", rep)
+	// Ten minutes on by the database's clock, whatever the sweepers'
+	// clocks say, a sweep deletes it once more (Report.Rechecked).
 	// Output:
 	// delete videos/v1-g1.mp4
 	// first sweep: {Kept:0 Rejected:1 Compensated:1 Rechecked:0 Spared:0 Failed:0}
 	// record: true true
 	// delete videos/v1-g1.mp4
 	// next sweep: {Kept:0 Rejected:0 Compensated:1 Rechecked:0 Spared:0 Failed:0}
-	// delete videos/v1-g1.mp4
-	// ten minutes on: {Kept:0 Rejected:0 Compensated:0 Rechecked:1 Spared:0 Failed:0}
+	// a sweep later: {Kept:0 Rejected:0 Compensated:0 Rechecked:0 Spared:0 Failed:0}
 }
 
 // A completion made other than through Finalize keeps the execution's

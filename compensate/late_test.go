@@ -66,20 +66,9 @@ func (s *objectStore) remove(ctx context.Context, _ pgx.Tx, a compensate.Artifac
 	return nil
 }
 
-// clock is the artifacts' time, moved by the test.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *clock) advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
-
 type lateBundle struct {
 	*bundle
 	store *objectStore
-	clock *clock
 	arts  *compensate.Artifacts
 }
 
@@ -89,10 +78,9 @@ type lateBundle struct {
 func setupLate(t *testing.T) *lateBundle {
 	t.Helper()
 	b := setup(t)
-	lb := &lateBundle{bundle: b, store: &objectStore{dir: t.TempDir()},
-		clock: &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}}
+	lb := &lateBundle{bundle: b, store: &objectStore{dir: t.TempDir()}}
 	arts, err := compensate.New(context.Background(), compensate.Config{
-		Guard: b.jobs.Guard, DB: b.env.Pool, Now: lb.clock.Now,
+		Guard: b.jobs.Guard, DB: b.env.Pool,
 		Compensators: map[string]compensate.Func{"object": lb.store.remove},
 	})
 	require.NoError(t, err)
@@ -101,10 +89,10 @@ func setupLate(t *testing.T) *lateBundle {
 }
 
 // sweepLater is the sweep that keeps running beside the reclaimer, an hour
-// on.
+// on by the database's clock, which is the one rechecks are due by.
 func (lb *lateBundle) sweepLater(t *testing.T) {
 	t.Helper()
-	lb.clock.advance(time.Hour)
+	lb.env.Exec(`UPDATE job_artifacts SET recheck_at = recheck_at - interval '1 hour'`)
 	_, err := lb.arts.Compensate(context.Background())
 	require.NoError(t, err)
 }
@@ -368,7 +356,7 @@ func TestSharedRef_TableSpelledTwoWaysIsOneLock(t *testing.T) {
 	lb := setupLate(t)
 	ctx := context.Background()
 	other, err := compensate.New(ctx, compensate.Config{
-		Guard: lb.jobs.Guard, DB: lb.env.Pool, Schema: lb.env.Schema, Now: lb.clock.Now,
+		Guard: lb.jobs.Guard, DB: lb.env.Pool, Schema: lb.env.Schema,
 		Compensators: map[string]compensate.Func{"object": lb.store.remove},
 	})
 	require.NoError(t, err)

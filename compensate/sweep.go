@@ -75,8 +75,8 @@ func decide(refLocked, heldElsewhere bool) decision {
 // decided — kept when the job was completed by that execution, owed when the
 // job failed or a newer generation owns it — then compensates owed
 // artifacts, oldest first, and then those compensated RecheckAfter ago or
-// more, once more: their execution may have created them after the first
-// compensation. Up to MaxPerSweep compensations in all.
+// more by the database's clock, once more: their execution may have created
+// them after the first compensation. Up to MaxPerSweep compensations in all.
 //
 // An artifact is not undone while another execution's artifact of the
 // same kind and ref may still be kept, or was: it is marked done and
@@ -157,10 +157,10 @@ func (a *Artifacts) drain(ctx context.Context, p pass, exec *jobguard.Execution,
 
 // next locks the next artifact of pass p after the given id: for the owed
 // pass, of exec only when it is given.
-func (a *Artifacts) next(ctx context.Context, tx pgx.Tx, p pass, after int64, exec *jobguard.Execution, now time.Time) (Artifact, bool, error) {
+func (a *Artifacts) next(ctx context.Context, tx pgx.Tx, p pass, after int64, exec *jobguard.Execution) (Artifact, bool, error) {
 	var row pgx.Row
 	if p == passRecheck {
-		row = tx.QueryRow(ctx, a.sql.due, after, now)
+		row = tx.QueryRow(ctx, a.sql.due, after)
 	} else {
 		var jobID *string
 		var gen *int64
@@ -181,20 +181,20 @@ func (a *Artifacts) next(ctx context.Context, tx pgx.Tx, p pass, after int64, ex
 }
 
 // undoAndRecord runs the artifact's compensator and records the outcome: done
-// (with, after the owed pass, the time of its one recheck), or owed still
-// with the compensator's error. undoErr is the compensator's; err, the
-// record's.
+// (with, after the owed pass, its one recheck, RecheckAfter later by the
+// database's clock), or owed still with the compensator's error. undoErr is
+// the compensator's; err, the record's.
 func (a *Artifacts) undoAndRecord(ctx context.Context, tx pgx.Tx, p pass, art Artifact, now time.Time) (undoErr, err error) {
 	undoErr = a.undo(ctx, tx, art)
 	if undoErr != nil {
 		return undoErr, a.finish(ctx, tx, art, a.sql.retry, art.ID, now, undoErr.Error())
 	}
-	var recheckAt *time.Time // the second compensation is the last
+	var recheckIn *int64 // the second compensation is the last
 	if p == passOwed {
-		t := now.Add(a.cfg.RecheckAfter)
-		recheckAt = &t
+		us := a.cfg.RecheckAfter.Microseconds()
+		recheckIn = &us
 	}
-	return nil, a.finish(ctx, tx, art, a.sql.done, art.ID, now, recheckAt)
+	return nil, a.finish(ctx, tx, art, a.sql.done, art.ID, now, recheckIn)
 }
 
 // compensateNext locks the next artifact of pass p after the given id,
@@ -206,7 +206,7 @@ func (a *Artifacts) compensateNext(ctx context.Context, p pass, after int64, exe
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
 	now := a.cfg.Now()
-	art, found, err := a.next(ctx, tx, p, after, exec, now)
+	art, found, err := a.next(ctx, tx, p, after, exec)
 	if !found || err != nil {
 		return art, false, err
 	}

@@ -23,16 +23,17 @@ type conns struct {
 	pool *pgxpool.Pool
 	// where names the database for messages, without its password.
 	where string
-	// redis is nil until openRedis.
-	redis      *redis.Client
-	redisWhere string
+	// redis is nil until openRedis. redisWhere names its server for
+	// messages, and redisTodo says what to check when it fails.
+	redis                 *redis.Client
+	redisWhere, redisTodo string
 }
 
 // openDB connects to PostgreSQL and checks that it answers.
 func openDB(ctx context.Context, s *settings) (*conns, error) {
 	cfg, err := pgxpool.ParseConfig(s.DatabaseURL)
 	if err != nil {
-		return nil, usageErr("--database-url: %v", err)
+		return nil, usageErr("%s: %v", s.databaseURLName(), err)
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = connectTimeout
@@ -41,13 +42,12 @@ func openDB(ctx context.Context, s *settings) (*conns, error) {
 	where := fmt.Sprintf("%s:%d (database %q, user %q)", cc.Host, cc.Port, cc.Database, cc.User)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fail(exitError, fmt.Errorf("PostgreSQL at %s: %w", where, err),
-			"check --database-url (or %s)", envDatabaseURL)
+		return nil, fail(exitError, fmt.Errorf("PostgreSQL at %s: %w", where, err), "check %s", s.databaseURLName())
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fail(exitError, fmt.Errorf("cannot reach PostgreSQL at %s: %w", where, err),
-			"check that the server is up and that --database-url (or %s) names it", envDatabaseURL)
+			"check that the server is up and that %s names it", s.databaseURLName())
 	}
 	return &conns{pool: pool, where: where}, nil
 }
@@ -58,18 +58,18 @@ func openDB(ctx context.Context, s *settings) (*conns, error) {
 func (c *conns) openRedis(ctx context.Context, s *settings, ping bool) error {
 	opt, err := redis.ParseURL(s.RedisURL)
 	if err != nil {
-		return usageErr("--redis-url: %v", err)
+		return usageErr("%s: %v", s.redisURLName(), err)
 	}
 	opt.DialTimeout = min(opt.DialTimeout, 5*time.Second)
 	opt.MaxRetries = 1
 	c.redis = redis.NewClient(opt)
 	c.redisWhere = opt.Addr
+	c.redisTodo = fmt.Sprintf("check that Redis is up and that %s names it; the reclaim markers live there", s.redisURLName())
 	if !ping {
 		return nil
 	}
 	if err := c.redis.Ping(ctx).Err(); err != nil {
-		return fail(exitError, fmt.Errorf("cannot reach Redis at %s: %w", opt.Addr, err),
-			"check that Redis is up and that --redis-url (or %s) names it; the reclaim markers live there", envRedisURL)
+		return fail(exitError, fmt.Errorf("cannot reach Redis at %s: %w", opt.Addr, err), "%s", c.redisTodo)
 	}
 	return nil
 }

@@ -47,10 +47,18 @@
 //		--failure-reason-column failureReason --type-column kind \
 //		--parent-id-column courseId --started-at-column startedAt c1
 //
+// The passwords of the servers' URLs are masked (xxxxx) in everything the
+// command prints: its errors, logs (text and JSON, go-redis's own lines
+// included), help and results, for URLs that parse and those that do not.
+// A message about a URL names where it came from: the flag, the
+// environment variable, or the default; one about the config file names
+// the file and whether --config or JOBGUARD_CONFIG gave it.
+//
 // # Exit codes
 //
 //	0  done
-//	1  error: a server, the table mapping, a write (the message says what to do)
+//	1  error: a server, the table mapping, a write (the message says what to do);
+//	   or a bug: a panic, printed with its stack
 //	2  usage: an unknown command or flag, a missing or malformed argument,
 //	   a job id the id column cannot hold
 //	3  the job does not exist in the mapped table

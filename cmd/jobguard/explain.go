@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jobguard/jobguard/internal/redact"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 )
@@ -96,7 +97,7 @@ func explain(ctx context.Context, c *cli, s *settings, args []string) error {
 		return err
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	src := &oneJob{guard: guard, db: cn.pool, id: id, queue: queue}
+	src := &oneJob{guard: guard, db: cn.pool, id: id, queue: queue, queueTodo: cn.queueTodo(s)}
 	r, err := reclaim.New(reclaim.Config{Guard: guard, DB: cn.pool, Redis: cn.redis, Source: src, Limits: limits,
 		NoProgress: s.NoProgress, PageSize: s.PageSize, SweepTimeout: s.SweepTimeout, Logger: quiet})
 	if err != nil {
@@ -117,6 +118,7 @@ func explain(ctx context.Context, c *cli, s *settings, args []string) error {
 		return err
 	}
 	e := explained(ctx, guard, starts, src, plan.Jobs[0], s)
+	e.redact(c.red)
 	if s.JSON {
 		err = printJSON(c.stdout, e)
 	} else {
@@ -127,7 +129,7 @@ func explain(ctx context.Context, c *cli, s *settings, args []string) error {
 	}
 	if e.markerReadError != nil {
 		return fail(exitError, fmt.Errorf("the reclaim marker could not be read from Redis at %s: %w", cn.redisWhere, e.markerReadError),
-			"the rest is printed above; check --redis-url (or %s)", envRedisURL)
+			"the rest is printed above; %s", cn.redisTodo)
 	}
 	return nil
 }
@@ -170,6 +172,18 @@ func explained(ctx context.Context, guard *jobguard.Guard, starts *jobguard.Star
 	}
 	e.StartGuard, e.StartGuardWhy = startVerdict(starts.Check(ctx, src.db, row.ID), row, t)
 	return e
+}
+
+// redact masks passwords in what the explanation quotes: the row's and the
+// marker's reasons, and the errors it read. A worker may have failed its
+// job with an error that held a URL.
+func (e *explanation) redact(r *redact.Redactor) {
+	for _, p := range []*string{&e.FailureReason, &e.MarkerError, &e.StartGuardWhy, &e.Why} {
+		*p = r.String(*p)
+	}
+	if e.Marker != nil {
+		e.Marker.Reason = r.String(e.Marker.Reason)
+	}
 }
 
 // startVerdict says what the start guard's Check found, in a word and in

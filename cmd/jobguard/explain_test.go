@@ -158,7 +158,7 @@ func TestServers_UnreachableExit1AndSayWhatToCheck(t *testing.T) {
 	r := b.run(t, "explain", id, "--database-url", "postgres://postgres@"+closedPort+"/test?connect_timeout=5")
 	require.Equal(t, 1, r.code, r)
 	require.Contains(t, r.stderr, "cannot reach PostgreSQL at 127.0.0.1:1")
-	require.Contains(t, r.stderr, "--database-url (or JOBGUARD_DATABASE_URL)")
+	require.Contains(t, r.stderr, "check that the server is up and that --database-url names it")
 
 	// A live sweep checks Redis before it writes: the job stays as it was.
 	r = b.run(t, "sweep", "--redis-url", "redis://"+closedPort+"/0")

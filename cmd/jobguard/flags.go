@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/jobguard/jobguard/internal/redact"
 )
 
 // flags is one command's flag set, with its flags grouped in sections for
@@ -97,8 +99,9 @@ func (f *flags) parse(args []string) ([]string, error) {
 }
 
 // usage writes the flags of every section, as PrintDefaults would, under
-// their headings.
-func (f *flags) usage(w io.Writer) {
+// their headings. The defaults, which the config file sets, go through
+// red.
+func (f *flags) usage(w io.Writer, red *redact.Redactor) {
 	for _, s := range f.sections {
 		if len(s.names) == 0 {
 			continue
@@ -111,7 +114,7 @@ func (f *flags) usage(w io.Writer) {
 			if typ != "" {
 				line += " " + typ
 			}
-			def := fl.DefValue
+			def := red.String(fl.DefValue)
 			switch {
 			case typ == "" && def == "false", def == "", def == "0" && typ == "int":
 				def = ""

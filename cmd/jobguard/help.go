@@ -132,5 +132,5 @@ func (c *cli) commandHelp(w io.Writer, cmd *command, f *flags) {
 		synopsis += " " + cmd.args
 	}
 	fmt.Fprintf(w, "Usage: %s\n\n%s\n", synopsis, strings.TrimSpace(cmd.long))
-	f.usage(w)
+	f.usage(w, c.red)
 }

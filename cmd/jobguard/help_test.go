@@ -47,7 +47,7 @@ func TestUsage_MistakesExit2(t *testing.T) {
 		{[]string{"sweep", "--source", "bullmq"}, "--source bullmq needs --bullmq-queue"},
 		{[]string{"run", "--shadow", "--compensate"}, "choose one"},
 		{[]string{"run", "--log-format", "xml"}, `--log-format "xml"`},
-		{[]string{"explain", "--config", "/no/such/file.json", "x"}, "config file: open /no/such/file.json"},
+		{[]string{"explain", "--config", "/no/such/file.json", "x"}, "--config: open /no/such/file.json"},
 	} {
 		r := jg(t, tc.args...)
 		require.Equal(t, 2, r.code, "%v: %s", tc.args, r)

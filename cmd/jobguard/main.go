@@ -9,8 +9,15 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/redact"
 )
 
 func main() {
@@ -18,7 +25,11 @@ func main() {
 	// After the first signal, the default behaviour comes back: a second
 	// one ends the process at once, should the shutdown hang.
 	go func() { <-ctx.Done(); stop() }()
-	code := (&cli{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, terminal: isTerminal()}).main(ctx, os.Args[1:])
+	c := &cli{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, terminal: isTerminal()}
+	// go-redis logs on its own (a pool that cannot dial): through the
+	// command's logger, its lines are redacted and shaped like the rest.
+	redis.SetLogger(redisLogs{c})
+	code := c.main(ctx, os.Args[1:])
 	stop()
 	os.Exit(code)
 }
@@ -31,6 +42,14 @@ type cli struct {
 	// terminal is true when stdout and stderr are terminals: only then
 	// does a long scan show its progress.
 	terminal bool
+
+	// red masks the passwords of the servers' URLs, those of the
+	// arguments and of the environment included, in everything the command
+	// prints: errors, logs, help, results. main sets it; nil masks what
+	// the textual rule finds.
+	red *redact.Redactor
+	// logs is the logger built by logger, once it is.
+	logs atomic.Pointer[slog.Logger]
 }
 
 // command is one of the commands.
@@ -57,6 +76,7 @@ func commands() []*command {
 
 // main runs the command args name and returns the exit code.
 func (c *cli) main(ctx context.Context, args []string) int {
+	c.red = redact.New(append(slices.Clone(args), c.getenv(envDatabaseURL), c.getenv(envRedisURL), c.getenv(envConfig))...)
 	if len(args) == 0 {
 		c.help(c.stderr)
 		return exitUsage
@@ -85,9 +105,21 @@ func (c *cli) main(ctx context.Context, args []string) int {
 		err = s.check()
 	}
 	if err == nil {
-		err = cmd.run(ctx, c, &s, positional)
+		err = c.run(ctx, cmd, &s, positional)
 	}
 	return c.report(cmd, err)
+}
+
+// run runs cmd. A panic becomes its error, with the stack, so that it is
+// printed redacted, as every error is, and ends the command with exit 1.
+func (c *cli) run(ctx context.Context, cmd *command, s *settings, args []string) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fail(exitError, fmt.Errorf("panic: %v\n%s", v, debug.Stack()),
+				"this is a bug in jobguard: please report it, with the lines above")
+		}
+	}()
+	return cmd.run(ctx, c, s, args)
 }
 
 // find returns the command args name, and the arguments after its name.
@@ -112,13 +144,17 @@ func find(args []string) (*command, []string, error) {
 func (s *settings) fromEnv(getenv func(string) string, f *flags) {
 	set := map[string]bool{}
 	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	if !set["database-url"] && s.DatabaseURL == "" {
-		s.DatabaseURL = getenv(envDatabaseURL)
+	switch v := getenv(envDatabaseURL); {
+	case set["database-url"]:
+		s.DatabaseURLFrom = "--database-url"
+	case v != "":
+		s.DatabaseURL, s.DatabaseURLFrom = v, envDatabaseURL
 	}
-	if !set["redis-url"] {
-		if v := getenv(envRedisURL); v != "" {
-			s.RedisURL = v
-		}
+	switch v := getenv(envRedisURL); {
+	case set["redis-url"]:
+		s.RedisURLFrom = "--redis-url"
+	case v != "":
+		s.RedisURL, s.RedisURLFrom = v, envRedisURL
 	}
 }
 
@@ -133,9 +169,9 @@ func (c *cli) report(cmd *command, err error) int {
 	if cmd != nil {
 		name += " " + cmd.name
 	}
-	fmt.Fprintf(c.stderr, "%s: %v\n", name, err)
+	fmt.Fprintf(c.stderr, "%s: %s\n", name, c.red.String(err.Error()))
 	if todo := todoOf(err); todo != "" {
-		fmt.Fprintf(c.stderr, "%s\n", todo)
+		fmt.Fprintf(c.stderr, "%s\n", c.red.String(todo))
 	}
 	if code == exitUsage {
 		help := "jobguard --help"
@@ -147,20 +183,38 @@ func (c *cli) report(cmd *command, err error) int {
 	return code
 }
 
-// logger is the logger of the library's calls: text or JSON on stderr.
+// logger is the logger of the library's calls: text or JSON on stderr,
+// redacted.
 func (c *cli) logger(s *settings) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(s.LogLevel)); err != nil {
 		return nil, usageErr("--log-level %q: want debug, info, warn or error", s.LogLevel)
 	}
 	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
 	switch s.LogFormat {
 	case "text":
-		return slog.New(slog.NewTextHandler(c.stderr, opts)), nil
+		h = slog.NewTextHandler(c.stderr, opts)
 	case "json":
-		return slog.New(slog.NewJSONHandler(c.stderr, opts)), nil
+		h = slog.NewJSONHandler(c.stderr, opts)
+	default:
+		return nil, usageErr("--log-format %q: want text or json", s.LogFormat)
 	}
-	return nil, usageErr("--log-format %q: want text or json", s.LogFormat)
+	log := slog.New(c.red.Handler(h))
+	c.logs.Store(log)
+	return log, nil
+}
+
+// redisLogs are go-redis's log lines, as warnings of the command's logger
+// (before there is one, of a text logger on stderr).
+type redisLogs struct{ c *cli }
+
+func (r redisLogs) Printf(ctx context.Context, format string, v ...any) {
+	log := r.c.logs.Load()
+	if log == nil {
+		log = slog.New(r.c.red.Handler(slog.NewTextHandler(r.c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	}
+	log.WarnContext(ctx, fmt.Sprintf(format, v...), slog.String("from", "go-redis"))
 }
 
 // isTerminal reports whether stdout and stderr are character devices

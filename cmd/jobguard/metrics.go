@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -33,7 +34,10 @@ type metricsServer struct {
 // serveMetrics listens on addr and serves /metrics until shutdown. The
 // registry is the service's own: jobguard's instruments and the
 // exporter's target info, not the process-wide collectors.
-func serveMetrics(addr string) (*metricsServer, error) {
+//
+// What the HTTP server itself logs (a failed connection, a handler's
+// panic) goes to log, at error.
+func serveMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
 	reg := prometheus.NewRegistry()
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
@@ -49,7 +53,8 @@ func serveMetrics(addr string) (*metricsServer, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	m := &metricsServer{provider: mp, addr: ln.Addr().String(), done: make(chan error, 1),
-		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}}
 	go func() { m.done <- m.srv.Serve(ln) }()
 	return m, nil
 }

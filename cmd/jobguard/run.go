@@ -109,7 +109,7 @@ func runService(ctx context.Context, c *cli, s *settings, args []string) error {
 	}
 	var mp metric.MeterProvider // nil: no metrics
 	if o.MetricsAddr != "" {
-		m, err := serveMetrics(o.MetricsAddr)
+		m, err := serveMetrics(o.MetricsAddr, log)
 		if err != nil {
 			return err
 		}

@@ -50,6 +50,13 @@ type settings struct {
 	DatabaseURL string
 	// RedisURL reaches Redis, where the reclaim markers live.
 	RedisURL string
+	// DatabaseURLFrom and RedisURLFrom say where the URLs came from, for
+	// the messages about them: a flag, an environment variable, or "" for
+	// the default.
+	DatabaseURLFrom, RedisURLFrom string
+	// ConfigFrom says where the config file's path came from: "--config"
+	// or JOBGUARD_CONFIG; "" without a config file. ConfigPath is the path.
+	ConfigFrom, ConfigPath string
 	// Table maps the jobs table. Starts as jobguard.DefaultTable().
 	Table jobguard.Table
 	// Shared are the settings the workers must agree on.
@@ -121,21 +128,45 @@ func (s *settings) limitsSchema() string {
 // flags, parsed later, are defined with these as their defaults.
 func loadSettings(args []string, getenv func(string) string) (settings, error) {
 	s := defaultSettings()
-	path := getenv(envConfig)
-	if p, ok := configArg(args); ok {
-		path = p
+	if p := getenv(envConfig); p != "" {
+		s.ConfigPath, s.ConfigFrom = p, envConfig
 	}
-	if path == "" {
+	if p, ok := configArg(args); ok {
+		s.ConfigPath, s.ConfigFrom = p, "--config"
+	}
+	if s.ConfigPath == "" {
 		return s, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(s.ConfigPath)
 	if err != nil {
-		return s, usageErr("config file: %v", err)
+		return s, usageErr("%s: %v", s.ConfigFrom, err)
 	}
 	if err := s.applyConfig(data); err != nil {
-		return s, usageErr("config file %s: %v", path, err)
+		return s, usageErr("%s: %v", s.configName(), err)
 	}
 	return s, nil
+}
+
+// configName names the config file in messages, with where its path came
+// from.
+func (s *settings) configName() string {
+	return fmt.Sprintf("config file %s (%s)", s.ConfigPath, s.ConfigFrom)
+}
+
+// databaseURLName names where DatabaseURL came from, in messages.
+func (s *settings) databaseURLName() string {
+	if s.DatabaseURLFrom == "" {
+		return "libpq's PG* environment variables (neither --database-url nor " + envDatabaseURL + " is set)"
+	}
+	return s.DatabaseURLFrom
+}
+
+// redisURLName names where RedisURL came from, in messages.
+func (s *settings) redisURLName() string {
+	if s.RedisURLFrom == "" {
+		return "the default Redis URL " + redisURLDefault + " (neither --redis-url nor " + envRedisURL + " is set)"
+	}
+	return s.RedisURLFrom
 }
 
 // configArg finds the value of --config in args, before the flags are

@@ -48,8 +48,10 @@ type oneJob struct {
 	guard *jobguard.Guard
 	db    jobguard.DB
 	id    string // canonical
-	// queue is the queue source, nil for the table.
-	queue reclaim.Source
+	// queue is the queue source, nil for the table; queueTodo says what to
+	// check when it cannot be read.
+	queue     reclaim.Source
+	queueTodo string
 
 	// row is the job's row, once Active has read it.
 	row *jobguard.JobState
@@ -79,7 +81,7 @@ func (o *oneJob) Active(ctx context.Context, q reclaim.Query, page func([]reclai
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("read the %s source: %w", sourceName(o.queue), err)
+			return readFailed(fmt.Errorf("read the %s source: %w", sourceName(o.queue), err), o.queueTodo)
 		}
 		jobs = append(jobs, o.listings...)
 	}
@@ -97,17 +99,42 @@ func sourceName(src reclaim.Source) string {
 	return sourceTable
 }
 
+// queueTodo says what to check when the queue source --source names
+// cannot be read: Redis, for BullMQ.
+func (c *conns) queueTodo(s *settings) string {
+	if s.Source == sourceBullMQ {
+		return c.redisTodo
+	}
+	return ""
+}
+
+// readFailed is err, a source that could not be read, with todo when there
+// is one.
+func readFailed(err error, todo string) error {
+	if todo == "" {
+		return err
+	}
+	return fail(exitError, err, "%s", todo)
+}
+
 // counted is a source whose listings are counted as they pass, for a
-// progress line.
+// progress line. Its own errors say todo.
 type counted struct {
 	reclaim.Source
-	p *progress
+	p    *progress
+	todo string
 }
 
 // Active lists what the source lists, counting each page.
 func (c counted) Active(ctx context.Context, q reclaim.Query, page func([]reclaim.ActiveJob) error) error {
-	return c.Source.Active(ctx, q, func(jobs []reclaim.ActiveJob) error {
+	var pageErr error
+	err := c.Source.Active(ctx, q, func(jobs []reclaim.ActiveJob) error {
 		c.p.add(len(jobs))
-		return page(jobs)
+		pageErr = page(jobs)
+		return pageErr
 	})
+	if err != nil && err != pageErr {
+		return readFailed(err, c.todo)
+	}
+	return err
 }

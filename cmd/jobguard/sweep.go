@@ -83,7 +83,7 @@ func sweep(ctx context.Context, c *cli, s *settings, args []string) error {
 	}
 	p := c.newProgress(s, what)
 	defer p.done()
-	cfg.Source = counted{Source: src, p: p}
+	cfg.Source = counted{Source: src, p: p, todo: cn.queueTodo(s)}
 	r, err := reclaim.New(cfg)
 	if err != nil {
 		return err
@@ -151,7 +151,7 @@ func parentRules(s *settings) (map[string]reclaim.ParentRule, error) {
 	for typ, p := range s.ParentRules {
 		rule, err := reclaim.SetParent(p)
 		if err != nil {
-			return nil, usageErr("config file: parent_rules[%q]: %v", typ, err)
+			return nil, usageErr("%s: parent_rules[%q]: %v", s.configName(), typ, err)
 		}
 		rules[typ] = rule
 	}
@@ -177,7 +177,7 @@ func printPlan(c *cli, s *settings, plan reclaim.Plan) error {
 		for i, j := range plan.Jobs {
 			jobs[i] = plannedJSON{ID: j.ID, Type: j.Type, Generation: j.Generation, Decision: j.Decision.String(),
 				RuntimeSeconds: optSeconds(j.Runtime), LimitSeconds: optSeconds(j.Limit),
-				StalledSeconds: optSeconds(j.StalledFor), Why: j.String()}
+				StalledSeconds: optSeconds(j.StalledFor), Why: c.red.String(j.String())}
 		}
 		return printJSON(c.stdout, struct {
 			DryRun bool          `json:"dry_run"`
@@ -197,7 +197,7 @@ func printPlan(c *cli, s *settings, plan reclaim.Plan) error {
 	counts := map[reclaim.Decision]int{}
 	for _, j := range plan.Jobs {
 		counts[j.Decision]++
-		t.row(j.ID, orDash(j.Type), dur(j.Runtime), limitText(j.Limit), dur(j.StalledFor), j.Decision.String(), j.String())
+		t.row(j.ID, orDash(j.Type), dur(j.Runtime), limitText(j.Limit), dur(j.StalledFor), j.Decision.String(), c.red.String(j.String()))
 	}
 	if err := t.flush(); err != nil {
 		return err

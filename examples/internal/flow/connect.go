@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/internal/redact"
 	"github.com/jobguard/jobguard/watch"
 )
 
@@ -31,8 +32,17 @@ type Conns struct {
 // every connection, and to Redis; creates the schema when missing; and
 // applies the library's migrations and the examples' product tables. Close
 // the Conns when done.
+//
+// Its errors hold no password of either URL: a parser's error may quote the
+// URL it failed on.
 func Connect(ctx context.Context, cfg Config) (*Conns, error) {
 	cfg = cfg.withDefaults()
+	conns, err := dial(ctx, cfg)
+	return conns, redact.New(cfg.DatabaseURL, cfg.RedisURL).Error(err)
+}
+
+// dial is Connect without the redaction of its errors.
+func dial(ctx context.Context, cfg Config) (*Conns, error) {
 	switch cfg.Notices {
 	case NoticesRedis, NoticesPostgres, NoticesOff:
 	default:

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/heartbeat"
+	"github.com/jobguard/jobguard/internal/redact"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/settle"
 )
@@ -67,7 +68,7 @@ type delivery struct {
 func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
-		return fmt.Errorf("chaos: worker: %w", err)
+		return fmt.Errorf("chaos: worker: %w", redact.New(cfg.DatabaseURL).Error(err))
 	}
 	pcfg.MaxConns = int32(cfg.Concurrency*3 + 2)
 	pcfg.ConnConfig.RuntimeParams["application_name"] = cfg.AppName

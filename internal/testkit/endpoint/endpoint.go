@@ -20,6 +20,8 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/jobguard/jobguard/internal/redact"
 )
 
 // Environment variables that override the local defaults.
@@ -99,7 +101,7 @@ type server struct {
 
 func resolve(ctx context.Context, log func(string, ...any), s server) (string, func(context.Context) error, error) {
 	if u := os.Getenv(s.env); u != "" {
-		log("%s: %s (from %s)", s.name, redact(u), s.env)
+		log("%s: %s (from %s)", s.name, redact.String(u), s.env)
 		return u, nil, nil
 	}
 	if answers(ctx, s.local) {
@@ -144,12 +146,4 @@ func answers(ctx context.Context, rawURL string) bool {
 	}
 	_ = conn.Close()
 	return true
-}
-
-func redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/redact"
 	"github.com/jobguard/jobguard/internal/testkit/endpoint"
 )
 
@@ -81,25 +82,36 @@ func servers() error {
 			return
 		}
 		shared.ep = ep
-		shared.admin, err = pgxpool.New(context.Background(), ep.DatabaseURL)
-		if err == nil {
-			err = shared.admin.Ping(ctx)
-		}
-		if err != nil {
-			shared.err = fmt.Errorf("PostgreSQL at %s: %w (set %s)", ep.DatabaseURL, err, endpoint.DatabaseEnv)
-			return
-		}
-		opt, err := redis.ParseURL(ep.RedisURL)
-		if err != nil {
-			shared.err = fmt.Errorf("%s: %w", endpoint.RedisEnv, err)
-			return
-		}
-		shared.redis = redis.NewClient(opt)
-		if err := shared.redis.Ping(ctx).Err(); err != nil {
-			shared.err = fmt.Errorf("Redis at %s: %w (set %s)", ep.RedisURL, err, endpoint.RedisEnv)
-		}
+		shared.admin, shared.redis, shared.err = connect(ctx, ep)
 	})
 	return shared.err
+}
+
+// connect opens the admin pool and the Redis client of ep and checks that
+// both answer. Its errors name the servers without their passwords.
+func connect(ctx context.Context, ep endpoint.Endpoints) (*pgxpool.Pool, *redis.Client, error) {
+	red := redact.New(ep.DatabaseURL, ep.RedisURL)
+	admin, err := pgxpool.New(context.Background(), ep.DatabaseURL)
+	if err == nil {
+		if err = admin.Ping(ctx); err != nil {
+			admin.Close()
+		}
+	}
+	if err != nil {
+		return nil, nil, red.Error(fmt.Errorf("PostgreSQL at %s: %w (set %s)", ep.DatabaseURL, err, endpoint.DatabaseEnv))
+	}
+	opt, err := redis.ParseURL(ep.RedisURL)
+	if err != nil {
+		admin.Close()
+		return nil, nil, red.Error(fmt.Errorf("%s: %w", endpoint.RedisEnv, err))
+	}
+	rdb := redis.NewClient(opt)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		admin.Close()
+		_ = rdb.Close()
+		return nil, nil, red.Error(fmt.Errorf("Redis at %s: %w (set %s)", ep.RedisURL, err, endpoint.RedisEnv))
+	}
+	return admin, rdb, nil
 }
 
 // New creates the test's schema and Redis prefix, and registers their
@@ -129,7 +141,7 @@ func New(t testing.TB, opts ...Config) *Env {
 	})
 	u, err := url.Parse(shared.ep.DatabaseURL)
 	if err != nil {
-		t.Fatalf("testenv: %s: %v", endpoint.DatabaseEnv, err)
+		t.Fatalf("testenv: %s: %v", endpoint.DatabaseEnv, redact.New(shared.ep.DatabaseURL).Error(err))
 	}
 	q := u.Query()
 	q.Set("search_path", name)
@@ -142,9 +154,10 @@ func New(t testing.TB, opts ...Config) *Env {
 // Connect opens another pool on the test's schema, closed at cleanup.
 func (e *Env) Connect(o Config) *pgxpool.Pool {
 	e.t.Helper()
+	red := redact.New(e.DatabaseURL)
 	cfg, err := pgxpool.ParseConfig(e.DatabaseURL)
 	if err != nil {
-		e.t.Fatalf("testenv: %v", err)
+		e.t.Fatalf("testenv: %v", red.Error(err))
 	}
 	cfg.MaxConns = o.MaxConns
 	if cfg.MaxConns == 0 {
@@ -158,7 +171,7 @@ func (e *Env) Connect(o Config) *pgxpool.Pool {
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		e.t.Fatalf("testenv: connect: %v", err)
+		e.t.Fatalf("testenv: connect: %v", red.Error(err))
 	}
 	e.t.Cleanup(pool.Close)
 	return pool

@@ -185,3 +185,32 @@ func TestRun_LongestDurationsInConfigStillLead(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A suggestion is in range whatever the history and the margin: a job
+// whose start was stamped a thousand years ago, or a huge margin, suggests
+// the longest limit (in whole seconds), never a wrapped negative one, and
+// the longest window reads the whole history.
+func TestSuggest_OutOfRangeRuntimesSuggestTheLongestLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	jobs, limits, r := suggestSetup(t)
+	longestSecond := longest / time.Second * time.Second
+
+	got, err := r.Suggest(ctx, reclaim.SuggestSpec{Types: []string{"chapter"}, Margin: 1e15})
+	require.NoError(t, err)
+	require.Equal(t, longestSecond, got[0].Suggested)
+	got, err = r.Suggest(ctx, reclaim.SuggestSpec{Types: []string{"chapter"}, Window: time.Duration(math.MaxInt64)})
+	require.NoError(t, err)
+	require.Equal(t, 100, got[0].Completed)
+
+	id := jobs.Insert(t, fixture.Job{Status: "COMPLETED"})
+	jobs.Env.Exec(`UPDATE jobs SET started_at = '1000-01-01' WHERE id = $1`, id)
+	got, err = r.Suggest(ctx, reclaim.SuggestSpec{Types: []string{"chapter"}})
+	require.NoError(t, err)
+	require.Equal(t, longest, got[0].Max)
+	require.Equal(t, longestSecond, got[0].Suggested)
+	require.NoError(t, limits.Set(ctx, "chapter", got[0].Suggested))
+	read, err := limits.Limits(ctx)
+	require.NoError(t, err)
+	require.Equal(t, longestSecond, read["chapter"])
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/interval"
 )
 
 // JobState is a job's row as the batch operations read and write it: the
@@ -334,7 +335,7 @@ func (b *Batch) Overdue(ctx context.Context, db DB, q OverdueQuery) ([]JobState,
 	limits := make([]int64, 0, len(q.Limits))
 	for typ, d := range q.Limits {
 		types = append(types, typ)
-		limits = append(limits, d.Microseconds())
+		limits = append(limits, interval.Micros(d))
 	}
 	args := []any{types, limits, q.Max}
 	sql := g.batch.overdue
@@ -482,7 +483,7 @@ func buildOverdue(t Table, cat catalog, exprs []string, ids string) (first, next
 	// tens of milliseconds.
 	types, typeMatch := typeLimits(t, cat, "cut")
 	cut := "SELECT k.type, " + nowExpr(cat.columns[t.StartedAtColumn]) +
-		" - k.us * interval '1 microsecond' AS before FROM (" + types + ") AS k"
+		" - " + interval.Param("k.us") + " AS before FROM (" + types + ") AS k"
 	started := col("t.", t.StartedAtColumn)
 	// Each of scanJobStates' columns gets a name, so that the order can
 	// be by the id in the column's own type (cheaper to sort than text)

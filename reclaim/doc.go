@@ -22,6 +22,10 @@
 //     own clock runs ahead never takes a beating job for stalled.
 //   - A job with no start anywhere, an unreadable listing, and a job whose
 //     type has no limit are skipped and counted, never guessed.
+//   - A limit is a duration in range: one longer than LimitMax (about 292
+//     years; '1000 years' or 'infinity' in the limits table) is LimitMax, a
+//     limit no job reaches, and one that is not positive fails the sweep,
+//     naming its type, rather than make every job of the type overdue.
 //
 // The write is one conditional statement for all the chosen jobs of a page:
 // each row is matched on its id and on the status, updated_at and generation

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -150,8 +151,8 @@ func (cfg Config) validate() error {
 		{"NoProgress", cfg.NoProgress}, {"Interval", cfg.Interval},
 		{"SweepTimeout", cfg.SweepTimeout}, {"LivenessTimeout", cfg.LivenessTimeout},
 	} {
-		if d.value < 0 {
-			return fmt.Errorf("%s %v is negative", d.field, d.value)
+		if err := interval.Check(d.field, d.value); err != nil {
+			return err
 		}
 	}
 	if cfg.PageSize < 0 {

@@ -62,6 +62,9 @@ func (r *Reclaimer) run(ctx context.Context, p *pass) error {
 	if err != nil {
 		return err
 	}
+	if err := checkLimits(limits); err != nil {
+		return err
+	}
 	p.notes.noLimits = len(limits) == 0
 	q := Query{Limits: limits, PageSize: r.cfg.PageSize}
 	return r.cfg.Source.Active(ctx, q, func(page []ActiveJob) error {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -52,7 +53,7 @@ func (r *Reclaimer) write(ctx context.Context, chosen []jobguard.JobState, typeO
 		// waits for it no longer than a liveness check would, then fails
 		// like any refused rule, and holds back only its own jobs.
 		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`,
-			fmt.Sprintf("%dms", max(r.cfg.LivenessTimeout.Milliseconds(), 1))); err != nil {
+			interval.Millis(r.cfg.LivenessTimeout)); err != nil {
 			return err
 		}
 		batch := chosen

@@ -112,24 +112,29 @@ func TestLimits_DurationsAtTheEdgesOfTheRange(t *testing.T) {
 	require.Equal(t, 0, r.code, r)
 	require.Contains(t, r.stdout, `"limit": "2562047h47m16.854775s"`)
 	for _, bad := range []string{"2562048h", "1000y", "-1h", "0s", "999ns"} {
-		r = b.run(t, "limits set", "video", bad)
+		r = b.run(t, "limits set", "video", "--", bad)
 		require.Equal(t, 2, r.code, "%s: %s", bad, r)
 		require.Contains(t, r.stderr, "2562047h", bad)
 	}
 
 	longest := "2562047h47m16.854775807s"
-	r = b.run(t, "sweep", "--dry-run", "--interval", longest, "--sweep-timeout", longest, "--no-progress", longest)
+	config := writeConfig(t, `{"reclaim": {"interval": "`+longest+`"}}`)
+	r = b.run(t, "sweep", "--config", config, "--sweep-timeout", longest, "--no-progress", longest, "--json")
 	require.Equal(t, 0, r.code, r)
-	for _, flag := range []string{"--interval", "--sweep-timeout", "--no-progress"} {
-		r = b.run(t, "sweep", "--dry-run", flag, "2562048h")
-		require.Equal(t, 2, r.code, "%s: %s", flag, r)
-		r = b.run(t, "sweep", "--dry-run", flag, "-1s")
-		require.Equal(t, 2, r.code, "%s: %s", flag, r)
+	for _, c := range []struct{ command, flag string }{
+		{"sweep", "--sweep-timeout"}, {"sweep", "--no-progress"}, {"run", "--interval"}, {"run", "--sweep-timeout"},
+	} {
+		r = b.run(t, c.command, c.flag, "2562048h")
+		require.Equal(t, 2, r.code, "%s %s: %s", c.command, c.flag, r)
+		r = b.run(t, c.command, c.flag, "-1s")
+		require.Equal(t, 2, r.code, "%s %s: %s", c.command, c.flag, r)
+		require.Contains(t, r.stderr, c.flag+" -1s is negative")
 	}
 	for _, field := range []string{"no_progress", "interval", "sweep_timeout"} {
 		config := writeConfig(t, `{"reclaim": {"`+field+`": "2562048h"}}`)
 		r = b.run(t, "sweep", "--dry-run", "--config", config)
 		require.Equal(t, 2, r.code, "%s: %s", field, r)
-		require.Contains(t, r.stderr, field)
+		require.Contains(t, r.stderr, "reclaim."+field)
+		require.Contains(t, r.stderr, "at most "+longest)
 	}
 }

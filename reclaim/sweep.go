@@ -19,8 +19,13 @@ import (
 //
 // Without parent rules a page costs two statements, the read and the write,
 // beside the limits (and a TableSource's active types) read once per sweep;
-// parent rules add the transaction's BEGIN and COMMIT, a savepoint, and what
-// each rule sends (SetParent: one statement per type).
+// parent rules add the transaction's BEGIN and COMMIT, its lock_timeout, a
+// savepoint, and what each rule sends (SetParent: one statement per type),
+// and, for each job whose rule failed, a short transaction of its own. The
+// parent rules of one sweep wait for rows other transactions hold no
+// longer than LivenessTimeout all together, and never longer than half the
+// deadline, so the jobs whose parents are free commit within it however
+// many parents are held.
 //
 // The sweep stops at Config.SweepTimeout. The error is non-nil when the
 // limits or the source cannot be read, or a page's read or write fails, or
@@ -35,7 +40,7 @@ func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.SweepTimeout)
 	defer cancel()
-	p := &pass{dry: r.cfg.Shadow}
+	p := &pass{dry: r.cfg.Shadow, waitUntil: start.Add(r.waitBudget())}
 	err := r.run(ctx, p)
 	if err != nil {
 		err = fmt.Errorf("reclaim: sweep: %w", err)
@@ -54,6 +59,18 @@ type pass struct {
 	dry bool
 	// plan, when set, receives every job's decision.
 	plan *[]PlannedJob
+	// waitUntil ends the time the pass's parent rules may spend, all
+	// together, waiting for rows other transactions hold (waitBudget after
+	// its start); after it, a held row fails its rule at once.
+	waitUntil time.Time
+}
+
+// waitBudget is how long the parent rules of one sweep may wait, all
+// together, for rows other transactions hold: LivenessTimeout, and at most
+// half the deadline, so that waiting never takes the time the sweep needs
+// for its jobs whose parents are free.
+func (r *Reclaimer) waitBudget() time.Duration {
+	return min(r.cfg.LivenessTimeout, r.cfg.SweepTimeout/2)
 }
 
 // run is a sweep without its deadline, metrics and summary.
@@ -108,12 +125,14 @@ func (r *Reclaimer) page(ctx context.Context, p *pass, listed []ActiveJob, limit
 	if len(chosen) == 0 {
 		return nil
 	}
-	out, err := r.write(ctx, chosen, typeOf)
+	out, err := r.write(ctx, p, chosen, typeOf)
+	// What committed is counted and announced, also when the write stopped
+	// part way.
+	r.tally(ctx, &p.rep, &p.notes, out, typeOf)
+	r.announce(ctx, out.failed, &p.rep, &p.notes)
 	if err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
-	r.tally(ctx, &p.rep, &p.notes, out, typeOf)
-	r.announce(ctx, out.failed, &p.rep, &p.notes)
 	return nil
 }
 

@@ -67,6 +67,7 @@ type batchStatements struct {
 	overdue      string // $1 types, $2 limits (µs), $3 page size → rows
 	overdueAfter string // overdue's parameters, $4 the last id of the previous page (text) → rows
 	history      string // see buildHistory
+	unstarted    string // see buildUnstarted
 	fail         string // $1 failed, $2 reason, $3 ids, $4 statuses, $5 updated_at, $6 generations → changed rows, then the count locked
 }
 
@@ -139,6 +140,7 @@ func buildBatchStatements(t Table, cat catalog) batchStatements {
 	if t.StartedAtColumn != "" {
 		b.overdue, b.overdueAfter = buildOverdue(t, cat, exprs, b.ids)
 		b.history = buildHistory(t, cat)
+		b.unstarted = buildUnstarted(t)
 	}
 
 	// The write locks the rows it may change first, skipping any row another

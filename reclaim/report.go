@@ -2,6 +2,7 @@ package reclaim
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -9,15 +10,20 @@ import (
 )
 
 // Report counts the decisions of one sweep. The listings of one row are
-// folded into one job, and every job lands in exactly one of NoStartTime,
-// SourceErrors, UnknownType, WithinLimit, Stale, NotActive, Progressing,
-// Reclaimed, LostRace, Locked, RuleErrors and WouldReclaim.
+// folded into one job, and every job listed lands in exactly one of
+// NoStartTime, SourceErrors, UnknownType, WithinLimit, Stale, NotActive,
+// Progressing, Reclaimed, LostRace, Locked, RuleErrors and WouldReclaim;
+// NoStartTime also counts the jobs a source never lists for want of a
+// start (an UnstartedCounter).
 type Report struct {
 	// Scanned is the number of jobs the source listed (a TableSource lists
 	// only the jobs over their limit).
 	Scanned int
 	// NoStartTime counts jobs whose current attempt has no known start,
-	// neither in the queue nor in the row: skipped.
+	// neither in the queue nor in the row: skipped, never reclaimed. With a
+	// TableSource, which never lists them, it is the number of PROCESSING
+	// rows whose start column is NULL, counted at every sweep and not in
+	// Scanned.
 	NoStartTime int
 	// SourceErrors counts jobs the source could not read, or whose id is
 	// not an id of the table: skipped.
@@ -81,9 +87,10 @@ type notes struct {
 }
 
 // needsAttention reports whether an operator should look: a source or rule
-// that fails, types that are never reclaimed, markers or notices lost.
-func (n *notes) needsAttention() bool {
-	return n.noLimits || len(n.unknownTypes) > 0 || n.sourceErr != nil || n.ruleErr != nil ||
+// that fails, types or jobs that are never reclaimed, markers or notices
+// lost.
+func (n *notes) needsAttention(rep Report) bool {
+	return n.noLimits || len(n.unknownTypes) > 0 || rep.NoStartTime > 0 || n.sourceErr != nil || n.ruleErr != nil ||
 		n.markerErr != nil || n.noticeErr != nil
 }
 
@@ -106,8 +113,12 @@ func (r *Reclaimer) summarize(ctx context.Context, p *pass, err error, took time
 		slog.Duration("took", took),
 	)
 	level := slog.LevelInfo
-	if n.needsAttention() || err != nil {
+	if n.needsAttention(rep) || err != nil {
 		level = slog.LevelWarn
+	}
+	if rep.NoStartTime > 0 {
+		attrs = append(attrs, slog.String("no_start_time_note", fmt.Sprintf("%d active jobs have no start time: "+
+			"never reclaimed; start jobs through StartGuard.Start, or map the start column", rep.NoStartTime)))
 	}
 	if n.noLimits {
 		attrs = append(attrs, slog.String("limits", "none: no job can be reclaimed"))

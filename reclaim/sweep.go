@@ -33,6 +33,11 @@ import (
 // them. Per-job problems are counted and summed up in the sweep's one log
 // line, not returned.
 //
+// A source that never lists the active jobs without a start time (an
+// UnstartedCounter, as TableSource is) is asked for their number after the
+// pages, which goes into Report.NoStartTime: no sweep can reclaim them, and
+// every sweep says how many there are.
+//
 // With Config.Shadow set, the sweep decides the same and writes nothing: the
 // jobs it would reclaim are counted in Report.WouldReclaim and logged.
 func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
@@ -84,9 +89,22 @@ func (r *Reclaimer) run(ctx context.Context, p *pass) error {
 	}
 	p.notes.noLimits = len(limits) == 0
 	q := Query{Limits: limits, PageSize: r.cfg.PageSize}
-	return r.cfg.Source.Active(ctx, q, func(page []ActiveJob) error {
+	err = r.cfg.Source.Active(ctx, q, func(page []ActiveJob) error {
 		return r.page(ctx, p, page, limits)
 	})
+	if err != nil {
+		return err
+	}
+	// The jobs the source never lists for want of a start: counted after
+	// the reclaims, which matter more.
+	if c, ok := r.cfg.Source.(UnstartedCounter); ok {
+		n, err := c.CountUnstarted(ctx)
+		if err != nil {
+			return err
+		}
+		p.rep.NoStartTime += n
+	}
+	return nil
 }
 
 // page reads, decides, writes and announces one page of listings.

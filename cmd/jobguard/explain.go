@@ -54,18 +54,22 @@ type explanation struct {
 	ReadAt        time.Time  `json:"read_at"`
 	// Listed is whether the queue lists the job as active; nil for the
 	// table source.
-	Listed          *bool      `json:"listed,omitempty"`
-	QueueStartedAt  *time.Time `json:"queue_started_at,omitempty"`
-	LimitSeconds    *float64   `json:"limit_seconds"`
-	NoProgressSecs  float64    `json:"no_progress_seconds"`
-	RuntimeSeconds  *float64   `json:"runtime_seconds"`
-	StalledSeconds  *float64   `json:"stalled_for_seconds"`
-	Marker          *marker    `json:"marker"`
-	MarkerError     string     `json:"marker_error,omitempty"`
-	StartGuard      string     `json:"start_guard"`
-	StartGuardWhy   string     `json:"start_guard_why"`
-	Decision        string     `json:"decision"`
-	Why             string     `json:"why"`
+	Listed         *bool      `json:"listed,omitempty"`
+	QueueStartedAt *time.Time `json:"queue_started_at,omitempty"`
+	LimitSeconds   *float64   `json:"limit_seconds"`
+	NoProgressSecs float64    `json:"no_progress_seconds"`
+	RuntimeSeconds *float64   `json:"runtime_seconds"`
+	StalledSeconds *float64   `json:"stalled_for_seconds"`
+	Marker         *marker    `json:"marker"`
+	MarkerError    string     `json:"marker_error,omitempty"`
+	StartGuard     string     `json:"start_guard"`
+	StartGuardWhy  string     `json:"start_guard_why"`
+	Decision       string     `json:"decision"`
+	Why            string     `json:"why"`
+	// UnstartedJobs counts the table's running jobs without a start time,
+	// which the table source never lists; nil for a queue source.
+	UnstartedJobs   *int   `json:"unstarted_jobs,omitempty"`
+	UnstartedError  string `json:"unstarted_error,omitempty"`
 	markerReadError error
 	limit           time.Duration
 }
@@ -169,6 +173,22 @@ func explained(ctx context.Context, guard *jobguard.Guard, starts *jobguard.Star
 		e.Marker = &marker{Key: starts.Markers().Key(row.ID), Generation: m.Generation, Reason: m.Reason, At: m.At}
 	}
 	e.StartGuard, e.StartGuardWhy = startVerdict(starts.Check(ctx, src.db, row.ID), row, t)
+
+	if src.queue == nil && t.StartedAtColumn != "" {
+		// The table source lists no running job without a start: say so,
+		// and how many there are, which every sweep counts.
+		if planned.Decision == reclaim.DecisionNoStartTime {
+			e.Why = "its row has no start time: the table source never lists it, so no sweep reclaims it; " +
+				"every sweep counts it as no_start_time (StartGuard.Start stamps the start)"
+		}
+		if ts, err := reclaim.NewTableSource(guard, src.db); err != nil {
+			e.UnstartedError = err.Error()
+		} else if n, err := ts.CountUnstarted(ctx); err != nil {
+			e.UnstartedError = err.Error()
+		} else {
+			e.UnstartedJobs = &n
+		}
+	}
 	return e
 }
 
@@ -251,6 +271,13 @@ func (e *explanation) print(c *cli, guard *jobguard.Guard, s *settings) error {
 			e.Marker.At.UTC().Format(time.RFC3339), e.Marker.Key))
 	}
 	line("start guard", e.StartGuard+": "+e.StartGuardWhy)
+	switch {
+	case e.UnstartedError != "":
+		line("unstarted", "cannot count the running jobs without a start time: "+e.UnstartedError)
+	case e.UnstartedJobs != nil && *e.UnstartedJobs > 0:
+		line("unstarted", fmt.Sprintf("%d running jobs in the table have no start time: never listed, never reclaimed, "+
+			"counted by every sweep as no_start_time", *e.UnstartedJobs))
+	}
 	line("decision", e.Decision)
 	line("why", e.Why)
 	return tw.flush()

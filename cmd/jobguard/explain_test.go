@@ -291,6 +291,10 @@ func TestExplain_ARunningJobWithoutAStartSaysNoSweepListsIt(t *testing.T) {
 	require.Regexp(t, `(?m)^decision +reclaim$`, r.stdout)
 	require.Regexp(t, `(?m)^unstarted +3 running jobs in the table have no start time`, r.stdout)
 
+	r = b.run(t, "sweep", "--dry-run")
+	require.Equal(t, 0, r.code, r)
+	require.Contains(t, r.stdout, "3 running jobs have no start time and are not listed: never reclaimed")
+
 	r = b.run(t, "sweep", "--json")
 	require.Equal(t, 0, r.code, r)
 	var rep struct {

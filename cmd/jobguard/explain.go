@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jobguard/jobguard/jobguard"
@@ -22,6 +23,11 @@ of its current attempt, last progress), the limit of its type, the reclaim
 marker in Redis if any, what the start guard would say to a worker starting
 it, and the sweep's decision (reclaim.Reclaimer.Plan over this one job).
 It writes nothing.
+
+A job that no longer runs is said plainly to be so: FAILED, by whom (a
+sweep's reclaim, as its failure reason or its marker says, or its own
+execution or an operator) and when (its updated_at), as the decision
+reclaimed or failed; or COMPLETED, and when (completed).
 
 With --source bullmq or river it also reads the queue's listing of the job:
 a job the queue does not list as active is never considered by a sweep over
@@ -189,7 +195,47 @@ func explained(ctx context.Context, guard *jobguard.Guard, starts *jobguard.Star
 			e.UnstartedJobs = &n
 		}
 	}
+	// A job that no longer runs says what became of it, whatever the plan
+	// made of its type or its listing.
+	if d, why, ok := finished(row, t, guard.Shared().ReclaimedReason, e.Marker); ok {
+		e.Decision, e.Why = d, why
+	}
 	return e
+}
+
+// finished says what became of a job that is no longer running: FAILED,
+// by whom (a sweep's reclaim, as its failure reason or its marker says, or
+// its own execution or an operator) and when (its updated_at, which the
+// failing write stamped); or COMPLETED, and when. ok is false for a job
+// that is QUEUED or PROCESSING.
+func finished(row *jobguard.JobState, t jobguard.Table, reclaimedReason string, m *marker) (decision, why string, ok bool) {
+	when := fmt.Sprintf("at %s (%s ago)", row.UpdatedAt.UTC().Format(time.RFC3339), dur(row.ReadAt.Sub(row.UpdatedAt)))
+	const untouched = "; no sweep touches it again ('jobguard retry' runs it again)"
+	switch row.Status {
+	case t.Statuses.Completed:
+		return "completed", fmt.Sprintf("%s %s: finished; no sweep touches it", row.Status, when), true
+	case t.Statuses.Failed:
+	default:
+		return "", "", false
+	}
+	byReason := reclaimedReason != "" && strings.HasPrefix(row.FailureReason, reclaimedReason)
+	byMarker := m != nil && m.Generation >= row.Generation
+	reason := "none"
+	if row.FailureReason != "" {
+		reason = fmt.Sprintf("%q", row.FailureReason)
+	}
+	switch {
+	case byReason && byMarker:
+		return "reclaimed", fmt.Sprintf("%s %s, reclaimed by a sweep: failure reason %s, marker of generation %d%s",
+			row.Status, when, reason, m.Generation, untouched), true
+	case byReason:
+		return "reclaimed", fmt.Sprintf("%s %s, reclaimed by a sweep: failure reason %s%s", row.Status, when, reason, untouched), true
+	case byMarker:
+		return "reclaimed", fmt.Sprintf("%s %s, reclaimed by a sweep: marker of generation %d (the failure reason %s was written after)%s",
+			row.Status, when, m.Generation, reason, untouched), true
+	}
+	return "failed", fmt.Sprintf("%s %s, by its own execution or an operator, not by a sweep: failure reason %s%s",
+		row.Status, when, reason, untouched), true
 }
 
 // startVerdict says what the start guard's Check found, in a word and in

@@ -84,6 +84,7 @@ type notes struct {
 	ruleErr      error
 	markerErr    error
 	noticeErr    error
+	unstartedErr error // the count of the jobs never listed for want of a start
 }
 
 // needsAttention reports whether an operator should look: a source or rule
@@ -91,7 +92,7 @@ type notes struct {
 // lost.
 func (n *notes) needsAttention(rep Report) bool {
 	return n.noLimits || len(n.unknownTypes) > 0 || rep.NoStartTime > 0 || n.sourceErr != nil || n.ruleErr != nil ||
-		n.markerErr != nil || n.noticeErr != nil
+		n.markerErr != nil || n.noticeErr != nil || n.unstartedErr != nil
 }
 
 // summarize logs the one line of a sweep: every counter, how long it took,
@@ -131,7 +132,8 @@ func (r *Reclaimer) summarize(ctx context.Context, p *pass, err error, took time
 		err error
 	}{
 		{"source_error", n.sourceErr}, {"rule_error", n.ruleErr},
-		{"marker_error", n.markerErr}, {"notice_error", n.noticeErr}, {"error", err},
+		{"marker_error", n.markerErr}, {"notice_error", n.noticeErr},
+		{"no_start_time_error", n.unstartedErr}, {"error", err},
 	} {
 		if e.err != nil {
 			attrs = append(attrs, slog.String(e.key, e.err.Error()))

@@ -2,6 +2,7 @@ package reclaim_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -58,4 +59,30 @@ func TestSweep_TableSourceCountsActiveRowsWithoutAStart(t *testing.T) {
 			require.Equal(t, 4, rep.NoStartTime)
 		})
 	}
+}
+
+// unstartedFails is a table source whose count of the rows without a
+// start fails.
+type unstartedFails struct{ *reclaim.TableSource }
+
+func (unstartedFails) CountUnstarted(context.Context) (int, error) {
+	return 0, errors.New("count refused")
+}
+
+// A count that fails does not fail the sweep, whose reclaims stand: the
+// summary names it, at warn.
+func TestSweep_FailedCountOfRowsWithoutAStartIsNotedNotFatal(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	stalled := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
+	src, err := reclaim.NewTableSource(jobs.Guard, env.Pool)
+	require.NoError(t, err)
+	r, logs := newReclaimer(t, jobs, reclaim.Config{Source: unstartedFails{src}})
+
+	rep, err := r.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []string{stalled}, rep.ReclaimedIDs)
+	require.Contains(t, logs.String(), `level=WARN msg="reclaim: sweep"`)
+	require.Contains(t, logs.String(), `no_start_time_error="count refused"`)
 }

@@ -36,7 +36,8 @@ import (
 // A source that never lists the active jobs without a start time (an
 // UnstartedCounter, as TableSource is) is asked for their number after the
 // pages, which goes into Report.NoStartTime: no sweep can reclaim them, and
-// every sweep says how many there are.
+// every sweep says how many there are. A count that fails is named in the
+// summary line, at warn, and does not fail the sweep.
 //
 // With Config.Shadow set, the sweep decides the same and writes nothing: the
 // jobs it would reclaim are counted in Report.WouldReclaim and logged.
@@ -96,13 +97,16 @@ func (r *Reclaimer) run(ctx context.Context, p *pass) error {
 		return err
 	}
 	// The jobs the source never lists for want of a start: counted after
-	// the reclaims, which matter more.
+	// the reclaims, which matter more, and a count that fails is noted, not
+	// the sweep's failure.
 	if c, ok := r.cfg.Source.(UnstartedCounter); ok {
 		n, err := c.CountUnstarted(ctx)
-		if err != nil {
-			return err
+		switch {
+		case err == nil:
+			p.rep.NoStartTime += n
+		case ctx.Err() == nil:
+			p.notes.unstartedErr = err
 		}
-		p.rep.NoStartTime += n
 	}
 	return nil
 }

@@ -21,7 +21,10 @@
 //     the row was read both come from the database, so a reclaimer whose
 //     own clock runs ahead never takes a beating job for stalled.
 //   - A job with no start anywhere, an unreadable listing, and a job whose
-//     type has no limit are skipped and counted, never guessed.
+//     type has no limit are skipped and counted, never guessed. TableSource
+//     never lists a running row without a start; every sweep counts such
+//     rows (Report.NoStartTime) and its summary says they are never
+//     reclaimed.
 //   - A limit is a duration in range: one longer than LimitMax (about 292
 //     years; '1000 years' or 'infinity' in the limits table) is LimitMax, a
 //     limit no job reaches, and one that is not positive fails the sweep,

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -168,12 +169,11 @@ func (cfg Config) validate() error {
 		return errors.New("DB is nil")
 	case len(cfg.Compensators) == 0:
 		return errors.New("Compensators is empty")
-	case cfg.Interval < 0:
-		return fmt.Errorf("Interval %v is negative", cfg.Interval)
 	case cfg.MaxPerSweep < 0:
 		return fmt.Errorf("MaxPerSweep %d is negative", cfg.MaxPerSweep)
-	case cfg.RecheckAfter < 0:
-		return fmt.Errorf("RecheckAfter %v is negative", cfg.RecheckAfter)
+	}
+	if err := errors.Join(interval.Check("Interval", cfg.Interval), interval.Check("RecheckAfter", cfg.RecheckAfter)); err != nil {
+		return err
 	}
 	for kind, fn := range cfg.Compensators {
 		if kind == "" || fn == nil {

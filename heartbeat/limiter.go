@@ -122,7 +122,7 @@ func (l *limiter) rotate(now int64) *generations {
 		return g
 	}
 	next := &generations{cur: &generation{}, old: g.cur, born: now}
-	if age >= 2*l.interval {
+	if age-l.interval >= l.interval { // age >= 2*interval, which may not fit an int64
 		// cur's entries were all claimed before born+interval.
 		next.old = &generation{}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/pgarray"
 )
 
@@ -67,6 +68,7 @@ type batchStatements struct {
 	overdue      string // $1 types, $2 limits (µs), $3 page size → rows
 	overdueAfter string // overdue's parameters, $4 the last id of the previous page (text) → rows
 	history      string // see buildHistory
+	unstarted    string // see buildUnstarted
 	fail         string // $1 failed, $2 reason, $3 ids, $4 statuses, $5 updated_at, $6 generations → changed rows, then the count locked
 }
 
@@ -139,6 +141,7 @@ func buildBatchStatements(t Table, cat catalog) batchStatements {
 	if t.StartedAtColumn != "" {
 		b.overdue, b.overdueAfter = buildOverdue(t, cat, exprs, b.ids)
 		b.history = buildHistory(t, cat)
+		b.unstarted = buildUnstarted(t)
 	}
 
 	// The write locks the rows it may change first, skipping any row another
@@ -335,7 +338,7 @@ func (b *Batch) Overdue(ctx context.Context, db DB, q OverdueQuery) ([]JobState,
 	limits := make([]int64, 0, len(q.Limits))
 	for typ, d := range q.Limits {
 		types = append(types, typ)
-		limits = append(limits, d.Microseconds())
+		limits = append(limits, interval.Micros(d))
 	}
 	args := []any{pgarray.Of(types), pgarray.Of(limits), q.Max}
 	sql := g.batch.overdue
@@ -484,7 +487,7 @@ func buildOverdue(t Table, cat catalog, exprs []string, ids string) (first, next
 	// tens of milliseconds.
 	types, typeMatch := typeLimits(t, cat, "cut")
 	cut := "SELECT k.type, " + nowExpr(cat.columns[t.StartedAtColumn]) +
-		" - k.us * interval '1 microsecond' AS before FROM (" + types + ") AS k"
+		" - " + interval.Param("k.us") + " AS before FROM (" + types + ") AS k"
 	started := col("t.", t.StartedAtColumn)
 	// Each of scanJobStates' columns gets a name, so that the order can
 	// be by the id in the column's own type (cheaper to sort than text)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/pgarray"
 )
 
@@ -81,9 +82,9 @@ func (b *Batch) History(ctx context.Context, db DB, q HistoryQuery) ([]TypeHisto
 	types := slices.Sorted(maps.Keys(q.Limits))
 	limits := make([]int64, len(types))
 	for i, typ := range types {
-		limits[i] = q.Limits[typ].Microseconds()
+		limits[i] = interval.Micros(q.Limits[typ])
 	}
-	rows, err := db.Query(ctx, g.batch.history, pgarray.Of(types), pgarray.Of(limits), q.Window.Microseconds(), q.PerType,
+	rows, err := db.Query(ctx, g.batch.history, pgarray.Of(types), pgarray.Of(limits), interval.Micros(q.Window), q.PerType,
 		q.Percentile, g.shared.ReclaimedReason)
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: history: %w", err)
@@ -110,12 +111,15 @@ func (b *Batch) History(ctx context.Context, db DB, q HistoryQuery) ([]TypeHisto
 }
 
 // seconds converts a number of seconds, NULL when there were no rows, to
-// a duration rounded to the microsecond, the timestamps' precision.
+// a duration rounded to the microsecond, the timestamps' precision. A
+// runtime longer than a duration holds (a start stamped centuries ago)
+// reads as the longest one.
 func seconds(s *float64) time.Duration {
 	if s == nil {
 		return 0
 	}
-	return time.Duration(math.Round(*s*1e6)) * time.Microsecond
+	d, _ := interval.FromSeconds(*s)
+	return d
 }
 
 // buildHistory is History's statement: $1 types, $2 their limits (µs, 0
@@ -149,7 +153,7 @@ func buildHistory(t Table, cat catalog) string {
 	reclaimed := fmt.Sprintf("coalesce(starts_with(%s, $6::text), false)", col(t.FailureReasonColumn))
 	job := fmt.Sprintf(`SELECT %[1]s = %[2]s AS done, %[1]s = %[3]s AND %[4]s AS reclaimed,`+
 		` extract(epoch FROM %[5]s - %[6]s)::float8 AS secs FROM %[7]s AS t`+
-		` WHERE %[8]s%[1]s IN (%[2]s, %[3]s) AND %[9]s >= %[10]s - $3::int8 * interval '1 microsecond'`+
+		` WHERE %[8]s%[1]s IN (%[2]s, %[3]s) AND %[9]s >= %[10]s - `+interval.Param("$3")+
 		` AND %[11]s IS NOT NULL ORDER BY %[9]s DESC LIMIT $4`,
 		status, completed, failed, reclaimed, asTZ(t.UpdatedAtColumn), asTZ(t.StartedAtColumn),
 		t.QualifiedName(), typeMatch, col(t.UpdatedAtColumn), now, col(t.StartedAtColumn))

@@ -21,7 +21,14 @@
 //     the row was read both come from the database, so a reclaimer whose
 //     own clock runs ahead never takes a beating job for stalled.
 //   - A job with no start anywhere, an unreadable listing, and a job whose
-//     type has no limit are skipped and counted, never guessed.
+//     type has no limit are skipped and counted, never guessed. TableSource
+//     never lists a running row without a start; every sweep counts such
+//     rows (Report.NoStartTime) and its summary says they are never
+//     reclaimed.
+//   - A limit is a duration in range: one longer than LimitMax (about 292
+//     years; '1000 years' or 'infinity' in the limits table) is LimitMax, a
+//     limit no job reaches, and one that is not positive fails the sweep,
+//     naming its type, rather than make every job of the type overdue.
 //
 // The write is one conditional statement for all the chosen jobs of a page:
 // each row is matched on its id and on the status, updated_at and generation
@@ -33,13 +40,18 @@
 // writing it, which is progress, and one idle worker transaction must not
 // stall every other reclaim. Parent rules (OnReclaim, per job type) run in
 // the same transaction, for the changed rows only, and move a parent only
-// from the states they expect; a rule that fails, or waits longer than
-// LivenessTimeout for a parent row another transaction holds, holds back
-// only its own jobs, which are counted and tried again at the next sweep. After the
-// commit, the Redis markers that the start guard reads are written in one
-// pipelined round trip (a marker never lowers the generation it records),
-// and the notices follow. Several reclaimers sweeping the same jobs at once
-// reclaim each job once.
+// from the states they expect; a rule that fails holds back only its own
+// jobs, which are counted and tried again at the next sweep: the page's
+// other jobs commit first, and each held-back job is then tried alone, in
+// a transaction of its own. A rule waits for a parent row another
+// transaction holds, but the waits of one sweep are bounded all together,
+// by LivenessTimeout and half of SweepTimeout: once that is spent, a held
+// parent fails its rule at once. However many parents are held, the jobs
+// whose parents are free, and those of types without a rule, commit within
+// the deadline. After the commit, the Redis markers that the start guard
+// reads are written in one pipelined round trip (a marker never lowers the
+// generation it records), and the notices follow. Several reclaimers
+// sweeping the same jobs at once reclaim each job once.
 //
 // What a sweep costs grows with the stuck jobs, not the running ones: the
 // default source, TableSource, reads only the rows over their type's limit,
@@ -115,9 +127,10 @@
 // # Transactions
 //
 // A sweep never runs inside a caller's transaction: Config.DB is a pool,
-// and each page's write commits on its own (one statement, or one
-// transaction with the parent rules). Parent rules run inside that
-// transaction, in a savepoint, and see the rows it changed. Markers and
+// and each page's write commits on its own (one statement; or, with parent
+// rules, one transaction, then one for each job whose rule failed, tried
+// alone). Parent rules run inside that transaction, in a savepoint, and
+// see the rows it changed. Markers and
 // notices go out only after it has committed.
 //
 // # Usage

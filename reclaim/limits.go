@@ -5,11 +5,14 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/sqlfile"
 	"github.com/jobguard/jobguard/jobguard"
 )
@@ -30,7 +33,9 @@ var MigrationFiles, Migration = sqlfile.Load(embedded, "migrations")
 // Limits gives the maximum runtime of each job type. Sweep asks for them at
 // the start of every pass, so an operator's change takes effect at the next
 // sweep. A type absent from the map has no limit: its jobs are skipped with
-// a warning, never reclaimed. An error, or a panic, fails the sweep.
+// a warning, never reclaimed. A limit that is not positive would make every
+// job of its type overdue at once: the sweep refuses it (a *LimitError
+// naming the type) and reclaims nothing. An error, or a panic, fails the sweep.
 type Limits interface {
 	Limits(ctx context.Context) (map[string]time.Duration, error)
 }
@@ -44,11 +49,24 @@ func (l StaticLimits) Limits(context.Context) (map[string]time.Duration, error) 
 // TableLimits reads the limits from a table with the columns of Migration:
 // job_type (text) and max_runtime (interval), one query per sweep. Create it
 // with NewTableLimits.
+//
+// An interval longer than the longest duration, LimitMax (about 292
+// years), '1000 years' and 'infinity' included, reads as LimitMax: a limit
+// no job reaches, which is what so long a limit says. A limit that is not
+// positive (a table of one's own without the bundled CHECK, '-infinity')
+// would make every job of its type overdue at once: Limits refuses it with
+// an error naming the type, and the sweep reclaims nothing until the row is
+// fixed.
 type TableLimits struct {
 	db     jobguard.DB
 	sql    string
 	upsert string
 }
+
+// LimitMax is the longest limit: the longest time.Duration, in whole
+// microseconds (an interval's precision), 2562047h47m16.854775s. A longer
+// limit in the limits table reads as LimitMax.
+const LimitMax = interval.Max
 
 // TableLimitsConfig says where TableLimits reads.
 type TableLimitsConfig struct {
@@ -73,27 +91,33 @@ func NewTableLimits(cfg TableLimitsConfig) (*TableLimits, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: table limits: %w", err)
 	}
-	// Microseconds, the interval's own precision, so no float is involved.
+	// Microseconds, the interval's own precision, so no float is involved,
+	// read and written through one checked conversion.
 	return &TableLimits{db: cfg.DB,
-		sql: `SELECT job_type::text, (extract(epoch FROM max_runtime) * 1000000)::int8 FROM ` + name,
-		upsert: `INSERT INTO ` + name + ` (job_type, max_runtime) VALUES ($1, $2::int8 * interval '1 microsecond')` +
+		sql: `SELECT job_type::text, ` + interval.Read("max_runtime") + ` FROM ` + name,
+		upsert: `INSERT INTO ` + name + ` (job_type, max_runtime) VALUES ($1, ` + interval.Param("$2") + `)` +
 			` ON CONFLICT (job_type) DO UPDATE SET max_runtime = EXCLUDED.max_runtime`,
 	}, nil
 }
 
 // Set stores jobType's limit, replacing the one it had; the next sweep
-// uses it. It is the explicit step that applies a Suggestion.
+// uses it. It is the explicit step that applies a Suggestion. The limit is
+// stored in whole microseconds, rounded up: a limit is never shorter than
+// asked. One shorter than a microsecond is refused; one longer than
+// LimitMax reads back as LimitMax.
 func (l *TableLimits) Set(ctx context.Context, jobType string, limit time.Duration) error {
 	if limit < time.Microsecond {
-		return fmt.Errorf("reclaim: set limit of %q: %v is not positive", jobType, limit)
+		return fmt.Errorf("reclaim: set limit of %q: %v is not positive (a microsecond at least)", jobType, limit)
 	}
-	if _, err := l.db.Exec(ctx, l.upsert, jobType, limit.Microseconds()); err != nil {
+	if _, err := l.db.Exec(ctx, l.upsert, jobType, interval.Micros(limit)); err != nil {
 		return fmt.Errorf("reclaim: set limit of %q: %w", jobType, err)
 	}
 	return nil
 }
 
-// Limits reads the whole table.
+// Limits reads the whole table. It refuses a limit that is not positive,
+// naming its type (a *LimitError), and reads one longer than LimitMax as
+// LimitMax.
 func (l *TableLimits) Limits(ctx context.Context) (map[string]time.Duration, error) {
 	rows, err := l.db.Query(ctx, l.sql)
 	if err != nil {
@@ -103,11 +127,42 @@ func (l *TableLimits) Limits(ctx context.Context) (map[string]time.Duration, err
 	var typ string
 	var us int64
 	_, err = pgx.ForEachRow(rows, []any{&typ, &us}, func() error {
-		out[typ] = time.Duration(us) * time.Microsecond
+		// Beyond the range, a limit is clamped: longer than LimitMax is
+		// never reached either way.
+		d, _ := interval.FromMicros(us)
+		if d <= 0 {
+			return &LimitError{Type: typ, Limit: d}
+		}
+		out[typ] = d
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: limits: %w", err)
 	}
 	return out, nil
+}
+
+// LimitError is the error of a limit that is not positive: it would make
+// every job of its type overdue at once, so no sweep runs on it.
+type LimitError struct {
+	// Type is the job type.
+	Type string
+	// Limit is its limit, clamped to ±LimitMax.
+	Limit time.Duration
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("limit of job type %q is %v, not positive: every job of the type would be overdue at once; "+
+		"fix or delete it", e.Type, e.Limit)
+}
+
+// checkLimits refuses the first limit that is not positive, in the order of
+// the types, whatever Limits gave it.
+func checkLimits(limits map[string]time.Duration) error {
+	for _, typ := range slices.Sorted(maps.Keys(limits)) {
+		if d := limits[typ]; d <= 0 {
+			return &LimitError{Type: typ, Limit: d}
+		}
+	}
+	return nil
 }

@@ -16,12 +16,15 @@ import (
 // video, the export's source). Sweep calls it once per job type, inside the
 // reclaim's transaction (a savepoint of it), with only the jobs whose row
 // really changed; a job that lost the race never reaches it. When it
-// returns an error, the reclaim of its jobs is rolled back with it and each
-// of them is tried again on its own, so that one parent that refuses a
-// write holds back only its own job: the others are reclaimed, the refused
-// one is counted in Report.RuleErrors and tried again at the next sweep.
-// A rule must therefore be safe to run again for a job it saw before. A
-// rule that panics fails as one that returns an error does (the error
+// returns an error, the reclaim of its jobs is rolled back with it, the
+// other jobs are reclaimed, and each of its jobs is then tried again alone,
+// in a transaction of its own, so that one parent that refuses a write
+// holds back only its own job: the refused one is counted in
+// Report.RuleErrors and tried again at the next sweep. A statement of a
+// rule that waits for a row another transaction holds fails once the
+// sweep's budget for waits is spent (see Config.LivenessTimeout). A rule
+// must therefore be safe to run again for a job it saw before.
+// A rule that panics fails as one that returns an error does (the error
 // wraps a *jobguard.PanicError; the sweep's summary logs its stack). A rule
 // must return when ctx ends: it holds the reclaim's transaction, so it
 // cannot be abandoned, and the sweep's deadline (SweepTimeout) reaches it

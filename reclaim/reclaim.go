@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -86,10 +87,12 @@ type Config struct {
 	// connecting, trying the lock, the leader's check before every sweep,
 	// and the unlock on return. A leader whose check fails or times out
 	// stops sweeping until it holds the lock again. It is part of the bound
-	// on a takeover that Run documents. It is also the longest a parent rule
-	// waits for a parent row another transaction holds, before that job is
-	// left for the next sweep. Defaults to LivenessTimeoutDefault (10
-	// seconds).
+	// on a takeover that Run documents. It also bounds how long the parent
+	// rules of one sweep wait, all together, for parent rows other
+	// transactions hold (and half of SweepTimeout bounds it too): once that
+	// is spent, a rule that meets a held row fails at once, and its job is
+	// left for the next sweep, counted in Report.RuleErrors. Defaults to
+	// LivenessTimeoutDefault (10 seconds).
 	LivenessTimeout time.Duration
 	// Logger receives one summary line per sweep (info, or warn when
 	// something needs an operator: unreadable jobs, types without a limit,
@@ -150,8 +153,8 @@ func (cfg Config) validate() error {
 		{"NoProgress", cfg.NoProgress}, {"Interval", cfg.Interval},
 		{"SweepTimeout", cfg.SweepTimeout}, {"LivenessTimeout", cfg.LivenessTimeout},
 	} {
-		if d.value < 0 {
-			return fmt.Errorf("%s %v is negative", d.field, d.value)
+		if err := interval.Check(d.field, d.value); err != nil {
+			return err
 		}
 	}
 	if cfg.PageSize < 0 {

@@ -183,8 +183,9 @@ func TestSweep_TableSourceReadsStartedAt(t *testing.T) {
 			rep, err := r.Sweep(context.Background())
 			require.NoError(t, err)
 			// The table source reads only the jobs over their limit: the young
-			// one and the one without a start are never read.
-			require.Equal(t, reclaim.Report{Scanned: 1, Reclaimed: 1, ReclaimedIDs: []string{stalled}}, rep)
+			// one and the one without a start are never read, and the one
+			// without a start is counted.
+			require.Equal(t, reclaim.Report{Scanned: 1, NoStartTime: 1, Reclaimed: 1, ReclaimedIDs: []string{stalled}}, rep)
 			require.Equal(t, "PROCESSING", jobs.Read(t, young).Status)
 			require.Equal(t, "PROCESSING", jobs.Read(t, noStart).Status)
 		})

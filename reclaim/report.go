@@ -2,6 +2,7 @@ package reclaim
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -11,15 +12,20 @@ import (
 )
 
 // Report counts the decisions of one sweep. The listings of one row are
-// folded into one job, and every job lands in exactly one of NoStartTime,
-// SourceErrors, UnknownType, WithinLimit, Stale, NotActive, Progressing,
-// Reclaimed, LostRace, Locked, RuleErrors and WouldReclaim.
+// folded into one job, and every job listed lands in exactly one of
+// NoStartTime, SourceErrors, UnknownType, WithinLimit, Stale, NotActive,
+// Progressing, Reclaimed, LostRace, Locked, RuleErrors and WouldReclaim;
+// NoStartTime also counts the jobs a source never lists for want of a
+// start (an UnstartedCounter).
 type Report struct {
 	// Scanned is the number of jobs the source listed (a TableSource lists
 	// only the jobs over their limit).
 	Scanned int
 	// NoStartTime counts jobs whose current attempt has no known start,
-	// neither in the queue nor in the row: skipped.
+	// neither in the queue nor in the row: skipped, never reclaimed. With a
+	// TableSource, which never lists them, it is the number of PROCESSING
+	// rows whose start column is NULL, counted at every sweep and not in
+	// Scanned.
 	NoStartTime int
 	// SourceErrors counts jobs the source could not read, or whose id is
 	// not an id of the table: skipped.
@@ -80,6 +86,7 @@ type notes struct {
 	ruleErr      error
 	markerErr    error
 	noticeErr    error
+	unstartedErr error // the count of the jobs never listed for want of a start
 	// panicked is the first of those errors that is a panic of the
 	// caller's code (a parent rule, a notifier), whose stack the summary
 	// logs.
@@ -94,10 +101,11 @@ func (n *notes) sawPanic(err error) {
 }
 
 // needsAttention reports whether an operator should look: a source or rule
-// that fails, types that are never reclaimed, markers or notices lost.
-func (n *notes) needsAttention() bool {
-	return n.noLimits || len(n.unknownTypes) > 0 || n.sourceErr != nil || n.ruleErr != nil ||
-		n.markerErr != nil || n.noticeErr != nil || n.panicked != nil
+// that fails, types or jobs that are never reclaimed, markers or notices
+// lost.
+func (n *notes) needsAttention(rep Report) bool {
+	return n.noLimits || len(n.unknownTypes) > 0 || rep.NoStartTime > 0 || n.sourceErr != nil || n.ruleErr != nil ||
+		n.markerErr != nil || n.noticeErr != nil || n.unstartedErr != nil || n.panicked != nil
 }
 
 // summarize logs the one line of a sweep: every counter, how long it took,
@@ -120,8 +128,12 @@ func (r *Reclaimer) summarize(ctx context.Context, p *pass, err error, took time
 		slog.Duration("took", took),
 	)
 	level := slog.LevelInfo
-	if n.needsAttention() || err != nil {
+	if n.needsAttention(rep) || err != nil {
 		level = slog.LevelWarn
+	}
+	if rep.NoStartTime > 0 {
+		attrs = append(attrs, slog.String("no_start_time_note", fmt.Sprintf("%d active jobs have no start time: "+
+			"never reclaimed; start jobs through StartGuard.Start, or map the start column", rep.NoStartTime)))
 	}
 	if n.noLimits {
 		attrs = append(attrs, slog.String("limits", "none: no job can be reclaimed"))
@@ -134,7 +146,8 @@ func (r *Reclaimer) summarize(ctx context.Context, p *pass, err error, took time
 		err error
 	}{
 		{"source_error", n.sourceErr}, {"rule_error", n.ruleErr},
-		{"marker_error", n.markerErr}, {"notice_error", n.noticeErr}, {"error", err},
+		{"marker_error", n.markerErr}, {"notice_error", n.noticeErr},
+		{"no_start_time_error", n.unstartedErr}, {"error", err},
 	} {
 		if e.err != nil {
 			attrs = append(attrs, slog.String(e.key, e.err.Error()))

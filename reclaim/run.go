@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/safe"
 )
 
@@ -156,11 +155,13 @@ func (l *leaderLock) connect(ctx context.Context) error {
 	// or probes have waited longer than the idle timeout. These are the only
 	// bound on a server without idle_session_timeout. They see a dead path,
 	// not a stopped client, whose kernel still answers the probes.
-	probe := strconv.FormatInt(int64(math.Ceil(cfg.LivenessTimeout.Seconds())), 10)
+	// Every value is one the server takes (a setting out of its range
+	// refuses the connection) and the kernel keeps.
+	probe := interval.Keepalive(cfg.LivenessTimeout)
 	conf.RuntimeParams["tcp_keepalives_idle"] = probe
 	conf.RuntimeParams["tcp_keepalives_interval"] = probe
 	conf.RuntimeParams["tcp_keepalives_count"] = "3"
-	conf.RuntimeParams["tcp_user_timeout"] = millis(l.idleTimeout())
+	conf.RuntimeParams["tcp_user_timeout"] = interval.Millis(l.idleTimeout())
 	return l.roundTrip(ctx, func(ctx context.Context) error {
 		if pool.BeforeConnect != nil {
 			if err := pool.BeforeConnect(ctx, conf); err != nil {
@@ -176,7 +177,7 @@ func (l *leaderLock) connect(ctx context.Context) error {
 		// unknown setting refuses the connection.
 		var set string
 		err = conn.QueryRow(ctx, `SELECT set_config(name, $1, false) FROM pg_settings WHERE name = 'idle_session_timeout'`,
-			millis(l.idleTimeout())).Scan(&set)
+			interval.Millis(l.idleTimeout())).Scan(&set)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			if !l.warned {
@@ -201,9 +202,12 @@ func (l *leaderLock) connect(ctx context.Context) error {
 // a sweep's markers and notices, which may run afterCommitTimeout past its
 // deadline: should they outlast an Interval, the leader loses its session
 // and the lead, is told at its next check, and someone leads again.
+//
+// The sum saturates, and the setting holds at most about 24 days: a
+// longer bound is that.
 func (l *leaderLock) idleTimeout() time.Duration {
 	c := l.r.cfg
-	return c.Interval + c.SweepTimeout + c.LivenessTimeout
+	return interval.Sum(c.Interval, c.SweepTimeout, c.LivenessTimeout)
 }
 
 // roundTrip runs fn with a deadline of LivenessTimeout.
@@ -235,14 +239,6 @@ func (l *leaderLock) close(ctx context.Context) {
 func (l *leaderLock) closeConn(ctx context.Context) {
 	_ = l.roundTrip(context.WithoutCancel(ctx), l.conn.Close)
 	l.conn, l.held = nil, false
-}
-
-// millis renders d for a setting measured in milliseconds, rounded up so
-// that a timeout is never shorter than asked, and capped at the largest
-// value such a setting takes (about 24 days).
-func millis(d time.Duration) string {
-	ms := int64(math.Ceil(float64(d) / float64(time.Millisecond)))
-	return strconv.FormatInt(min(ms, math.MaxInt32), 10)
 }
 
 // shadowKeyMask turns a leader key into the shadow instances' key: the

@@ -97,14 +97,38 @@ type ActiveJob struct {
 // do, given an index on (type, started_at) over the active statuses (the
 // bundled migration has it). Jobs of a type with no limit are listed once
 // they have run longer than the shortest limit, so that the sweep can report
-// them; rows with no start time are not listed. Create it with
-// NewTableSource.
+// them. PROCESSING rows with no start time are not listed, so no sweep over
+// the table can reclaim them: it counts them instead (CountUnstarted), in
+// Report.NoStartTime. Create it with NewTableSource.
 type TableSource struct {
 	guard *jobguard.Guard
 	db    jobguard.DB
 }
 
-var _ Source = (*TableSource)(nil)
+var (
+	_ Source           = (*TableSource)(nil)
+	_ UnstartedCounter = (*TableSource)(nil)
+)
+
+// UnstartedCounter is a Source that never lists some active jobs because
+// they have no start time, as TableSource does, and can count them. A
+// sweep (and a plan) asks it once, after the listings, and adds the count
+// to Report.NoStartTime, so that jobs no sweep can ever reclaim are seen
+// at every sweep, in its summary line and in jobguard.reclaim.decisions.
+type UnstartedCounter interface {
+	CountUnstarted(ctx context.Context) (int, error)
+}
+
+// CountUnstarted counts the PROCESSING rows whose start column is NULL, in
+// one statement that reads one index range per job type (jobguard's
+// Batch.Unstarted).
+func (s *TableSource) CountUnstarted(ctx context.Context) (int, error) {
+	n, err := s.guard.Batch().Unstarted(ctx, s.db)
+	if err != nil {
+		return 0, fmt.Errorf("reclaim: table source: %w", err)
+	}
+	return n, nil
+}
 
 // NewTableSource returns the source over guard's table. The mapping must
 // have a StartedAtColumn.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -135,12 +136,21 @@ func (s SuggestSpec) suggest(h jobguard.TypeHistory) time.Duration {
 	if h.Completed == 0 {
 		return 0
 	}
-	d := time.Duration(math.Ceil(float64(h.AtPercentile) * s.Margin))
+	// A long runtime times a large margin is the longest limit, never a
+	// float converted past the range of a duration, which wraps.
+	d := suggestMax
+	if f := math.Ceil(float64(h.AtPercentile) * s.Margin); f < float64(suggestMax) {
+		d = time.Duration(f)
+	}
 	if !s.BelowLongest {
 		d = max(d, h.Max)
 	}
 	if r := d % time.Second; r != 0 {
-		d += time.Second - r
+		d = interval.Sum(d, time.Second-r)
 	}
-	return d
+	return min(d, suggestMax)
 }
+
+// suggestMax is the longest suggestion: the longest limit, in whole
+// seconds.
+const suggestMax = LimitMax / time.Second * time.Second

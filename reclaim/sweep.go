@@ -20,8 +20,13 @@ import (
 //
 // Without parent rules a page costs two statements, the read and the write,
 // beside the limits (and a TableSource's active types) read once per sweep;
-// parent rules add the transaction's BEGIN and COMMIT, a savepoint, and what
-// each rule sends (SetParent: one statement per type).
+// parent rules add the transaction's BEGIN and COMMIT, its lock_timeout, a
+// savepoint, and what each rule sends (SetParent: one statement per type),
+// and, for each job whose rule failed, a short transaction of its own. The
+// parent rules of one sweep wait for rows other transactions hold no
+// longer than LivenessTimeout all together, and never longer than half the
+// deadline, so the jobs whose parents are free commit within it however
+// many parents are held.
 //
 // The sweep stops at Config.SweepTimeout. The error is non-nil when the
 // limits or the source cannot be read, or a page's read or write fails, or
@@ -32,6 +37,12 @@ import (
 // source's or the limits' the sweep (the error wraps a
 // *jobguard.PanicError); none reaches the caller as a panic.
 //
+// A source that never lists the active jobs without a start time (an
+// UnstartedCounter, as TableSource is) is asked for their number after the
+// pages, which goes into Report.NoStartTime: no sweep can reclaim them, and
+// every sweep says how many there are. A count that fails is named in the
+// summary line, at warn, and does not fail the sweep.
+//
 // With Config.Shadow set, the sweep decides the same and writes nothing: the
 // jobs it would reclaim are counted in Report.WouldReclaim and logged.
 func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
@@ -39,7 +50,7 @@ func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.SweepTimeout)
 	defer cancel()
-	p := &pass{dry: r.cfg.Shadow}
+	p := &pass{dry: r.cfg.Shadow, waitUntil: start.Add(r.waitBudget())}
 	err := r.run(ctx, p)
 	if err != nil {
 		err = fmt.Errorf("reclaim: sweep: %w", err)
@@ -58,6 +69,18 @@ type pass struct {
 	dry bool
 	// plan, when set, receives every job's decision.
 	plan *[]PlannedJob
+	// waitUntil ends the time the pass's parent rules may spend, all
+	// together, waiting for rows other transactions hold (waitBudget after
+	// its start); after it, a held row fails its rule at once.
+	waitUntil time.Time
+}
+
+// waitBudget is how long the parent rules of one sweep may wait, all
+// together, for rows other transactions hold: LivenessTimeout, and at most
+// half the deadline, so that waiting never takes the time the sweep needs
+// for its jobs whose parents are free.
+func (r *Reclaimer) waitBudget() time.Duration {
+	return min(r.cfg.LivenessTimeout, r.cfg.SweepTimeout/2)
 }
 
 // run is a sweep without its deadline, metrics and summary. The limits and
@@ -73,11 +96,30 @@ func (r *Reclaimer) list(ctx context.Context, p *pass) error {
 	if err != nil {
 		return err
 	}
+	if err := checkLimits(limits); err != nil {
+		return err
+	}
 	p.notes.noLimits = len(limits) == 0
 	q := Query{Limits: limits, PageSize: r.cfg.PageSize}
-	return r.cfg.Source.Active(ctx, q, func(page []ActiveJob) error {
+	err = r.cfg.Source.Active(ctx, q, func(page []ActiveJob) error {
 		return r.page(ctx, p, page, limits)
 	})
+	if err != nil {
+		return err
+	}
+	// The jobs the source never lists for want of a start: counted after
+	// the reclaims, which matter more, and a count that fails is noted, not
+	// the sweep's failure.
+	if c, ok := r.cfg.Source.(UnstartedCounter); ok {
+		n, err := c.CountUnstarted(ctx)
+		switch {
+		case err == nil:
+			p.rep.NoStartTime += n
+		case ctx.Err() == nil:
+			p.notes.unstartedErr = err
+		}
+	}
+	return nil
 }
 
 // page reads, decides, writes and announces one page of listings.
@@ -116,12 +158,14 @@ func (r *Reclaimer) page(ctx context.Context, p *pass, listed []ActiveJob, limit
 	if len(chosen) == 0 {
 		return nil
 	}
-	out, err := r.write(ctx, chosen, typeOf)
+	out, err := r.write(ctx, p, chosen, typeOf)
+	// What committed is counted and announced, also when the write stopped
+	// part way.
+	r.tally(ctx, &p.rep, &p.notes, out, typeOf)
+	r.announce(ctx, out.failed, &p.rep, &p.notes)
 	if err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
-	r.tally(ctx, &p.rep, &p.notes, out, typeOf)
-	r.announce(ctx, out.failed, &p.rep, &p.notes)
 	return nil
 }
 

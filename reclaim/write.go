@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 )
@@ -30,15 +32,21 @@ func (o *outcome) add(res jobguard.FailResult) {
 }
 
 // write fails the chosen jobs whose rows are still as read. Without parent
-// rules that is one statement. With them it is one transaction: the batch
-// and its rules run inside a savepoint; when a rule fails, the savepoint is
-// rolled back and the batch runs again without that rule's jobs, which are
-// then tried one at a time, each in a savepoint of its own. So one parent
-// that refuses a write, or that another transaction holds for longer than
-// LivenessTimeout (the transaction's lock_timeout), holds back only its own
-// job, which the next sweep tries again, and never a job without its
-// parent.
-func (r *Reclaimer) write(ctx context.Context, chosen []jobguard.JobState, typeOf map[string]string) (outcome, error) {
+// rules that is one statement. With them it is first one transaction for
+// the page: the batch and its rules run inside a savepoint; when a rule
+// fails, the savepoint is rolled back, that rule's jobs are set aside, and
+// the batch runs again without them, until it commits. Then each job set
+// aside is tried alone, in a transaction of its own, so that one parent
+// that refuses a write holds back only its own job, which the next sweep
+// tries again, and never a job without its parent; and what commits stands
+// whatever follows.
+//
+// A parent row another transaction holds is being written: a rule waits
+// for it, but the waits of a whole sweep are bounded together (see
+// pass.waitUntil), so that the jobs whose parents are free commit within
+// the deadline however many parents are held. When it returns an error,
+// the outcome still holds what committed before.
+func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobState, typeOf map[string]string) (outcome, error) {
 	if len(r.cfg.OnReclaim) == 0 {
 		res, err := r.cfg.Guard.Batch().FailIfUnchanged(ctx, r.cfg.DB, chosen, r.cfg.Guard.Shared().ReclaimedReason)
 		if err != nil {
@@ -49,21 +57,17 @@ func (r *Reclaimer) write(ctx context.Context, chosen []jobguard.JobState, typeO
 		return out, nil
 	}
 	var out outcome
+	var aside []jobguard.JobState
 	err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
-		// A parent row another transaction holds is being written: a rule
-		// waits for it no longer than a liveness check would, then fails
-		// like any refused rule, and holds back only its own jobs.
-		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`,
-			fmt.Sprintf("%dms", max(r.cfg.LivenessTimeout.Milliseconds(), 1))); err != nil {
-			return err
-		}
 		batch := chosen
-		var alone []jobguard.JobState
 		for len(batch) > 0 {
+			if err := r.waitAtMost(ctx, tx, p); err != nil {
+				return err
+			}
 			res, failedType, err := r.attempt(ctx, tx, batch, typeOf)
 			if err == nil {
 				out.add(res)
-				break
+				return nil
 			}
 			if failedType == "" || ctx.Err() != nil {
 				return err
@@ -71,38 +75,61 @@ func (r *Reclaimer) write(ctx context.Context, chosen []jobguard.JobState, typeO
 			var rest []jobguard.JobState
 			for _, c := range batch {
 				if typeOf[c.ID] == failedType {
-					alone = append(alone, c)
+					aside = append(aside, c)
 				} else {
 					rest = append(rest, c)
 				}
 			}
 			batch = rest
 		}
-		for _, c := range alone {
-			res, failedType, err := r.attempt(ctx, tx, []jobguard.JobState{c}, typeOf)
-			switch {
-			case err == nil:
-				out.add(res)
-			case failedType == "" || ctx.Err() != nil:
-				return err
-			default:
-				out.ruleErrors++
-				if out.ruleErr == nil {
-					out.ruleErr = fmt.Errorf("job %s: %w", c.ID, err)
-				}
-				if out.panicked == nil && safe.AsPanic(err) != nil {
-					out.panicked = fmt.Errorf("job %s: %w", c.ID, err)
-				}
-				r.log.DebugContext(ctx, "reclaim: parent rule failed; job left for the next sweep",
-					slog.String("job_id", c.ID), slog.String("job_type", failedType), slog.Any("error", err))
-			}
-		}
 		return nil
 	})
 	if err != nil {
 		return outcome{}, err
 	}
+	for _, c := range aside {
+		var res jobguard.FailResult
+		var failedType string
+		err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
+			if err := r.waitAtMost(ctx, tx, p); err != nil {
+				return err
+			}
+			var err error
+			res, failedType, err = r.attempt(ctx, tx, []jobguard.JobState{c}, typeOf)
+			return err
+		})
+		switch {
+		case err == nil:
+			out.add(res)
+		case failedType == "" || ctx.Err() != nil:
+			return out, err
+		default:
+			out.ruleErrors++
+			if out.ruleErr == nil {
+				out.ruleErr = fmt.Errorf("job %s: %w", c.ID, err)
+			}
+			if out.panicked == nil && safe.AsPanic(err) != nil {
+				out.panicked = fmt.Errorf("job %s: %w", c.ID, err)
+			}
+			r.log.DebugContext(ctx, "reclaim: parent rule failed; job left for the next sweep",
+				slog.String("job_id", c.ID), slog.String("job_type", failedType), slog.Any("error", err))
+		}
+	}
 	return out, nil
+}
+
+// waitAtMost sets how long the statements of tx, the parent rules', may
+// wait for a row another transaction holds (lock_timeout): LivenessTimeout
+// at most, within what is left of the sweep's budget for waits and of its
+// deadline. Once the budget is spent, a held row fails its rule at once
+// (a millisecond), so a rule whose parents are free still goes through.
+func (r *Reclaimer) waitAtMost(ctx context.Context, tx pgx.Tx, p *pass) error {
+	wait := min(r.cfg.LivenessTimeout, time.Until(p.waitUntil))
+	if deadline, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(deadline)/2)
+	}
+	_, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, interval.Millis(wait))
+	return err
 }
 
 // attempt fails batch and runs the parent rules of the rows it changed, in a

@@ -1,6 +1,10 @@
 package settle
 
-import "time"
+import (
+	"time"
+
+	"github.com/jobguard/jobguard/internal/interval"
+)
 
 // policy is the rule for a record the sweep has taken: how many attempts
 // it gets and how long it waits between them.
@@ -62,7 +66,7 @@ func (p policy) after(attempt int, o outcome) verdict {
 func (p policy) backoff(n int) time.Duration {
 	d := p.backoffMin
 	for i := 1; i < n && d < p.backoffMax; i++ {
-		d *= 2
+		d = interval.Sum(d, d) // saturates: a long BackoffMax never wraps
 	}
 	return min(d, p.backoffMax)
 }

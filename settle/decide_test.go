@@ -1,6 +1,7 @@
 package settle
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -48,4 +49,24 @@ func TestPolicy_BackoffDoublesUpToItsCap(t *testing.T) {
 		require.Equal(t, w, p.backoff(i+1), "attempt %d", i+1)
 	}
 	require.Equal(t, time.Hour, p.backoff(1000), "no overflow however many attempts")
+}
+
+func TestPolicy_BackoffNeverWrapsNearTheLongestDuration(t *testing.T) {
+	t.Parallel()
+	longest := time.Duration(math.MaxInt64)
+	for _, p := range []policy{
+		{maxAttempts: 100, backoffMin: longest / 3, backoffMax: longest},
+		{maxAttempts: 100, backoffMin: longest/2 + 1, backoffMax: longest},
+		{maxAttempts: 100, backoffMin: time.Second, backoffMax: longest},
+		{maxAttempts: 100, backoffMin: longest, backoffMax: longest},
+	} {
+		prev := time.Duration(0)
+		for n := 1; n <= 100; n++ {
+			d := p.backoff(n)
+			require.GreaterOrEqual(t, d, prev, "attempt %d of %+v", n, p)
+			require.LessOrEqual(t, d, p.backoffMax)
+			prev = d
+		}
+		require.Equal(t, longest, p.backoff(100), "%+v", p)
+	}
 }

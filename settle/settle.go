@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/usage"
 )
@@ -242,8 +243,8 @@ func (cfg Config) validate() error {
 		{"Grace", cfg.Grace}, {"UpdateTimeout", cfg.UpdateTimeout}, {"BackoffMin", cfg.BackoffMin},
 		{"BackoffMax", cfg.BackoffMax}, {"Interval", cfg.Interval},
 	} {
-		if d.value < 0 {
-			return fmt.Errorf("%s %v is negative", d.field, d.value)
+		if err := interval.Check(d.field, d.value); err != nil {
+			return err
 		}
 	}
 	for _, n := range []struct {
@@ -309,10 +310,10 @@ func (cfg Config) withDefaults() (Config, error) {
 
 func buildStatements(tbl string) statements {
 	const (
-		pk    = ` WHERE job_id = $1 AND generation = $2`
-		now   = `statement_timestamp()`
-		later = now + ` + $%d::int8 * interval '1 microsecond'`
+		pk  = ` WHERE job_id = $1 AND generation = $2`
+		now = `statement_timestamp()`
 	)
+	later := now + ` + ` + interval.Param("$%d") // a parameter of micros
 	var s statements
 	s.insert = `INSERT INTO ` + tbl + ` (job_id, generation, pending, updates, usage, next_attempt_at, created_at, updated_at)` +
 		` VALUES ($1, $2, $3::text[], $4::jsonb, $5::jsonb, ` + fmt.Sprintf(later, 6) + `, ` + now + `, ` + now + `)`
@@ -380,5 +381,5 @@ func (s *Settler) Reopen(ctx context.Context, exec jobguard.Execution) error {
 }
 
 // micros is d in whole microseconds, the unit the statements add to the
-// database's clock.
-func micros(d time.Duration) int64 { return d.Microseconds() }
+// database's clock, rounded up: a wait is never shorter than configured.
+func micros(d time.Duration) int64 { return interval.Micros(d) }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 )
@@ -140,11 +141,15 @@ type claimed struct {
 	unreadable error
 }
 
+// lease is how far ahead a claim pushes its record: UpdateTimeout +
+// BackoffMin, saturated rather than wrapped past the longest duration.
+func (s *Settler) lease() time.Duration { return interval.Sum(s.cfg.UpdateTimeout, s.cfg.BackoffMin) }
+
 // claim takes the next record due by dueBy, if any.
 func (s *Settler) claim(ctx context.Context, dueBy time.Time) (claimed, bool, error) {
 	var c claimed
 	var updates, entries string
-	err := s.cfg.DB.QueryRow(ctx, s.sql.claim, micros(s.cfg.UpdateTimeout+s.cfg.BackoffMin), dueBy).Scan(
+	err := s.cfg.DB.QueryRow(ctx, s.sql.claim, micros(s.lease()), dueBy).Scan(
 		&c.exec.JobID, &c.exec.Generation, &c.pending, &updates, &entries, &c.attempt, &c.claim)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return claimed{}, false, nil

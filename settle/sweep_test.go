@@ -3,6 +3,7 @@ package settle_test
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -392,5 +393,38 @@ func TestSweep_AttemptThatOutlivedItsLeaseLeavesTheNewerClaimAlone(t *testing.T)
 	close(releaseSecond)
 	<-second
 	b.settleAll(t, a)
+	require.Equal(t, billed{LedgerRows: 1, AccountMS: 1500, VideoReady: true, Published: true}, b.billed(t, exec))
+}
+
+// An UpdateTimeout of the longest duration ("no timeout") still leases the
+// record it takes: the lease, UpdateTimeout + BackoffMin, saturates rather
+// than wrapping into the past, so another sweep leaves the record alone
+// while the first one works on it.
+func TestSweep_LongestUpdateTimeoutStillLeasesTheRecord(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	exec := b.pendingRecord(t, b.s, 1500)
+	cfg := quick(settle.Config{})
+	cfg.UpdateTimeout = time.Duration(math.MaxInt64)
+	a, other := b.settler(t, cfg), b.settler(t, cfg)
+
+	var calls atomic.Int32
+	firstIn, release := make(chan struct{}), make(chan struct{})
+	b.hooks.enter = func(string) {
+		if calls.Add(1) == 1 {
+			close(firstIn)
+			<-release
+		}
+	}
+	first := make(chan settle.Report, 1)
+	go func() { rep, _ := a.Sweep(context.Background()); first <- rep }()
+	<-firstIn
+	rep, err := other.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, rep.Taken, "the record is leased to the first sweep")
+	require.EqualValues(t, 1, calls.Load())
+
+	close(release)
+	require.Equal(t, 1, (<-first).Settled)
 	require.Equal(t, billed{LedgerRows: 1, AccountMS: 1500, VideoReady: true, Published: true}, b.billed(t, exec))
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 )
@@ -114,8 +115,8 @@ func New(cfg Config) (*Watcher, error) {
 		{"ReconnectMin", &cfg.ReconnectMin, ReconnectMinDefault},
 		{"ReconnectMax", &cfg.ReconnectMax, ReconnectMaxDefault},
 	} {
-		if *d.v < 0 {
-			return nil, fmt.Errorf("watch: new: %s %v is negative", d.field, *d.v)
+		if err := interval.Check(d.field, *d.v); err != nil {
+			return nil, fmt.Errorf("watch: new: %w", err)
 		}
 		if *d.v == 0 {
 			*d.v = d.def
@@ -439,6 +440,6 @@ func (w *Watcher) listen(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		delay = min(2*delay, w.cfg.ReconnectMax)
+		delay = min(interval.Sum(delay, delay), w.cfg.ReconnectMax) // saturates: a long cap never wraps
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jobguard/jobguard/internal/redact"
@@ -23,6 +24,11 @@ of its current attempt, last progress), the limit of its type, the reclaim
 marker in Redis if any, what the start guard would say to a worker starting
 it, and the sweep's decision (reclaim.Reclaimer.Plan over this one job).
 It writes nothing.
+
+A job that no longer runs is said plainly to be so: FAILED, by whom (a
+sweep's reclaim, as its failure reason or its marker says, or its own
+execution or an operator) and when (its updated_at), as the decision
+reclaimed or failed; or COMPLETED, and when (completed).
 
 With --source bullmq or river it also reads the queue's listing of the job:
 a job the queue does not list as active is never considered by a sweep over
@@ -55,18 +61,22 @@ type explanation struct {
 	ReadAt        time.Time  `json:"read_at"`
 	// Listed is whether the queue lists the job as active; nil for the
 	// table source.
-	Listed          *bool      `json:"listed,omitempty"`
-	QueueStartedAt  *time.Time `json:"queue_started_at,omitempty"`
-	LimitSeconds    *float64   `json:"limit_seconds"`
-	NoProgressSecs  float64    `json:"no_progress_seconds"`
-	RuntimeSeconds  *float64   `json:"runtime_seconds"`
-	StalledSeconds  *float64   `json:"stalled_for_seconds"`
-	Marker          *marker    `json:"marker"`
-	MarkerError     string     `json:"marker_error,omitempty"`
-	StartGuard      string     `json:"start_guard"`
-	StartGuardWhy   string     `json:"start_guard_why"`
-	Decision        string     `json:"decision"`
-	Why             string     `json:"why"`
+	Listed         *bool      `json:"listed,omitempty"`
+	QueueStartedAt *time.Time `json:"queue_started_at,omitempty"`
+	LimitSeconds   *float64   `json:"limit_seconds"`
+	NoProgressSecs float64    `json:"no_progress_seconds"`
+	RuntimeSeconds *float64   `json:"runtime_seconds"`
+	StalledSeconds *float64   `json:"stalled_for_seconds"`
+	Marker         *marker    `json:"marker"`
+	MarkerError    string     `json:"marker_error,omitempty"`
+	StartGuard     string     `json:"start_guard"`
+	StartGuardWhy  string     `json:"start_guard_why"`
+	Decision       string     `json:"decision"`
+	Why            string     `json:"why"`
+	// UnstartedJobs counts the table's running jobs without a start time,
+	// which the table source never lists; nil for a queue source.
+	UnstartedJobs   *int   `json:"unstarted_jobs,omitempty"`
+	UnstartedError  string `json:"unstarted_error,omitempty"`
 	markerReadError error
 	limit           time.Duration
 }
@@ -171,6 +181,27 @@ func explained(ctx context.Context, guard *jobguard.Guard, starts *jobguard.Star
 		e.Marker = &marker{Key: starts.Markers().Key(row.ID), Generation: m.Generation, Reason: m.Reason, At: m.At}
 	}
 	e.StartGuard, e.StartGuardWhy = startVerdict(starts.Check(ctx, src.db, row.ID), row, t)
+
+	if src.queue == nil && t.StartedAtColumn != "" {
+		// The table source lists no running job without a start: say so,
+		// and how many there are, which every sweep counts.
+		if planned.Decision == reclaim.DecisionNoStartTime {
+			e.Why = "its row has no start time: the table source never lists it, so no sweep reclaims it; " +
+				"every sweep counts it as no_start_time (StartGuard.Start stamps the start)"
+		}
+		if ts, err := reclaim.NewTableSource(guard, src.db); err != nil {
+			e.UnstartedError = err.Error()
+		} else if n, err := ts.CountUnstarted(ctx); err != nil {
+			e.UnstartedError = err.Error()
+		} else {
+			e.UnstartedJobs = &n
+		}
+	}
+	// A job that no longer runs says what became of it, whatever the plan
+	// made of its type or its listing.
+	if d, why, ok := finished(row, t, guard.Shared().ReclaimedReason, e.Marker); ok {
+		e.Decision, e.Why = d, why
+	}
 	return e
 }
 
@@ -184,6 +215,41 @@ func (e *explanation) redact(r *redact.Redactor) {
 	if e.Marker != nil {
 		e.Marker.Reason = r.String(e.Marker.Reason)
 	}
+}
+
+// finished says what became of a job that is no longer running: FAILED,
+// by whom (a sweep's reclaim, as its failure reason or its marker says, or
+// its own execution or an operator) and when (its updated_at, which the
+// failing write stamped); or COMPLETED, and when. ok is false for a job
+// that is QUEUED or PROCESSING.
+func finished(row *jobguard.JobState, t jobguard.Table, reclaimedReason string, m *marker) (decision, why string, ok bool) {
+	when := fmt.Sprintf("at %s (%s ago)", row.UpdatedAt.UTC().Format(time.RFC3339), dur(row.ReadAt.Sub(row.UpdatedAt)))
+	const untouched = "; no sweep touches it again ('jobguard retry' runs it again)"
+	switch row.Status {
+	case t.Statuses.Completed:
+		return "completed", fmt.Sprintf("%s %s: finished; no sweep touches it", row.Status, when), true
+	case t.Statuses.Failed:
+	default:
+		return "", "", false
+	}
+	byReason := reclaimedReason != "" && strings.HasPrefix(row.FailureReason, reclaimedReason)
+	byMarker := m != nil && m.Generation >= row.Generation
+	reason := "none"
+	if row.FailureReason != "" {
+		reason = fmt.Sprintf("%q", row.FailureReason)
+	}
+	switch {
+	case byReason && byMarker:
+		return "reclaimed", fmt.Sprintf("%s %s, reclaimed by a sweep: failure reason %s, marker of generation %d%s",
+			row.Status, when, reason, m.Generation, untouched), true
+	case byReason:
+		return "reclaimed", fmt.Sprintf("%s %s, reclaimed by a sweep: failure reason %s%s", row.Status, when, reason, untouched), true
+	case byMarker:
+		return "reclaimed", fmt.Sprintf("%s %s, reclaimed by a sweep: marker of generation %d (the failure reason %s was written after)%s",
+			row.Status, when, m.Generation, reason, untouched), true
+	}
+	return "failed", fmt.Sprintf("%s %s, by its own execution or an operator, not by a sweep: failure reason %s%s",
+		row.Status, when, reason, untouched), true
 }
 
 // startVerdict says what the start guard's Check found, in a word and in
@@ -265,6 +331,13 @@ func (e *explanation) print(c *cli, guard *jobguard.Guard, s *settings) error {
 			e.Marker.At.UTC().Format(time.RFC3339), e.Marker.Key))
 	}
 	line("start guard", e.StartGuard+": "+e.StartGuardWhy)
+	switch {
+	case e.UnstartedError != "":
+		line("unstarted", "cannot count the running jobs without a start time: "+e.UnstartedError)
+	case e.UnstartedJobs != nil && *e.UnstartedJobs > 0:
+		line("unstarted", fmt.Sprintf("%d running jobs in the table have no start time: never listed, never reclaimed, "+
+			"counted by every sweep as no_start_time", *e.UnstartedJobs))
+	}
 	line("decision", e.Decision)
 	line("why", e.Why)
 	return tw.flush()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,8 +118,9 @@ func TestExplain_ShowsTheMarkerAndTheStartGuardsRefusal(t *testing.T) {
 	require.Regexp(t, `(?m)^marker +generation 4, "`+reason+`", written \S+ \(key `+b.env.Prefix+`:reclaimed:\{`+id+`\}\)$`, r.stdout)
 	require.Regexp(t, `(?m)^start guard +refuses: reclaimed, says the database`, r.stdout)
 	require.Regexp(t, `(?m)^failure reason +`+reason+`$`, r.stdout)
-	require.Regexp(t, `(?m)^decision +not_active$`, r.stdout)
-	require.Regexp(t, `(?m)^why +the row is missing or no longer queued or processing: left alone$`, r.stdout)
+	require.Regexp(t, `(?m)^decision +reclaimed$`, r.stdout)
+	require.Regexp(t, `(?m)^why +FAILED at \S+Z \(\S+ ago\), reclaimed by a sweep: failure reason "`+reason+`", marker of generation 4; `+
+		`no sweep touches it again \('jobguard retry' runs it again\)$`, r.stdout)
 
 	r = b.run(t, "explain", id, "--json")
 	var e explainJSON
@@ -205,4 +207,101 @@ func TestMapping_MismatchIsTheLibrarysClearError(t *testing.T) {
 	r = b.run(t, "limits list", "--limits-table", "limits")
 	require.Equal(t, 1, r.code, r)
 	require.Contains(t, r.stderr, "the limits table "+b.env.Schema+".limits does not exist")
+}
+
+// A job that is no longer running says so plainly, whatever its type:
+// FAILED, by whom (a sweep's reclaim, told by the failure reason or the
+// marker, or its own execution), and when; or COMPLETED, and when. Never
+// that its type has no limit, or that the row is "not active".
+func TestExplain_AFinishedJobSaysWhatBecameOfItByWhomAndWhen(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fixture.Default)
+	ctx := context.Background()
+	reason := jobguard.ReclaimedReasonDefault
+	guard := b.jobs.GuardWith(t, jobguard.Shared{})
+	markers, err := jobguard.NewMarkerStore(guard, b.env.Redis, jobguard.MarkerConfig{})
+	require.NoError(t, err)
+	mark := func(id string, gen int64) {
+		require.NoError(t, markers.Write(ctx, jobguard.Marker{JobID: id, Generation: gen, Reason: reason, At: time.Now()}))
+	}
+	reclaimed := b.jobs.Insert(t, fixture.Job{Status: "FAILED", Generation: 2, Reason: reason, UpdatedAgo: 3 * time.Hour})
+	unlimited := b.jobs.Insert(t, fixture.Job{Type: "video", Status: "FAILED", Generation: 2, Reason: reason, UpdatedAgo: 3 * time.Hour})
+	overwritten := b.jobs.Insert(t, fixture.Job{Status: "FAILED", Generation: 5, Reason: "late worker: model timeout", UpdatedAgo: 3 * time.Hour})
+	mark(overwritten, 5)
+	failed := b.jobs.Insert(t, fixture.Job{Type: "video", Status: "FAILED", Generation: 1, Reason: "model timeout", UpdatedAgo: 3 * time.Hour})
+	completed := b.jobs.Insert(t, fixture.Job{Type: "video", Status: "COMPLETED", Generation: 1, UpdatedAgo: 3 * time.Hour})
+
+	ago := `at \d{4}-\d\d-\d\dT[\d:]+Z \(3h0m\d+s ago\)`
+	for _, c := range []struct {
+		id, decision, why string
+	}{
+		{reclaimed, "reclaimed", `^FAILED ` + ago + `, reclaimed by a sweep: failure reason "` + reason + `"; `},
+		{unlimited, "reclaimed", `^FAILED ` + ago + `, reclaimed by a sweep: failure reason "` + reason + `"; `},
+		{overwritten, "reclaimed", `^FAILED ` + ago + `, reclaimed by a sweep: marker of generation 5 ` +
+			`\(the failure reason "late worker: model timeout" was written after\); `},
+		{failed, "failed", `^FAILED ` + ago + `, by its own execution or an operator, not by a sweep: failure reason "model timeout"; `},
+		{completed, "completed", `^COMPLETED ` + ago + `: finished; no sweep touches it`},
+	} {
+		r := b.run(t, "explain", c.id)
+		require.Equal(t, 0, r.code, r)
+		require.Regexp(t, `(?m)^decision +`+c.decision+`$`, r.stdout)
+		require.NotContains(t, r.stdout, "never reclaimed")
+		require.NotContains(t, r.stdout, "not_active")
+		var why string
+		for _, line := range strings.Split(r.stdout, "\n") {
+			if rest, ok := strings.CutPrefix(line, "why"); ok {
+				why = strings.TrimSpace(rest)
+			}
+		}
+		require.Regexp(t, c.why, why, r)
+
+		r = b.run(t, "explain", c.id, "--json")
+		require.Equal(t, 0, r.code, r)
+		var e explainJSON
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &e), r)
+		require.Equal(t, c.decision, e.Decision)
+		require.Regexp(t, c.why, e.Why)
+	}
+}
+
+// A PROCESSING row without a start time is never listed by the table
+// source: explain says so, that no sweep will reclaim it, and how many
+// such rows the table holds, which every sweep counts as no_start_time.
+func TestExplain_ARunningJobWithoutAStartSaysNoSweepListsIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fixture.Default)
+	var ids []string
+	for range 3 {
+		id := b.jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
+		b.env.Exec(`UPDATE jobs SET started_at = NULL WHERE id = $1`, id)
+		ids = append(ids, id)
+	}
+	started := b.jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
+
+	r := b.run(t, "explain", ids[0])
+	require.Equal(t, 0, r.code, r)
+	require.Regexp(t, `(?m)^decision +no_start_time$`, r.stdout)
+	require.Regexp(t, `(?m)^why +its row has no start time: the table source never lists it, so no sweep reclaims it; `+
+		`every sweep counts it as no_start_time`, r.stdout)
+	require.Regexp(t, `(?m)^unstarted +3 running jobs in the table have no start time: never listed, never reclaimed, `+
+		`counted by every sweep as no_start_time$`, r.stdout)
+
+	r = b.run(t, "explain", started)
+	require.Equal(t, 0, r.code, r)
+	require.Regexp(t, `(?m)^decision +reclaim$`, r.stdout)
+	require.Regexp(t, `(?m)^unstarted +3 running jobs in the table have no start time`, r.stdout)
+
+	r = b.run(t, "sweep", "--dry-run")
+	require.Equal(t, 0, r.code, r)
+	require.Contains(t, r.stdout, "3 running jobs have no start time and are not listed: never reclaimed")
+
+	r = b.run(t, "sweep", "--json")
+	require.Equal(t, 0, r.code, r)
+	var rep struct {
+		NoStartTime int `json:"no_start_time"`
+		Reclaimed   int `json:"reclaimed"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r)
+	require.Equal(t, 3, rep.NoStartTime)
+	require.Equal(t, 1, rep.Reclaimed)
 }

@@ -128,7 +128,7 @@ func limitsList(ctx context.Context, c *cli, s *settings, args []string) error {
 	}
 	t := newTable(c.stdout, "TYPE", "LIMIT")
 	for _, typ := range types {
-		t.row(typ, limits[typ].String())
+		t.row(typ, limitLine(limits[typ]))
 	}
 	return t.flush()
 }
@@ -140,7 +140,7 @@ func limitsSet(ctx context.Context, c *cli, s *settings, args []string) error {
 	typ := args[0]
 	limit, err := time.ParseDuration(args[1])
 	if err != nil || limit < time.Second {
-		return usageErr("limit %q: want a duration of a second or more, such as 45m or 1h30m", args[1])
+		return usageErr("limit %q: want %s, and of a second or more", args[1], durationRange)
 	}
 	cn, err := openDB(ctx, s)
 	if err != nil {
@@ -280,4 +280,14 @@ func limitsSuggest(ctx context.Context, c *cli, s *settings, args []string) erro
 		fmt.Fprintf(c.stdout, "\nSuggestions only: nothing was written. --apply sets them in %s.\n", limitsName(s))
 	}
 	return nil
+}
+
+// limitLine prints a limit of the table, and says when it is the longest a
+// limit can be: a longer interval in the table ('1000 years', 'infinity')
+// reads as that.
+func limitLine(d time.Duration) string {
+	if d == reclaim.LimitMax {
+		return d.String() + " (the longest a limit can be: never reached)"
+	}
+	return d.String()
 }

@@ -82,3 +82,59 @@ func TestLimits_SuggestThenApply(t *testing.T) {
 	require.Equal(t, 2, r.code, r)
 	require.Contains(t, r.stderr, "--margin 0.5: want 1 or more")
 }
+
+// Durations at the edges of the range, on every way in: a limit longer
+// than the longest duration (a thousand years, the interval's maximum)
+// lists as the longest and reclaims nothing; the longest duration a flag
+// takes is accepted, one beyond it is refused with exit 2, by a flag and
+// by the config file alike.
+func TestLimits_DurationsAtTheEdgesOfTheRange(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fixture.Default)
+	b.env.Exec(`INSERT INTO job_type_limits VALUES ('video', '1000 years'), ('export', '178000000 years')`)
+	video := b.jobs.Insert(t, fixture.Job{Type: "video", Generation: 1, UpdatedAgo: 2 * time.Hour})
+	b.jobs.Insert(t, fixture.Job{Type: "export", Generation: 1, UpdatedAgo: 2 * time.Hour})
+
+	r := b.run(t, "limits list")
+	require.Equal(t, 0, r.code, r)
+	require.Regexp(t, `(?m)^export +2562047h47m16\.854775s \(the longest a limit can be: never reached\)$`, r.stdout)
+	require.Regexp(t, `(?m)^video +2562047h47m16\.854775s \(the longest a limit can be: never reached\)$`, r.stdout)
+	r = b.run(t, "explain", video)
+	require.Equal(t, 0, r.code, r)
+	require.Regexp(t, `(?m)^decision +within_limit$`, r.stdout)
+	r = b.run(t, "sweep", "--json")
+	require.Equal(t, 0, r.code, r)
+	require.Contains(t, r.stdout, `"reclaimed": 0`)
+
+	r = b.run(t, "limits set", "video", "2562047h47m16.854775807s")
+	require.Equal(t, 0, r.code, r)
+	r = b.run(t, "limits list", "--json")
+	require.Equal(t, 0, r.code, r)
+	require.Contains(t, r.stdout, `"limit": "2562047h47m16.854775s"`)
+	for _, bad := range []string{"2562048h", "1000y", "-1h", "0s", "999ns"} {
+		r = b.run(t, "limits set", "video", "--", bad)
+		require.Equal(t, 2, r.code, "%s: %s", bad, r)
+		require.Contains(t, r.stderr, "2562047h", bad)
+	}
+
+	longest := "2562047h47m16.854775807s"
+	config := writeConfig(t, `{"reclaim": {"interval": "`+longest+`"}}`)
+	r = b.run(t, "sweep", "--config", config, "--sweep-timeout", longest, "--no-progress", longest, "--json")
+	require.Equal(t, 0, r.code, r)
+	for _, c := range []struct{ command, flag string }{
+		{"sweep", "--sweep-timeout"}, {"sweep", "--no-progress"}, {"run", "--interval"}, {"run", "--sweep-timeout"},
+	} {
+		r = b.run(t, c.command, c.flag, "2562048h")
+		require.Equal(t, 2, r.code, "%s %s: %s", c.command, c.flag, r)
+		r = b.run(t, c.command, c.flag, "-1s")
+		require.Equal(t, 2, r.code, "%s %s: %s", c.command, c.flag, r)
+		require.Contains(t, r.stderr, c.flag+" -1s is negative")
+	}
+	for _, field := range []string{"no_progress", "interval", "sweep_timeout"} {
+		config := writeConfig(t, `{"reclaim": {"`+field+`": "2562048h"}}`)
+		r = b.run(t, "sweep", "--dry-run", "--config", config)
+		require.Equal(t, 2, r.code, "%s: %s", field, r)
+		require.Contains(t, r.stderr, "reclaim."+field)
+		require.Contains(t, r.stderr, "at most "+longest)
+	}
+}

@@ -3,13 +3,16 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/reclaim/bullmq"
@@ -257,20 +260,20 @@ type configFile struct {
 }
 
 // duration is a time.Duration written as Go writes one: "15m", "1h30m".
-type duration time.Duration
+// It is parsed by setDuration, which names the field.
+type duration string
 
 func (d *duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("a duration is a string such as \"15m\", not %s", b)
 	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = duration(v)
+	*d = duration(s)
 	return nil
 }
+
+// durationRange says which durations the command takes.
+var durationRange = fmt.Sprintf("a duration such as 15m or 1h30m, at most %v (about 292 years)", time.Duration(math.MaxInt64))
 
 // applyConfig sets what the config file data says. An unknown field is an
 // error, so that a misspelt column is not silently left at its default.
@@ -311,9 +314,11 @@ func (s *settings) applyConfig(data []byte) error {
 		set(&s.LimitsTable, l.Table)
 	}
 	if r := c.Reclaim; r != nil {
-		setDuration(&s.NoProgress, r.NoProgress)
-		setDuration(&s.Interval, r.Interval)
-		setDuration(&s.SweepTimeout, r.SweepTimeout)
+		if err := errors.Join(setDuration(&s.NoProgress, "reclaim.no_progress", r.NoProgress),
+			setDuration(&s.Interval, "reclaim.interval", r.Interval),
+			setDuration(&s.SweepTimeout, "reclaim.sweep_timeout", r.SweepTimeout)); err != nil {
+			return err
+		}
 		set(&s.PageSize, r.PageSize)
 		set(&s.Notices, r.Notices)
 	}
@@ -353,10 +358,17 @@ func set[T any](dst *T, v *T) {
 	}
 }
 
-func setDuration(dst *time.Duration, v *duration) {
-	if v != nil {
-		*dst = time.Duration(*v)
+// setDuration parses v into dst, if set, and names field when it cannot.
+func setDuration(dst *time.Duration, field string, v *duration) error {
+	if v == nil {
+		return nil
 	}
+	d, err := time.ParseDuration(string(*v))
+	if err != nil {
+		return fmt.Errorf("%s: %v; want %s", field, err, durationRange)
+	}
+	*dst = d
+	return nil
 }
 
 // check validates what the library cannot: the choices among names.
@@ -374,9 +386,12 @@ func (s *settings) check() error {
 	if s.Source == sourceBullMQ && s.BullMQ.Queue == "" {
 		return usageErr("--source bullmq needs --bullmq-queue, the queue's name")
 	}
-	for name, d := range map[string]time.Duration{"--no-progress": s.NoProgress, "--interval": s.Interval, "--sweep-timeout": s.SweepTimeout} {
-		if d < 0 {
-			return usageErr("%s %v is negative", name, d)
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{{"--no-progress", s.NoProgress}, {"--interval", s.Interval}, {"--sweep-timeout", s.SweepTimeout}} {
+		if err := interval.Check(d.name, d.value); err != nil {
+			return usageErr("%v", err)
 		}
 	}
 	if s.PageSize < 0 {

@@ -138,3 +138,13 @@ func (c counted) Active(ctx context.Context, q reclaim.Query, page func([]reclai
 	}
 	return err
 }
+
+// CountUnstarted passes the source's count of the jobs it never lists for
+// want of a start on, so that the sweep's report has them; a source that
+// lists every job it knows has none.
+func (c counted) CountUnstarted(ctx context.Context) (int, error) {
+	if u, ok := c.Source.(reclaim.UnstartedCounter); ok {
+		return u.CountUnstarted(ctx)
+	}
+	return 0, nil
+}

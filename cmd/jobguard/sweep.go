@@ -185,12 +185,26 @@ func printPlan(c *cli, s *settings, plan reclaim.Plan) error {
 			Report reportJSON    `json:"report"`
 		}{true, jobs, toReportJSON(plan.Report)})
 	}
+	// The jobs the source never lists for want of a start are in the
+	// report only.
+	unlisted := plan.Report.NoStartTime
+	for _, j := range plan.Jobs {
+		if j.Decision == reclaim.DecisionNoStartTime {
+			unlisted--
+		}
+	}
+	unlistedNote := func() {
+		if unlisted > 0 {
+			fmt.Fprintf(c.stdout, "%d running jobs have no start time and are not listed: never reclaimed (counted as no_start_time).\n", unlisted)
+		}
+	}
 	if len(plan.Jobs) == 0 {
 		what := "no job listed"
 		if s.Source == sourceTable {
 			what += " (the table source lists only the running jobs over their type's limit)"
 		}
 		fmt.Fprintf(c.stdout, "%s. Dry run: nothing was written.\n", strings.ToUpper(what[:1])+what[1:])
+		unlistedNote()
 		return nil
 	}
 	t := newTable(c.stdout, "JOB", "TYPE", "RUNTIME", "LIMIT", "STALLED FOR", "DECISION", "WHY")
@@ -209,6 +223,7 @@ func printPlan(c *cli, s *settings, plan reclaim.Plan) error {
 		}
 	}
 	fmt.Fprintf(c.stdout, "\n%d listed: %s. Dry run: nothing was written.\n", len(plan.Jobs), strings.Join(parts, ", "))
+	unlistedNote()
 	return nil
 }
 

@@ -33,13 +33,13 @@ func ParentRules() (map[string]reclaim.ParentRule, error) {
 }
 
 // SetLimit stores the maximum runtime of a job type in the job_type_limits
-// table; the next sweep uses it.
+// table, through reclaim.TableLimits.Set; the next sweep uses it.
 func SetLimit(ctx context.Context, db jobguard.DB, jobType string, limit time.Duration) error {
-	_, err := db.Exec(ctx, `INSERT INTO job_type_limits (job_type, max_runtime)
-		VALUES ($1, make_interval(secs => $2::float8))
-		ON CONFLICT (job_type) DO UPDATE SET max_runtime = EXCLUDED.max_runtime`,
-		jobType, limit.Seconds())
+	limits, err := reclaim.NewTableLimits(reclaim.TableLimitsConfig{DB: db})
 	if err != nil {
+		return fmt.Errorf("set limit of %s: %w", jobType, err)
+	}
+	if err := limits.Set(ctx, jobType, limit); err != nil {
 		return fmt.Errorf("set limit of %s: %w", jobType, err)
 	}
 	return nil

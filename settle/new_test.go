@@ -68,3 +68,35 @@ func TestNew_RefusesARecordsTableWithoutTheClaimColumn(t *testing.T) {
 	_, err = settle.New(context.Background(), settle.Config{Guard: jobs.Guard, DB: env.Pool})
 	require.NoError(t, err)
 }
+
+// A records table migrated up to the claim column but without the trigger
+// that moves the claim with the attempts, or with the trigger disabled, is
+// refused at New: its fence would not hold against a process of an older
+// version.
+func TestNew_RefusesARecordsTableWithoutTheClaimTrigger(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	for _, name := range []string{"0001_job_settlements.sql", "0002_job_settlements_claim.sql"} {
+		sql, err := fs.ReadFile(settle.MigrationFiles, name)
+		require.NoError(t, err)
+		env.Exec(string(sql))
+	}
+	jobs := fixture.Create(t, env, fixture.Default)
+	cfg := settle.Config{Guard: jobs.Guard, DB: env.Pool}
+	const refused = "has no enabled trigger claim_follows_attempts (apply every file of MigrationFiles)"
+	_, err := settle.New(context.Background(), cfg)
+	require.ErrorContains(t, err, refused)
+
+	env.Exec(settle.Migration)
+	_, err = settle.New(context.Background(), cfg)
+	require.NoError(t, err)
+
+	for _, disable := range []string{"DISABLE TRIGGER claim_follows_attempts", "ENABLE REPLICA TRIGGER claim_follows_attempts"} {
+		env.Exec(`ALTER TABLE job_settlements ` + disable)
+		_, err = settle.New(context.Background(), cfg)
+		require.ErrorContains(t, err, refused, disable)
+	}
+	env.Exec(`ALTER TABLE job_settlements ENABLE ALWAYS TRIGGER claim_follows_attempts`)
+	_, err = settle.New(context.Background(), cfg)
+	require.NoError(t, err)
+}

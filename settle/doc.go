@@ -62,12 +62,24 @@
 //     transaction, and bills in a short transaction of its own. Sweeps need
 //     no leader.
 //   - A verdict holds only for the claim that made it. Each claim of a
-//     record takes the next claim number, which nothing lowers (Reopen
-//     starts the attempts over, a stopped attempt hands its attempt back,
-//     the number stays), and a retry or a give-up is written only while
-//     the record still has the number its attempt claimed. An attempt that
-//     outlived its lease changes nothing (Report.Raced), however often the
-//     record was claimed, handed back or reopened since.
+//     record takes the next claim number, which nothing lowers, and a
+//     retry or a give-up is written only while the record still has the
+//     number its attempt claimed. An attempt that outlived its lease
+//     changes nothing (Report.Raced), however often the record was
+//     claimed, handed back or reopened since. The count of attempts is no
+//     fence: Reopen starts it over and a stopped attempt hands its attempt
+//     back. So the records table has a trigger (claim_follows_attempts,
+//     from MigrationFiles, with its function
+//     job_settlements_claim_follows_attempts beside the table) that moves
+//     the claim on whenever a statement changes the attempts and leaves
+//     the claim as it is: a Reopen, a hand-back, and the claims and
+//     hand-backs of a process built before the claim column, which count
+//     attempts alone, during a rolling deploy. New refuses a records table
+//     without it, or with it disabled. The other way round, such an older
+//     process fences its own verdicts on the count alone, as it always
+//     did: a later claim fences its stale attempt out, but a hand-back or
+//     a Reopen that brings the count back to its number lets its verdict
+//     through, until the deploy has replaced it.
 //   - Inside your transaction: Finalize refuses a pgx.Tx, or a connection
 //     with a transaction open, with jobguard.ErrInTransaction before
 //     anything runs, as jobguard's Finalize does: the record must commit

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/usage"
 )
@@ -110,19 +111,22 @@ func (r record) encode() (updates, entries string, err error) {
 	return string(u), string(e), nil
 }
 
-// decodeUpdates reads the updates column.
+// decodeUpdates reads the updates column. The arguments stay raw JSON, as
+// jsonb printed them.
 func decodeUpdates(raw string) ([]storedUpdate, error) {
 	var out []storedUpdate
-	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+	if err := pgvalue.UnmarshalJSON(raw, &out); err != nil {
 		return nil, fmt.Errorf("updates: %w", err)
 	}
 	return out, nil
 }
 
-// decodeUsage reads the usage column.
+// decodeUsage reads the usage column. A number in the attributes is a
+// json.Number, so that it is billed into the ledger, and handed to the
+// increment, with the digits it was given.
 func decodeUsage(raw string) ([]usage.Entry, error) {
 	var stored []storedEntry
-	if err := json.Unmarshal([]byte(raw), &stored); err != nil {
+	if err := pgvalue.UnmarshalJSON(raw, &stored); err != nil {
 		return nil, fmt.Errorf("usage: %w", err)
 	}
 	out := make([]usage.Entry, len(stored))

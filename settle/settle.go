@@ -95,7 +95,9 @@ type Handler func(ctx context.Context, exec jobguard.Execution, args json.RawMes
 // record. It runs only when that row is new, so it runs once per (job,
 // meter) and need not be idempotent. A panic fails the billing, which rolls
 // back, as an error would. It must return when ctx ends: it holds the
-// billing transaction, so it cannot be abandoned.
+// billing transaction, so it cannot be abandoned. The entry is read back
+// from the record, on either path: a number in its Attributes is a
+// json.Number with the digits it was given, not a float64.
 type Increment func(ctx context.Context, tx pgx.Tx, exec jobguard.Execution, entry usage.Entry) error
 
 // Config configures a Settler.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
 )
@@ -33,7 +34,10 @@ type Entry struct {
 	Quantity int64
 	// Attributes are stored in the ledger as JSON, so usage can be audited
 	// from the ledger alone. Optional: nil and empty both store none (the
-	// column is NULL).
+	// column is NULL). Read back from the database (an earlier accrual's
+	// Entry, the entry package settle hands an increment), a number is a
+	// json.Number with the digits it was stored with, never a float64 that
+	// would round integers beyond 2^53.
 	Attributes map[string]any
 }
 
@@ -180,7 +184,7 @@ func (l *Ledger) earlier(ctx context.Context, tx pgx.Tx, jobID, meter string) (A
 		return Accrual{}, fmt.Errorf("usage: accrue: read earlier accrual: %w", err)
 	}
 	if attrs != nil {
-		if err := json.Unmarshal([]byte(*attrs), &acc.Entry.Attributes); err != nil {
+		if err := pgvalue.UnmarshalJSON(*attrs, &acc.Entry.Attributes); err != nil {
 			return Accrual{}, fmt.Errorf("usage: accrue: read earlier accrual: attributes: %w", err)
 		}
 	}

@@ -43,6 +43,5 @@ func TestAccrue_ADuplicateReportsTheEarlierAttributesExactly(t *testing.T) {
 	require.False(t, again.Accrued)
 	got, err := json.Marshal(again.Entry.Attributes)
 	require.NoError(t, err)
-	require.JSONEq(t, string(want), string(got))
 	require.Equal(t, string(want), string(got), "the earlier entry's attributes were rounded")
 }

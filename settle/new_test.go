@@ -19,19 +19,25 @@ func TestNew_NamesTheBadField(t *testing.T) {
 	b := setup(t)
 	ok := settle.Config{Guard: b.jobs.Guard, DB: b.env.Pool}
 	for field, edit := range map[string]func(*settle.Config){
-		"Guard is nil":                    func(c *settle.Config) { c.Guard = nil },
-		"DB is nil":                       func(c *settle.Config) { c.DB = nil },
-		"Grace -1ns is negative":          func(c *settle.Config) { c.Grace = -1 },
-		"UpdateTimeout -1ns":              func(c *settle.Config) { c.UpdateTimeout = -1 },
-		"MaxAttempts -1 is negative":      func(c *settle.Config) { c.MaxAttempts = -1 },
-		"BackoffMin -1ns":                 func(c *settle.Config) { c.BackoffMin = -1 },
-		"BackoffMax -1ns":                 func(c *settle.Config) { c.BackoffMax = -1 },
-		"BackoffMax 1s is below":          func(c *settle.Config) { c.BackoffMin, c.BackoffMax = time.Minute, time.Second },
-		"Interval -1ns":                   func(c *settle.Config) { c.Interval = -1 },
-		"MaxPerSweep -1":                  func(c *settle.Config) { c.MaxPerSweep = -1 },
-		"Concurrency -1":                  func(c *settle.Config) { c.Concurrency = -1 },
-		`Handlers["video"]`:               func(c *settle.Config) { c.Handlers = map[string]settle.Handler{"video": nil} },
-		`Increments[""]`:                  func(c *settle.Config) { c.Increments = map[string]settle.Increment{"": increments(nil)["video_ms"]} },
+		"Guard is nil":               func(c *settle.Config) { c.Guard = nil },
+		"DB is nil":                  func(c *settle.Config) { c.DB = nil },
+		"Grace -1ns is negative":     func(c *settle.Config) { c.Grace = -1 },
+		"UpdateTimeout -1ns":         func(c *settle.Config) { c.UpdateTimeout = -1 },
+		"MaxAttempts -1 is negative": func(c *settle.Config) { c.MaxAttempts = -1 },
+		"BackoffMin -1ns":            func(c *settle.Config) { c.BackoffMin = -1 },
+		"BackoffMax -1ns":            func(c *settle.Config) { c.BackoffMax = -1 },
+		"BackoffMax 1s is below":     func(c *settle.Config) { c.BackoffMin, c.BackoffMax = time.Minute, time.Second },
+		"Interval -1ns":              func(c *settle.Config) { c.Interval = -1 },
+		"MaxPerSweep -1":             func(c *settle.Config) { c.MaxPerSweep = -1 },
+		"Concurrency -1":             func(c *settle.Config) { c.Concurrency = -1 },
+		`Handlers["video"]`:          func(c *settle.Config) { c.Handlers = map[string]settle.Handler{"video": nil} },
+		`Increments[""]`:             func(c *settle.Config) { c.Increments = map[string]settle.Increment{"": increments(nil)["video_ms"]} },
+		"Handlers[\"v\\x00\"]: jobguard: value cannot be stored: holds U+0000": func(c *settle.Config) {
+			c.Handlers = map[string]settle.Handler{"v\x00": handlers(nil, nil, nil)["video"]}
+		},
+		"Increments[\"m\\xff\"]: jobguard: value cannot be stored: is not valid UTF-8": func(c *settle.Config) {
+			c.Increments = map[string]settle.Increment{"m\xff": increments(nil)["video_ms"]}
+		},
 		"Table":                           func(c *settle.Config) { c.Table = strings.Repeat("x", 64) },
 		"Schema":                          func(c *settle.Config) { c.Schema = "a\x00b" },
 		`Table: "missing" does not exist`: func(c *settle.Config) { c.Table = "missing" },

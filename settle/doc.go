@@ -31,7 +31,17 @@
 //     after a success that was not recorded. A spec with no updates (a job
 //     that only bills), no usage, or neither is settled the same way.
 //     Quantities of zero are billed like any other; negative ones are
-//     refused before anything is written.
+//     refused before anything is written. So is a spec holding a value the
+//     record cannot store, which would roll the completion back on every
+//     try: U+0000 in Args, Attributes or an Account, and the other values
+//     Update.Args lists. Finalize refuses it before anything runs, Recheck
+//     included, with an error wrapping jobguard.ErrUnstorable that names
+//     the field (jobguard.IsPermanent reports it); the job is left as it
+//     was. A handler's error is recorded as text can hold it (U+0000 as
+//     \x00, bytes that are not UTF-8 as U+FFFD).
+//   - Attributes reach the ledger exactly: the record keeps their JSON,
+//     and reads it back with every number as a json.Number (an integer
+//     beyond 2^53 is not rounded through a float64).
 //   - Exactly once. However many finalizes and sweeps, in however many
 //     processes, race for a record, one transaction confirms it and bills
 //     it; the others find it confirmed. The ledger's key (job, meter)

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/usage"
 )
@@ -267,14 +268,22 @@ func (cfg Config) validate() error {
 			return fmt.Errorf("%s %d is negative", n.field, n.value)
 		}
 	}
+	// A name is stored in the record, and a meter in the record and the
+	// ledger: one that cannot be stored could never be finalized.
 	for name, h := range cfg.Handlers {
 		if name == "" || h == nil {
 			return fmt.Errorf("Handlers[%q]: name is empty or handler is nil", name)
+		}
+		if err := pgvalue.CheckText(name); err != nil {
+			return fmt.Errorf("Handlers[%q]: %w: %w", name, jobguard.ErrUnstorable, err)
 		}
 	}
 	for meter, inc := range cfg.Increments {
 		if meter == "" || inc == nil {
 			return fmt.Errorf("Increments[%q]: meter is empty or increment is nil", meter)
+		}
+		if err := pgvalue.CheckText(meter); err != nil {
+			return fmt.Errorf("Increments[%q]: %w: %w", meter, jobguard.ErrUnstorable, err)
 		}
 	}
 	return nil

@@ -25,7 +25,8 @@ END
 $$;
 
 -- Created only when missing, so that running the file again never leaves
--- the table without its trigger, even for a moment.
+-- the table without its trigger, even for a moment; a run beside another
+-- that created it first finds it there.
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_trigger
@@ -35,5 +36,7 @@ BEGIN
             WHEN (NEW.attempts IS DISTINCT FROM OLD.attempts AND NEW.claim IS NOT DISTINCT FROM OLD.claim)
             EXECUTE FUNCTION job_settlements_claim_follows_attempts();
     END IF;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    NULL;
 END
 $$;

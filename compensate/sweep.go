@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 )
@@ -187,7 +188,8 @@ func (a *Artifacts) next(ctx context.Context, tx pgx.Tx, p pass, after int64, ex
 func (a *Artifacts) undoAndRecord(ctx context.Context, tx pgx.Tx, p pass, art Artifact, now time.Time) (undoErr, err error) {
 	undoErr = a.undo(ctx, tx, art)
 	if undoErr != nil {
-		return undoErr, a.finish(ctx, tx, art, a.sql.retry, art.ID, now, undoErr.Error())
+		// The message is the compensator's: text may not hold it as it is.
+		return undoErr, a.finish(ctx, tx, art, a.sql.retry, art.ID, now, pgvalue.StorableText(undoErr.Error()))
 	}
 	var recheckIn *int64 // the second compensation is the last
 	if p == passOwed {

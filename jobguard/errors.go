@@ -31,6 +31,14 @@ var ErrGuardUnavailable = errors.New("jobguard: start guard lookup failed")
 // at 2147483647). No SQL is sent.
 var ErrInvalidJobID = errors.New("jobguard: invalid job id")
 
+// ErrUnstorable is returned, wrapped with the field and why, when a value a
+// caller gave would be refused by PostgreSQL where the library stores it:
+// text holding U+0000 or bytes that are not UTF-8, or JSON for a jsonb
+// column holding \u0000, half a surrogate pair, or a number beyond
+// numeric's range. It is refused before anything is sent, since the same
+// value would fail every try; IsPermanent reports it.
+var ErrUnstorable = errors.New("jobguard: value cannot be stored")
+
 // ErrInTransaction is returned, saying what the handle is, when a call that
 // needs a transaction of its own is given a handle inside a transaction of
 // its caller's. Nothing is sent to the database. Finalize refuses a pgx.Tx,
@@ -62,7 +70,8 @@ var ErrGoexit = safe.ErrGoexit
 var ErrAbandoned = safe.ErrAbandoned
 
 // IsPermanent reports whether a queue must not retry after err: the job is
-// terminal for this execution, was reclaimed, or its id is unusable.
+// terminal for this execution, was reclaimed, its id is unusable, or a
+// value it was given cannot be stored (ErrUnstorable).
 //
 // Mapping it onto queues:
 //
@@ -73,7 +82,8 @@ var ErrAbandoned = safe.ErrAbandoned
 //	// BullMQ (Node.js processors, or a Go worker reporting to one): throw
 //	// new UnrecoverableError(message), which moves the job straight to failed.
 func IsPermanent(err error) bool {
-	return errors.Is(err, ErrJobTerminal) || errors.Is(err, ErrReclaimed) || errors.Is(err, ErrInvalidJobID)
+	return errors.Is(err, ErrJobTerminal) || errors.Is(err, ErrReclaimed) || errors.Is(err, ErrInvalidJobID) ||
+		errors.Is(err, ErrUnstorable)
 }
 
 // Reason says why a conditional write affected zero rows, as far as a read

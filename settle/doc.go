@@ -31,7 +31,17 @@
 //     after a success that was not recorded. A spec with no updates (a job
 //     that only bills), no usage, or neither is settled the same way.
 //     Quantities of zero are billed like any other; negative ones are
-//     refused before anything is written.
+//     refused before anything is written. So is a spec holding a value the
+//     record cannot store, which would roll the completion back on every
+//     try: U+0000 in Args, Attributes or an Account, and the other values
+//     Update.Args lists. Finalize refuses it before anything runs, Recheck
+//     included, with an error wrapping jobguard.ErrUnstorable that names
+//     the field (jobguard.IsPermanent reports it); the job is left as it
+//     was. A handler's error is recorded as text can hold it (U+0000 as
+//     \x00, bytes that are not UTF-8 as U+FFFD).
+//   - Attributes reach the ledger exactly: the record keeps their JSON,
+//     and reads it back with every number as a json.Number (an integer
+//     beyond 2^53 is not rounded through a float64).
 //   - Exactly once. However many finalizes and sweeps, in however many
 //     processes, race for a record, one transaction confirms it and bills
 //     it; the others find it confirmed. The ledger's key (job, meter)
@@ -62,12 +72,24 @@
 //     transaction, and bills in a short transaction of its own. Sweeps need
 //     no leader.
 //   - A verdict holds only for the claim that made it. Each claim of a
-//     record takes the next claim number, which nothing lowers (Reopen
-//     starts the attempts over, a stopped attempt hands its attempt back,
-//     the number stays), and a retry or a give-up is written only while
-//     the record still has the number its attempt claimed. An attempt that
-//     outlived its lease changes nothing (Report.Raced), however often the
-//     record was claimed, handed back or reopened since.
+//     record takes the next claim number, which nothing lowers, and a
+//     retry or a give-up is written only while the record still has the
+//     number its attempt claimed. An attempt that outlived its lease
+//     changes nothing (Report.Raced), however often the record was
+//     claimed, handed back or reopened since. The count of attempts is no
+//     fence: Reopen starts it over and a stopped attempt hands its attempt
+//     back. So the records table has a trigger (claim_follows_attempts,
+//     from MigrationFiles, with its function
+//     job_settlements_claim_follows_attempts beside the table) that moves
+//     the claim on whenever a statement changes the attempts and leaves
+//     the claim as it is: a Reopen, a hand-back, and the claims and
+//     hand-backs of a process built before the claim column, which count
+//     attempts alone, during a rolling deploy. New refuses a records table
+//     without it, or with it disabled. The other way round, such an older
+//     process fences its own verdicts on the count alone, as it always
+//     did: a later claim fences its stale attempt out, but a hand-back or
+//     a Reopen that brings the count back to its number lets its verdict
+//     through, until the deploy has replaced it.
 //   - Inside your transaction: Finalize refuses a pgx.Tx, or a connection
 //     with a transaction open, with jobguard.ErrInTransaction before
 //     anything runs, as jobguard's Finalize does: the record must commit

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobguard/jobguard/internal/pgarray"
+	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/usage"
@@ -80,25 +81,26 @@ type Result struct {
 // with the completion, and both must have committed before an update runs
 // or usage is billed. db runs the completion; Config.DB runs everything
 // after it. A spec that names an unregistered handler or meter is refused
-// with ErrUnregistered, before anything is written.
+// with ErrUnregistered, before anything is written. A spec holding a value
+// the record cannot store (U+0000 in Args, Attributes or an Account, and
+// the other values Update.Args lists) is refused before anything runs,
+// Recheck included, with an error wrapping jobguard.ErrUnstorable that
+// names the field: the job is left as it was, for the caller to fail
+// (jobguard.IsPermanent reports it) or for the reclaimer.
 func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Execution, spec Spec) (Result, error) {
 	id, err := s.cfg.Guard.CanonicalID(exec.JobID)
 	if err != nil {
 		return Result{}, fmt.Errorf("settle: finalize: %w", err)
 	}
 	exec.JobID = id
-	rec, err := s.newRecord(exec, spec)
-	if err != nil {
-		return Result{}, fmt.Errorf("settle: finalize: %w", err)
-	}
-	updates, entries, err := rec.encode()
+	rec, cols, err := s.newRecord(exec, spec)
 	if err != nil {
 		return Result{}, fmt.Errorf("settle: finalize: %w", err)
 	}
 	fin, err := s.cfg.Guard.Finalize(ctx, db, exec, jobguard.FinalizeSpec{
 		Recheck: spec.Recheck,
 		Complete: func(ctx context.Context, tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, s.sql.insert, exec.JobID, exec.Generation, pgarray.Of(rec.pending), updates, entries,
+			if _, err := tx.Exec(ctx, s.sql.insert, exec.JobID, exec.Generation, pgarray.Of(rec.pending), cols.updates, cols.usage,
 				micros(s.cfg.Grace)); err != nil {
 				return fmt.Errorf("settle: finalize: write record: %w", err)
 			}
@@ -122,7 +124,7 @@ func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 		// and leave the cause on the record for an operator: only while no
 		// sweep has claimed it (claim 0, attempt 0), as none does within
 		// its Grace. Once one has, the sweep's verdicts are the record's.
-		if _, rerr := s.cfg.DB.Exec(ctx, s.sql.retry, exec.JobID, exec.Generation, err.Error(),
+		if _, rerr := s.cfg.DB.Exec(ctx, s.sql.retry, exec.JobID, exec.Generation, pgvalue.StorableText(err.Error()),
 			micros(s.cfg.BackoffMin), 0, 0); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("settle: finalize: record the failure: %w", rerr))
 		}

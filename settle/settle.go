@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/interval"
+	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/usage"
 )
@@ -96,7 +97,9 @@ type Handler func(ctx context.Context, exec jobguard.Execution, args json.RawMes
 // record. It runs only when that row is new, so it runs once per (job,
 // meter) and need not be idempotent. A panic fails the billing, which rolls
 // back, as an error would. It must return when ctx ends: it holds the
-// billing transaction, so it cannot be abandoned.
+// billing transaction, so it cannot be abandoned. The entry is read back
+// from the record, on either path: a number in its Attributes is a
+// json.Number with the digits it was given, not a float64.
 type Increment func(ctx context.Context, tx pgx.Tx, exec jobguard.Execution, entry usage.Entry) error
 
 // Config configures a Settler.
@@ -194,8 +197,13 @@ type statements struct {
 	reopen   string // $1 job_id, $2 generation
 }
 
+// claimTrigger is the trigger that moves a record's claim whenever its
+// attempts change (MigrationFiles, 0003).
+const claimTrigger = "claim_follows_attempts"
+
 // New validates cfg, checks that the records table exists with the columns
-// of every file of MigrationFiles, and builds every statement once.
+// and the trigger of every file of MigrationFiles, and builds every
+// statement once.
 func New(ctx context.Context, cfg Config) (*Settler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("settle: new: %w", err)
@@ -208,9 +216,13 @@ func New(ctx context.Context, cfg Config) (*Settler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("settle: new: %w", err)
 	}
-	var exists, claim bool
+	// The trigger must fire in a normal session: enabled ('O', origin and
+	// local) or always ('A'), not disabled or for replicas only.
+	var exists, claim, trigger bool
 	if err := cfg.DB.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, EXISTS (SELECT 1 FROM pg_attribute`+
-		` WHERE attrelid = to_regclass($1) AND attname = 'claim' AND NOT attisdropped)`, tbl).Scan(&exists, &claim); err != nil {
+		` WHERE attrelid = to_regclass($1) AND attname = 'claim' AND NOT attisdropped), EXISTS (SELECT 1 FROM pg_trigger`+
+		` WHERE tgrelid = to_regclass($1) AND tgname = '`+claimTrigger+`' AND tgenabled IN ('O', 'A'))`,
+		tbl).Scan(&exists, &claim, &trigger); err != nil {
 		return nil, fmt.Errorf("settle: new: %w", err)
 	}
 	switch {
@@ -218,6 +230,8 @@ func New(ctx context.Context, cfg Config) (*Settler, error) {
 		return nil, fmt.Errorf("settle: new: Table: %s does not exist (apply Migration)", tbl)
 	case !claim:
 		return nil, fmt.Errorf("settle: new: Table: %s has no column claim (apply every file of MigrationFiles)", tbl)
+	case !trigger:
+		return nil, fmt.Errorf("settle: new: Table: %s has no enabled trigger %s (apply every file of MigrationFiles)", tbl, claimTrigger)
 	}
 	return &Settler{
 		cfg: cfg,
@@ -255,14 +269,22 @@ func (cfg Config) validate() error {
 			return fmt.Errorf("%s %d is negative", n.field, n.value)
 		}
 	}
+	// A name is stored in the record, and a meter in the record and the
+	// ledger: one that cannot be stored could never be finalized.
 	for name, h := range cfg.Handlers {
 		if name == "" || h == nil {
 			return fmt.Errorf("Handlers[%q]: name is empty or handler is nil", name)
+		}
+		if err := pgvalue.CheckText(name); err != nil {
+			return fmt.Errorf("Handlers[%q]: %w: %w", name, jobguard.ErrUnstorable, err)
 		}
 	}
 	for meter, inc := range cfg.Increments {
 		if meter == "" || inc == nil {
 			return fmt.Errorf("Increments[%q]: meter is empty or increment is nil", meter)
+		}
+		if err := pgvalue.CheckText(meter); err != nil {
+			return fmt.Errorf("Increments[%q]: %w: %w", meter, jobguard.ErrUnstorable, err)
 		}
 	}
 	return nil
@@ -324,9 +346,11 @@ func buildStatements(tbl string) statements {
 	// another sweep has claimed since, changes nothing. The fence is the
 	// claim, which only grows, not the attempt count, which Reopen starts
 	// over and a hand-back lowers, so that a stale attempt never finds its
-	// number again. The attempt is matched too, so that a claim made by a
-	// process that predates the claim column (it counts attempts alone)
-	// fences this attempt out as well.
+	// number again. The table's trigger (claimTrigger) moves the claim on
+	// every change to attempts that does not set the claim itself: a claim
+	// or a hand-back by a process that predates the claim column (it
+	// counts attempts alone), a hand-back, a Reopen. The attempt is matched
+	// as well, as that older version's own fence is.
 	fence := func(n int) string { return fmt.Sprintf(` AND claim = $%d AND attempts = $%d`, n, n+1) }
 	s.mark = `UPDATE ` + tbl + ` SET pending = array_remove(pending, $3), updated_at = ` + now +
 		pk + ` AND state = 'pending'`
@@ -352,8 +376,8 @@ func buildStatements(tbl string) statements {
 		` WHERE state = 'pending' AND next_attempt_at <= $2::timestamptz` +
 		` ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)` +
 		` RETURNING job_id, generation, pending, updates::text, usage::text, attempts, claim`
-	// Reopening starts the attempts over and leaves the claim as it is: the
-	// next claim still takes a number no earlier attempt had.
+	// Reopening starts the attempts over; the trigger moves the claim on,
+	// so the next claim takes a number no earlier attempt had.
 	s.reopen = `UPDATE ` + tbl + ` SET state = 'pending', attempts = 0, last_error = NULL, next_attempt_at = ` + now +
 		`, updated_at = ` + now + pk + ` AND state = 'given_up'`
 	return s
@@ -363,7 +387,7 @@ func buildStatements(tbl string) statements {
 // attempts, from the next sweep on: an operator's decision, once what made
 // it fail (a handler, a store, a missing registration) is fixed. An attempt
 // of the earlier round still running cannot give up the new one: it is
-// fenced out by the record's claim number, which Reopen leaves as it is. It
+// fenced out by the record's claim number, which only grows. It
 // returns ErrNotGivenUp when exec has no given-up record.
 func (s *Settler) Reopen(ctx context.Context, exec jobguard.Execution) error {
 	id, err := s.cfg.Guard.CanonicalID(exec.JobID)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobguard/jobguard/internal/interval"
+	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 )
@@ -199,11 +200,11 @@ func (s *Settler) attempt(ctx context.Context, c claimed) attemptResult {
 	switch {
 	case res.outcome == settled:
 	case res.verdict.giveUp:
-		tag, res.writeErr = s.cfg.DB.Exec(ctx, s.sql.giveUp, c.exec.JobID, c.exec.Generation, res.err.Error(),
-			c.claim, c.attempt)
+		tag, res.writeErr = s.cfg.DB.Exec(ctx, s.sql.giveUp, c.exec.JobID, c.exec.Generation,
+			pgvalue.StorableText(res.err.Error()), c.claim, c.attempt)
 	default:
-		tag, res.writeErr = s.cfg.DB.Exec(ctx, s.sql.retry, c.exec.JobID, c.exec.Generation, res.err.Error(),
-			micros(res.verdict.retryIn), c.claim, c.attempt)
+		tag, res.writeErr = s.cfg.DB.Exec(ctx, s.sql.retry, c.exec.JobID, c.exec.Generation,
+			pgvalue.StorableText(res.err.Error()), micros(res.verdict.retryIn), c.claim, c.attempt)
 	}
 	switch {
 	case res.outcome == settled || res.writeErr != nil:

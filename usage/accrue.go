@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
 )
@@ -20,10 +21,13 @@ var ErrNotConfirmed = errors.New("usage: finalize is not confirmed")
 
 // Entry is what one job used of one meter.
 type Entry struct {
-	// Account is billed.
+	// Account is billed. It is stored as text, which cannot hold U+0000 or
+	// bytes that are not UTF-8: such an account is refused with an error
+	// wrapping jobguard.ErrUnstorable before anything is sent.
 	Account string
 	// Meter names what is measured ("video_seconds", "tokens"). A job accrues
-	// at most once per meter.
+	// at most once per meter. It is stored as text, as Account is, and
+	// refused the same way.
 	Meter string
 	// Quantity is the amount in the meter's integer unit; use a finer unit
 	// (milliseconds, not seconds) for fractions. Zero is a quantity like
@@ -34,6 +38,17 @@ type Entry struct {
 	// Attributes are stored in the ledger as JSON, so usage can be audited
 	// from the ledger alone. Optional: nil and empty both store none (the
 	// column is NULL).
+	//
+	// The column is jsonb, which cannot store U+0000 (in a string or a key:
+	// encoding/json writes it as the escape \u0000), the escape of half a
+	// surrogate pair or bytes that are not UTF-8 (both only in a
+	// json.RawMessage), or a number beyond the range of PostgreSQL's
+	// numeric (1e131072, 1e-16384): Attributes holding one are refused with
+	// an error wrapping jobguard.ErrUnstorable before anything is sent, and
+	// jobguard.IsPermanent reports it. Read back from the database (an
+	// earlier accrual's Entry, the entry package settle hands an
+	// increment), a number is a json.Number with the digits it was stored
+	// with, never a float64 that would round integers beyond 2^53.
 	Attributes map[string]any
 }
 
@@ -138,6 +153,11 @@ func (l *Ledger) admit(ctx context.Context, fin jobguard.Finalized, entry Entry)
 		return nil, nil // no attributes, however spelled, are none
 	}
 	b, err := json.Marshal(entry.Attributes)
+	if err == nil {
+		if err = pgvalue.CheckJSONB(b); err != nil {
+			err = fmt.Errorf("%w: %w", jobguard.ErrUnstorable, err)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("usage: accrue: Attributes: %w", err)
 	}
@@ -180,7 +200,7 @@ func (l *Ledger) earlier(ctx context.Context, tx pgx.Tx, jobID, meter string) (A
 		return Accrual{}, fmt.Errorf("usage: accrue: read earlier accrual: %w", err)
 	}
 	if attrs != nil {
-		if err := json.Unmarshal([]byte(*attrs), &acc.Entry.Attributes); err != nil {
+		if err := pgvalue.UnmarshalJSON(*attrs, &acc.Entry.Attributes); err != nil {
 			return Accrual{}, fmt.Errorf("usage: accrue: read earlier accrual: attributes: %w", err)
 		}
 	}
@@ -195,6 +215,11 @@ func (e Entry) validate() error {
 		return errors.New("Meter is empty")
 	case e.Quantity < 0:
 		return fmt.Errorf("Quantity %d is negative", e.Quantity)
+	}
+	for _, f := range []struct{ name, value string }{{"Account", e.Account}, {"Meter", e.Meter}} {
+		if err := pgvalue.CheckText(f.value); err != nil {
+			return fmt.Errorf("%s: %w: %w", f.name, jobguard.ErrUnstorable, err)
+		}
 	}
 	return nil
 }

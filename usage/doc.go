@@ -14,7 +14,13 @@
 //     the others get Accrued false and the earlier entry.
 //   - Each ledger row records account, meter, quantity, the execution's
 //     generation, optional JSON attributes and the time, so usage can be
-//     audited from the ledger alone.
+//     audited from the ledger alone. An entry the ledger cannot store
+//     (U+0000 or bytes that are not UTF-8 in Account or Meter; U+0000, half
+//     a surrogate pair or a number beyond numeric's range in Attributes)
+//     is refused before anything is sent, with an error wrapping
+//     jobguard.ErrUnstorable; inside your transaction, it is left usable.
+//     Attributes read back (an earlier accrual's Entry) keep every number
+//     exactly, as a json.Number.
 //   - Inside your transaction: given a pgx.Tx, Accrue's ledger row and
 //     increment join it, as a savepoint, and commit or roll back with it,
 //     together; AccrueTx writes them straight into it, without a

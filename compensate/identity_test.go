@@ -2,12 +2,14 @@ package compensate_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/compensate"
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -71,4 +73,74 @@ func TestArtifacts_EverySpellingOfAJobIsOneExecution(t *testing.T) {
 		}
 		require.Len(t, keys(lost), 1)
 	})
+}
+
+// TestArtifacts_TwoJobsTablesShareTheArtifactsTable records an artifact of
+// job 42 in each of two integer-id jobs tables, in the one default
+// artifacts table. Task 42 is reclaimed, export 42 completes: the tasks'
+// sweep compensates the task's file only, the exports' sweep keeps the
+// export's, and neither decides the other's by the other's row.
+func TestArtifacts_TwoJobsTablesShareTheArtifactsTable(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	env.Exec(compensate.Migration)
+	ctx := context.Background()
+	files := newStorage()
+	tasks, exports := intJobs(t, env, "tasks"), intJobs(t, env, "exports")
+	arts := map[string]*compensate.Artifacts{}
+	for name, g := range map[string]*jobguard.Guard{"tasks": tasks, "exports": exports} {
+		env.Exec(fmt.Sprintf(`INSERT INTO %s (id, status, generation) VALUES (42, 'PROCESSING', 1)`, name))
+		a, err := compensate.New(ctx, compensate.Config{Guard: g, DB: env.Pool,
+			Compensators: map[string]compensate.Func{"file": files.compensate}})
+		require.NoError(t, err)
+		arts[name] = a
+		require.NoError(t, a.Record(ctx, env.Pool, jobguard.Execution{JobID: "42", Generation: 1}, "file", name+"/42"))
+	}
+	exec := jobguard.Execution{JobID: "42", Generation: 1}
+	require.NoError(t, tasks.Fail(ctx, env.Pool, exec, jobguard.ReclaimedReasonDefault))
+
+	// The tasks' sweep first: task 42 failed, export 42 is still running.
+	rep, err := arts["tasks"].Compensate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, compensate.Report{Rejected: 1, Compensated: 1}, rep, "the tasks' sweep")
+	require.Equal(t, map[string]int{"tasks/42": 1}, files.undoneRefs(), "only the task's file is undone")
+
+	rep, err = arts["exports"].Compensate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, compensate.Report{}, rep, "export 42 is still running: nothing to decide")
+
+	fin, err := arts["exports"].Finalize(ctx, env.Pool, exec, jobguard.FinalizeSpec{})
+	require.NoError(t, err)
+	require.True(t, fin.Confirmed())
+	for _, name := range []string{"tasks", "exports"} {
+		rep, err := arts[name].Compensate(ctx)
+		require.NoError(t, err)
+		require.Equal(t, compensate.Report{}, rep, "the %s' sweep after export 42 completed", name)
+	}
+	var states []string
+	rows, err := env.Pool.Query(ctx, `SELECT ref || ':' || state FROM job_artifacts ORDER BY ref`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		states = append(states, s)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"exports/42:kept", "tasks/42:done"}, states)
+	require.Equal(t, map[string]int{"tasks/42": 1}, files.undoneRefs())
+}
+
+// intJobs creates a jobs table with bigint ids under name and returns a
+// guard over it.
+func intJobs(t *testing.T, env *testenv.Env, name string) *jobguard.Guard {
+	t.Helper()
+	env.Exec(fmt.Sprintf(`CREATE TABLE %s (
+	    id bigint PRIMARY KEY,
+	    status text NOT NULL,
+	    generation bigint NOT NULL DEFAULT 0,
+	    failure_reason text,
+	    updated_at timestamptz NOT NULL DEFAULT now())`, name))
+	g, err := jobguard.New(context.Background(), env.Pool, jobguard.Table{Name: name, GenerationColumn: "generation"})
+	require.NoError(t, err)
+	return g
 }

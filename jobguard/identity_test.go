@@ -211,6 +211,47 @@ func TestCanonicalID_RefusesWhatNamesNoRow(t *testing.T) {
 	})
 }
 
+// TestStartGuard_MarkerOfAnotherJobsTableRefusesNothing runs two jobs
+// tables with integer ids under the same shared settings: task 42's
+// reclaim marker must neither refuse export 42's start nor be overwritten
+// by export 42's.
+func TestStartGuard_MarkerOfAnotherJobsTableRefusesNothing(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	starts := map[string]*jobguard.StartGuard{}
+	for _, name := range []string{"tasks", "exports"} {
+		env.Exec(sqlf(`CREATE TABLE %s (
+		    id bigint PRIMARY KEY,
+		    status text NOT NULL,
+		    generation bigint NOT NULL DEFAULT 0,
+		    failure_reason text,
+		    updated_at timestamptz NOT NULL DEFAULT now())`, name))
+		env.Exec(sqlf(`INSERT INTO %s (id, status) VALUES (42, 'QUEUED')`, name))
+		g, err := jobguard.NewWithConfig(ctx, env.Pool, jobguard.Table{Name: name, GenerationColumn: "generation"},
+			jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix}})
+		require.NoError(t, err)
+		sg, err := jobguard.NewStartGuard(g, env.Redis, jobguard.StartGuardConfig{})
+		require.NoError(t, err)
+		starts[name] = sg
+	}
+	require.NoError(t, starts["tasks"].Markers().Write(ctx,
+		jobguard.Marker{JobID: "42", Generation: 5, Reason: jobguard.ReclaimedReasonDefault}))
+	require.NotEqual(t, starts["tasks"].Markers().Key("42"), starts["exports"].Markers().Key("42"))
+	_, found, err := starts["exports"].Markers().Read(ctx, "42")
+	require.NoError(t, err)
+	require.False(t, found, "task 42's marker is no marker of export 42")
+	exec, err := starts["exports"].Start(ctx, env.Pool, "42")
+	require.NoError(t, err, "export 42 starts")
+	require.NoError(t, starts["exports"].Markers().Write(ctx,
+		jobguard.Marker{JobID: "42", Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault}))
+	m, found, err := starts["tasks"].Markers().Read(ctx, "42")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.EqualValues(t, 5, m.Generation, "task 42's marker is its own")
+	require.ErrorIs(t, starts["tasks"].Check(ctx, env.Pool, "42"), jobguard.ErrReclaimed)
+}
+
 // TestCanonicalID_CharColumnIgnoresTrailingSpaces: a char(n) column pads
 // its values and compares them without their trailing spaces, so "abc"
 // and "abc  " are one row, and one job.

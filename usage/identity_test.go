@@ -2,6 +2,7 @@ package usage_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -81,4 +82,48 @@ func accrueTx(t *testing.T, env *testenv.Env, fin jobguard.Finalized, inc func(c
 		return acc, err
 	}
 	return acc, tx.Commit(ctx)
+}
+
+// TestAccrue_TwoJobsTablesShareTheLedger bills job 42 of two integer-id
+// jobs tables into the one default ledger: each is billed once, neither
+// is taken for the other.
+func TestAccrue_TwoJobsTablesShareTheLedger(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	env.Exec(usage.Migration)
+	ctx := context.Background()
+	var increments []string
+	for _, name := range []string{"tasks", "exports"} {
+		g := intJobsTable(t, env, name)
+		env.Exec(fmt.Sprintf(`INSERT INTO %s (id, status, generation) VALUES (42, 'PROCESSING', 1)`, name))
+		fin, err := g.Finalize(ctx, env.Pool, jobguard.Execution{JobID: "42", Generation: 1}, jobguard.FinalizeSpec{})
+		require.NoError(t, err)
+		for range 2 {
+			acc, err := usage.Accrue(ctx, env.Pool, fin, entry, func(context.Context, pgx.Tx) error {
+				increments = append(increments, name)
+				return nil
+			})
+			require.NoError(t, err)
+			require.Equal(t, "42", acc.Execution.JobID)
+		}
+	}
+	require.Equal(t, []string{"tasks", "exports"}, increments, "job 42 of each table is billed, once")
+	var rows int
+	require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM usage_ledger WHERE job_id = '42'`).Scan(&rows))
+	require.Equal(t, 2, rows)
+}
+
+// intJobsTable creates a jobs table with bigint ids under name in env's
+// schema and returns a guard over it.
+func intJobsTable(t *testing.T, env *testenv.Env, name string) *jobguard.Guard {
+	t.Helper()
+	env.Exec(fmt.Sprintf(`CREATE TABLE %s (
+	    id bigint PRIMARY KEY,
+	    status text NOT NULL,
+	    generation bigint NOT NULL DEFAULT 0,
+	    failure_reason text,
+	    updated_at timestamptz NOT NULL DEFAULT now())`, name))
+	g, err := jobguard.New(context.Background(), env.Pool, jobguard.Table{Name: name, GenerationColumn: "generation"})
+	require.NoError(t, err)
+	return g
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/watch"
 )
@@ -69,4 +70,61 @@ func TestWatch_EverySpellingOfAnIDIsOneJob(t *testing.T) {
 			causes(ctxs, lost, watch.ViaHeartbeat)
 		})
 	}
+}
+
+// TestWatch_NoticeOfAnotherJobsTableCancelsNothing runs two jobs tables
+// with integer ids on the same channel: a reclaim of export 42 must not
+// cancel the execution of task 42.
+func TestWatch_NoticeOfAnotherJobsTableCancelsNothing(t *testing.T) {
+	t.Parallel()
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			env := testenv.New(t)
+			ctx := context.Background()
+			tasks, exports := intJobsTable(t, env, "tasks"), intJobsTable(t, env, "exports")
+			env.Exec(`INSERT INTO tasks (id, status, generation) VALUES (42, 'PROCESSING', 1), (43, 'PROCESSING', 1)`)
+			w, err := watch.New(watch.Config{Guard: tasks, DB: env.Pool, Transport: transportFor(env, kind), CheckInterval: time.Hour})
+			require.NoError(t, err)
+			run(t, w)
+			waitSubscribed(t, w)
+			require.Eventually(t, func() bool { return watch.Checks(w) > 0 }, 10*time.Second, time.Millisecond)
+			task42, release42 := w.Watch(ctx, jobguard.Execution{JobID: "42", Generation: 1})
+			defer release42()
+			task43, release43 := w.Watch(ctx, jobguard.Execution{JobID: "43", Generation: 1})
+			defer release43()
+
+			exportsPub, err := watch.NewPublisher(exports, transportFor(env, kind))
+			require.NoError(t, err)
+			tasksPub, err := watch.NewPublisher(tasks, transportFor(env, kind))
+			require.NoError(t, err)
+			require.NoError(t, exportsPub.Publish(ctx, jobguard.Execution{JobID: "42", Generation: 1}))
+			// A notice of task 43 after it: once it has arrived, so has
+			// the one before it on the same channel.
+			require.NoError(t, tasksPub.Publish(ctx, jobguard.Execution{JobID: "43", Generation: 1}))
+			select {
+			case <-task43.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("task 43's notice never arrived")
+			}
+			requireAlive(t, task42, "task 42's execution, after a notice of export 42")
+		})
+	}
+}
+
+// intJobsTable creates a jobs table with bigint ids under name and returns
+// a guard over it with the test's shared settings, the same for every
+// table of the test.
+func intJobsTable(t *testing.T, env *testenv.Env, name string) *jobguard.Guard {
+	t.Helper()
+	env.Exec(fmt.Sprintf(`CREATE TABLE %s (
+	    id bigint PRIMARY KEY,
+	    status text NOT NULL,
+	    generation bigint NOT NULL DEFAULT 0,
+	    failure_reason text,
+	    updated_at timestamptz NOT NULL DEFAULT now())`, name))
+	g, err := jobguard.NewWithConfig(context.Background(), env.Pool, jobguard.Table{Name: name, GenerationColumn: "generation"},
+		jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix, NoticeChannel: env.Schema}})
+	require.NoError(t, err)
+	return g
 }

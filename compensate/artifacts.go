@@ -251,8 +251,9 @@ func buildStatements(cfg Config, cat catalogFacts) statements {
 	// A job row is matched by casting the artifact's job id to the id
 	// column's type, so the lookup uses the jobs table's primary key.
 	match := fmt.Sprintf(`j.%s = a.job_id::%s`, jid, idType)
-	// norm is the job id parameter $n as Record stores it.
-	norm := func(n int) string { return fmt.Sprintf(`$%d::text::%s::text`, n, idType) }
+	// norm is the job id parameter $n: the job's canonical id, as the
+	// calls that take an execution turn it (Guard.CanonicalID).
+	norm := func(n int) string { return fmt.Sprintf(`$%d::text`, n) }
 
 	var s statements
 	// Recording an artifact and compensating one take the same transaction
@@ -264,9 +265,9 @@ func buildStatements(cfg Config, cat catalogFacts) statements {
 	refLock := func(fn string, kind, ref int) string {
 		return fmt.Sprintf(`%s(%d, hashtext($%d::text || '/' || $%d::text))`, fn, lockClass(cat.canonical), kind, ref)
 	}
-	// The job id is stored as the id column prints it, so that one job is
-	// always one key (a uuid in any case), and an id of the wrong type is
-	// refused by the cast. Recording an artifact that was compensated, or
+	// The job id is stored as the id column prints it (the calls turn it
+	// so), so that one job is always one key, whatever its spelling.
+	// Recording an artifact that was compensated, or
 	// is owed compensation, marks it owed again and returns it: its
 	// execution lost its job and is about to create it anyway. No row comes
 	// back for an artifact recorded before that may still be kept.
@@ -348,11 +349,12 @@ func (a *Artifacts) Record(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 	if _, ok := a.cfg.Compensators[kind]; !ok {
 		return fmt.Errorf("compensate: record: no compensator for kind %q", kind)
 	}
-	if exec.JobID == "" {
-		return fmt.Errorf("compensate: record: %w: job id is empty", jobguard.ErrInvalidJobID)
+	exec, err := a.canonical(exec)
+	if err != nil {
+		return fmt.Errorf("compensate: record: %w", err)
 	}
 	var state string
-	err := db.QueryRow(ctx, a.sql.record, exec.JobID, exec.Generation, kind, ref, a.cfg.Now()).Scan(&state)
+	err = db.QueryRow(ctx, a.sql.record, exec.JobID, exec.Generation, kind, ref, a.cfg.Now()).Scan(&state)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil // recorded before, by an execution that may still complete
@@ -363,6 +365,17 @@ func (a *Artifacts) Record(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 			ErrCompensated, kind, ref, exec.JobID, exec.Generation)
 	}
 	return nil
+}
+
+// canonical returns exec under its job's canonical id, the one its
+// artifacts are keyed by, or an error wrapping jobguard.ErrInvalidJobID.
+func (a *Artifacts) canonical(exec jobguard.Execution) (jobguard.Execution, error) {
+	id, err := a.cfg.Guard.CanonicalID(exec.JobID)
+	if err != nil {
+		return exec, err
+	}
+	exec.JobID = id
+	return exec, nil
 }
 
 // lockClass is the first key of the transaction locks on an artifacts

@@ -57,9 +57,10 @@
 //     executions of a job cannot be told apart, and New refuses the guard.
 //   - Artifacts of a job whose row was deleted stay pending: the sweep
 //     cannot tell what became of that execution and does not guess.
-//   - Record stores a job id as the jobs table's id column prints it (a
-//     uuid in any case is one job) and refuses one that column cannot hold;
-//     the sweep finds each artifact's job through the primary key.
+//   - Record, Keep, Finalize and CompensateExecution key a job by the id
+//     as the jobs table's id column prints it (jobguard.Guard.CanonicalID:
+//     every spelling of a job is one job) and refuse one that column cannot
+//     hold; the sweep finds each artifact's job through the primary key.
 //   - Failed compensations are retried every sweep, with no backoff.
 //   - A thing that a lost execution creates more than RecheckAfter after
 //     its last compensation, without recording it again, stays: nothing

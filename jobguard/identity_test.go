@@ -308,3 +308,59 @@ func TestNew_RefusesAnIDColumnWithANondeterministicCollation(t *testing.T) {
 	require.ErrorContains(t, err, "nondeterministic collation")
 	require.ErrorContains(t, err, "IDColumn")
 }
+
+// FuzzCanonicalID_AgreesWithTheServer gives arbitrary strings to the
+// guards of an id column of every type the guard takes and to the server's
+// own input function for that type: whatever the server reads, CanonicalID
+// reads as the same value; whatever the server refuses, CanonicalID
+// refuses too, except the spellings it reads on every server and
+// PostgreSQL reads only from version 16 on (radix prefixes, underscores)
+// or never (a uuid's URN form).
+func FuzzCanonicalID_AgreesWithTheServer(f *testing.F) {
+	for _, s := range []string{"42", "+0042", " 42\n", "0x2A", "4_2", "-0", "9223372036854775808", "32768",
+		"7c9e6679-7425-40de-944b-e07fc1f90ae7", "{7C9E6679742540DE944BE07FC1F90AE7}", "7c9e-6679-7425-40de-944b-e07f-c1f9-0ae7",
+		"urn:uuid:7c9e6679-7425-40de-944b-e07fc1f90ae7", "abc  ", " ", "", "a\x00b", "\xff", "Export/A"} {
+		f.Add(s)
+	}
+	env := testenv.New(f, testenv.Config{MaxConns: 2})
+	ctx := context.Background()
+	guards := map[string]*jobguard.Guard{}
+	for _, typ := range []string{"uuid", "int8", "int4", "int2", "text", "varchar", "bpchar"} {
+		name := "ids_" + typ
+		env.Exec(sqlf(`CREATE TABLE %s (id %s PRIMARY KEY, status text NOT NULL, failure_reason text,
+		    updated_at timestamptz NOT NULL DEFAULT now())`, name, typ))
+		g, err := jobguard.New(ctx, env.Pool, jobguard.Table{Name: name})
+		if err != nil {
+			f.Fatal(err)
+		}
+		guards[typ] = g
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for typ, g := range guards {
+			got, err := g.CanonicalID(s)
+			var server string
+			serr := env.Pool.QueryRow(ctx, `SELECT $1::text::`+typ+`::text`, s).Scan(&server)
+			switch {
+			case serr == nil && server == "":
+				// The empty id (a blank char(n) value included) is
+				// refused on purpose: it names no job.
+				if err == nil {
+					t.Fatalf("%s: CanonicalID(%q) = %q; want the empty id refused", typ, s, got)
+				}
+			case serr == nil && err != nil:
+				t.Fatalf("%s: the server reads %q as %q; CanonicalID refuses it: %v", typ, s, server, err)
+			case serr == nil && got != server:
+				t.Fatalf("%s: the server reads %q as %q; CanonicalID as %q", typ, s, server, got)
+			case serr != nil && err == nil:
+				lower := strings.ToLower(s)
+				newer := strings.HasPrefix(typ, "int") && strings.ContainsAny(lower, "xob_")
+				urn := typ == "uuid" && strings.HasPrefix(lower, "urn:uuid:")
+				if !newer && !urn {
+					t.Fatalf("%s: the server refuses %q (%v); CanonicalID reads it as %q", typ, s, serr, got)
+				}
+			case err != nil && !errors.Is(err, jobguard.ErrInvalidJobID):
+				t.Fatalf("%s: CanonicalID(%q) = %v; want ErrInvalidJobID", typ, s, err)
+			}
+		}
+	})
+}

@@ -242,6 +242,9 @@ type typeInfo struct {
 	kind    byte   // pg_type.typtype: b base, e enum, d domain, ...
 	typeOID int64
 	notNull bool // pg_attribute.attnotnull
+	// collation names the column's collation when it is nondeterministic;
+	// "" otherwise.
+	collation string
 }
 
 // quoted is the type's name as SQL writes it, schema-qualified, so that a
@@ -268,7 +271,8 @@ type catalog struct {
 
 // inspectCatalog checks the table against pg_catalog: it exists, every
 // configured column exists with a usable type, the columns the guard reads
-// into values are NOT NULL, and an enum status column has all four labels.
+// into values are NOT NULL, a text id column's collation is deterministic,
+// and an enum status column has all four labels.
 func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 	name := t.QualifiedName()
 	var exists bool
@@ -304,6 +308,14 @@ func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 	if err := errors.Join(errs...); err != nil {
 		return catalog{}, err
 	}
+	if id := cat.columns[t.IDColumn]; id.collation != "" {
+		// Under a collation that is not deterministic (case-insensitive,
+		// say) two spellings of a text id are one row, and nothing keyed
+		// outside the table could know it.
+		return catalog{}, fmt.Errorf("column %q (IDColumn) of %s has the nondeterministic collation %q: "+
+			"two spellings of an id could name one row; give the column a deterministic collation "+
+			"(COLLATE \"C\", or the database's default)", t.IDColumn, name, id.collation)
+	}
 	if st := cat.columns[t.StatusColumn]; st.kind == 'e' {
 		if err := checkEnumLabels(ctx, db, st, t.Statuses); err != nil {
 			return catalog{}, fmt.Errorf("StatusColumn %q: %w", t.StatusColumn, err)
@@ -316,7 +328,8 @@ func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 // name.
 func readColumns(ctx context.Context, db DB, name string) (catalog, error) {
 	rows, err := db.Query(ctx, `
-SELECT a.attname, t.typname, n.nspname, t.typtype::text, t.oid::int8, a.attnotnull
+SELECT a.attname, t.typname, n.nspname, t.typtype::text, t.oid::int8, a.attnotnull,
+	coalesce((SELECT c.collname::text FROM pg_collation c WHERE c.oid = a.attcollation AND NOT c.collisdeterministic), '')
 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid JOIN pg_namespace n ON n.oid = t.typnamespace
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, name)
 	if err != nil {
@@ -325,7 +338,7 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, nam
 	cat := catalog{columns: map[string]typeInfo{}}
 	var col, kind string
 	var ti typeInfo
-	_, err = pgx.ForEachRow(rows, []any{&col, &ti.name, &ti.schema, &kind, &ti.typeOID, &ti.notNull}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&col, &ti.name, &ti.schema, &kind, &ti.typeOID, &ti.notNull, &ti.collation}, func() error {
 		ti.kind = kind[0]
 		cat.columns[col] = ti
 		return nil

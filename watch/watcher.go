@@ -87,7 +87,7 @@ type Watcher struct {
 // entry is one watched execution.
 type entry struct {
 	exec   jobguard.Execution
-	key    string // exec.JobID as the id column prints it
+	key    string // exec.JobID, as the id column prints it
 	cancel context.CancelCauseFunc
 }
 
@@ -150,16 +150,19 @@ func New(cfg Config) (*Watcher, error) {
 // after jobguard's Start has returned exec (its write committed), and run the
 // execution's external calls under the returned context.
 //
-// Executions are keyed by the job id as the id column prints it (a uuid in
-// lower case), as notices name the job, so an execution whose id is spelled
-// otherwise (an upper-case uuid) is still found by its notice.
+// Executions are kept under the job id as the id column prints it (a uuid
+// in lower case; see jobguard.Guard.CanonicalID), as notices name the job,
+// so an execution whose id is spelled otherwise (an upper-case uuid, an
+// integer with leading zeros) is still found by its notice, and its
+// LostError names the job by that id.
 //
 // The returned release function cancels the context and forgets exec; call
 // it when the execution ends, as with context.WithCancel. The watcher also
 // forgets exec when ctx ends.
 func (w *Watcher) Watch(ctx context.Context, exec jobguard.Execution) (context.Context, context.CancelFunc) {
 	wctx, cancel := context.WithCancelCause(ctx)
-	e := &entry{exec: exec, key: w.key(exec.JobID), cancel: cancel}
+	exec.JobID = w.key(exec.JobID)
+	e := &entry{exec: exec, key: exec.JobID, cancel: cancel}
 	w.mu.Lock()
 	set := w.jobs[e.key]
 	if set == nil {
@@ -271,7 +274,7 @@ func (w *Watcher) Lost(ctx context.Context, exec jobguard.Execution, err error) 
 	return w.cancelWhere(ctx, w.key(exec.JobID),
 		func(x jobguard.Execution) bool { return x.Generation == exec.Generation },
 		func(e *entry) *LostError {
-			return &LostError{JobID: exec.JobID, Generation: exec.Generation, Via: ViaHeartbeat, Err: err}
+			return &LostError{JobID: e.exec.JobID, Generation: exec.Generation, Via: ViaHeartbeat, Err: err}
 		}) > 0
 }
 

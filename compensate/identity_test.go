@@ -3,6 +3,7 @@ package compensate_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -143,4 +144,39 @@ func intJobs(t *testing.T, env *testenv.Env, name string) *jobguard.Guard {
 	g, err := jobguard.New(context.Background(), env.Pool, jobguard.Table{Name: name, GenerationColumn: "generation"})
 	require.NoError(t, err)
 	return g
+}
+
+// TestMigration_EarlierArtifactsAreKeyedByTheDefaultJobsTable: artifacts
+// recorded before they named their jobs table are given the key of the
+// table named jobs, and that table's sweep compensates them; the files run
+// again without a change.
+func TestMigration_EarlierArtifactsAreKeyedByTheDefaultJobsTable(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	jobs := fixture.Create(t, env, fixture.Default)
+	var sql string
+	for _, name := range []string{"0001_job_artifacts.sql", "0002_job_artifacts_recheck.sql"} {
+		b, err := fs.ReadFile(compensate.MigrationFiles, name)
+		require.NoError(t, err)
+		sql += string(b)
+	}
+	env.Exec(sql)
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	env.Exec(`INSERT INTO job_artifacts (job_id, generation, kind, ref) VALUES ($1, 1, 'file', 'a.mp4')`, id)
+	env.Exec(compensate.Migration)
+	env.Exec(compensate.Migration)
+	var key string
+	require.NoError(t, env.Pool.QueryRow(ctx, `SELECT jobs_table FROM job_artifacts`).Scan(&key))
+	require.Equal(t, jobs.Guard.TableKey(), key)
+
+	files := newStorage()
+	arts, err := compensate.New(ctx, compensate.Config{Guard: jobs.Guard, DB: env.Pool,
+		Compensators: map[string]compensate.Func{"file": files.compensate}})
+	require.NoError(t, err)
+	require.NoError(t, jobs.Guard.Fail(ctx, env.Pool, jobguard.Execution{JobID: id, Generation: 1}, jobguard.ReclaimedReasonDefault))
+	rep, err := arts.Compensate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, compensate.Report{Rejected: 1, Compensated: 1}, rep)
+	require.Equal(t, map[string]int{"a.mp4": 1}, files.undoneRefs())
 }

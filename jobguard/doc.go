@@ -87,6 +87,16 @@
 // deterministic collation: New refuses one under which two spellings could
 // be one row.
 //
+// # Several jobs tables
+//
+// A job is one job of one table: job 42 of the tasks is not export 42.
+// Guard.TableKey names the table (its schema and name as the catalog holds
+// them, "public"."tasks"), and everything kept outside the table keys a job
+// by both: the side tables of usage, settle and compensate, the markers
+// and the notices. Any number of jobs tables may therefore share the
+// default side tables, a Redis prefix and a notice channel; only the
+// reclaimer's LeaderKey must differ per table.
+//
 // # Settings every process shares
 //
 // The reclaimer writes what the workers read: reclaim markers under a Redis

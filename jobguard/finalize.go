@@ -74,6 +74,7 @@ func (e *UpdateError) Unwrap() error { return e.Err }
 // execution only.
 type Finalized struct {
 	exec      Execution
+	table     string // the guard's TableKey
 	completed bool
 	rejected  bool
 	confirmed bool
@@ -84,6 +85,12 @@ type Finalized struct {
 // its canonical id (Guard.CanonicalID) whatever spelling Finalize or
 // Resume was given.
 func (f Finalized) Execution() Execution { return f.exec }
+
+// TableKey names the jobs table of the execution's job (Guard.TableKey):
+// a job is one job of one table, so whatever keys it outside that table,
+// such as usage's ledger, keys it by both. It is "" only in the zero
+// value.
+func (f Finalized) TableKey() string { return f.table }
 
 // Completed reports whether the conditional completion committed. It stays
 // committed whatever the updates did.
@@ -164,9 +171,9 @@ func (g *Guard) Finalize(ctx context.Context, db DB, exec Execution, spec Finali
 // finalized checks what Finalize and Resume check before anything runs (db
 // is outside any transaction, spec is valid, exec's id can be the
 // column's) and returns the result they build on: exec under its
-// canonical id. op names the call in the error.
+// canonical id, of the guard's table. op names the call in the error.
 func (g *Guard) finalized(db DB, exec Execution, spec FinalizeSpec, op string) (Finalized, error) {
-	fin := Finalized{exec: exec}
+	fin := Finalized{exec: exec, table: g.cat.key}
 	if s := txstate.Of(db); s != txstate.Own {
 		return fin, fmt.Errorf("jobguard: %s: %w: db is %v; pass a pool or a connection outside any transaction", op, ErrInTransaction, s)
 	}

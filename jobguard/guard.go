@@ -111,6 +111,18 @@ func New(ctx context.Context, db DB, table Table) (*Guard, error) {
 // Table returns the guard's table mapping with every default filled in.
 func (g *Guard) Table() Table { return g.table }
 
+// TableKey names the guard's jobs table wherever something kept outside
+// it names one of its jobs: the rows of the side tables that several jobs
+// tables may share (usage's ledger, settle's records, compensate's
+// artifacts), the reclaim markers and the reclaim notices. It is the
+// table's schema and name as the catalog holds them, each in double
+// quotes, as in "public"."jobs": it does not depend on how Table spells
+// them or on the connection's search_path, so every process working the
+// table agrees on it, and two tables never share it. Renaming the table
+// or moving it to another schema changes it; see the side tables'
+// migrations for how to move their rows along.
+func (g *Guard) TableKey() string { return g.cat.key }
+
 // Fenced reports whether the table has a generation column, so that writes
 // of an execution are fenced by its generation. Without one the guard runs in
 // status-only mode.

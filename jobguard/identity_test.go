@@ -364,3 +364,24 @@ func FuzzCanonicalID_AgreesWithTheServer(f *testing.F) {
 		}
 	})
 }
+
+// TestTableKey_IsTheCatalogsNameHoweverTheTableIsSpelled: a table reached
+// through the search_path and the same table named with its schema have
+// one key, the catalog's schema and name, quoted; another table has
+// another.
+func TestTableKey_IsTheCatalogsNameHoweverTheTableIsSpelled(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	jobs := fixture.Create(t, env, fixture.Default)
+	prisma := fixture.Create(t, env, fixture.Prisma)
+	qualified, err := jobguard.New(ctx, env.Pool, jobguard.Table{Schema: env.Schema, Name: "jobs"})
+	require.NoError(t, err)
+	require.Equal(t, `"`+env.Schema+`"."jobs"`, jobs.Guard.TableKey())
+	require.Equal(t, jobs.Guard.TableKey(), qualified.TableKey())
+	require.Equal(t, `"`+env.Schema+`"."CourseJob"`, prisma.Guard.TableKey())
+	fin, err := jobs.Guard.Resume(ctx, env.Pool, jobguard.Execution{JobID: jobs.Insert(t, fixture.Job{Status: "COMPLETED"})}, jobguard.FinalizeSpec{})
+	require.NoError(t, err)
+	require.Equal(t, jobs.Guard.TableKey(), fin.TableKey())
+	require.Empty(t, jobguard.Finalized{}.TableKey())
+}

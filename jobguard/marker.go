@@ -43,10 +43,12 @@ type MarkerConfig struct {
 }
 
 // MarkerStore reads and writes reclaim markers. Each job has one key,
-// "<Shared.Prefix>:reclaimed:{<job id>}": the job's canonical id
-// (Guard.CanonicalID), whatever spelling a call is given. The braces make
-// the job id the Redis Cluster hash tag, so every key of a job lives in one
-// slot.
+// "<Shared.Prefix>:reclaimed:{<job id>}:<table key>": the job's canonical
+// id (Guard.CanonicalID), whatever spelling a call is given, and its jobs
+// table's Guard.TableKey, so that the jobs of several tables under one
+// prefix (job 42 of two integer-id tables) have markers of their own. The
+// braces make the job id the Redis Cluster hash tag, so every key of a job
+// lives in one slot.
 type MarkerStore struct {
 	guard  *Guard
 	rdb    Redis
@@ -87,7 +89,7 @@ func (s *MarkerStore) Key(jobID string) string {
 
 // key is the key of the job of canonical id id.
 func (s *MarkerStore) key(id string) string {
-	return s.prefix + ":reclaimed:{" + id + "}"
+	return s.prefix + ":reclaimed:{" + id + "}:" + s.guard.TableKey()
 }
 
 // canonical returns m with its job's canonical id.

@@ -267,29 +267,36 @@ func isIDType(t typeInfo) bool    { return t.name == "uuid" || isText(t) || isIn
 // catalog is what New learned of the table from the database.
 type catalog struct {
 	columns map[string]typeInfo
+	// key is the table's schema and name as the catalog holds them,
+	// quoted: Guard.TableKey.
+	key string
 }
 
 // inspectCatalog checks the table against pg_catalog: it exists, every
 // configured column exists with a usable type, the columns the guard reads
 // into values are NOT NULL, a text id column's collation is deterministic,
-// and an enum status column has all four labels.
+// and an enum status column has all four labels. It reads the table's
+// schema and name as the catalog holds them, for Guard.TableKey.
 func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 	name := t.QualifiedName()
-	var exists bool
-	if err := db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil {
-		return catalog{}, fmt.Errorf("look up table %s: %w", name, err)
-	}
-	if !exists {
+	var schema, rel string
+	err := db.QueryRow(ctx, `SELECT n.nspname::text, c.relname::text FROM pg_catalog.pg_class c`+
+		` JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)`, name).Scan(&schema, &rel)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
 		where := "in search_path"
 		if t.Schema != "" {
 			where = "in schema " + ident.Quote(t.Schema)
 		}
 		return catalog{}, fmt.Errorf("table %s does not exist %s (Table.Name %q)", name, where, t.Name)
+	case err != nil:
+		return catalog{}, fmt.Errorf("look up table %s: %w", name, err)
 	}
 	cat, err := readColumns(ctx, db, name)
 	if err != nil {
 		return catalog{}, fmt.Errorf("read columns of %s: %w", name, err)
 	}
+	cat.key = ident.Quote(schema, rel)
 	var errs []error
 	for _, c := range t.columns() {
 		if c.name == "" {

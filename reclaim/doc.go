@@ -39,7 +39,12 @@
 // commit, the Redis markers that the start guard reads are written in one
 // pipelined round trip (a marker never lowers the generation it records),
 // and the notices follow. Several reclaimers sweeping the same jobs at once
-// reclaim each job once.
+// reclaim each job once. A source may list a job under any spelling of its
+// id (a queue keeps ids as their producers wrote them); the sweep folds the
+// listings of one row into one job, and its decisions, reports, markers and
+// notices name the job by its canonical id (jobguard.Guard.CanonicalID),
+// and the markers and notices by its jobs table too, so that the
+// reclaimers of several tables may share a Redis prefix and a channel.
 //
 // What a sweep costs grows with the stuck jobs, not the running ones: the
 // default source, TableSource, reads only the rows over their type's limit,

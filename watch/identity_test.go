@@ -128,3 +128,18 @@ func intJobsTable(t *testing.T, env *testenv.Env, name string) *jobguard.Guard {
 	require.NoError(t, err)
 	return g
 }
+
+// TestWatch_NoticeThatNamesNoTableIsChecked: a notice without its jobs
+// table could be any table's, so the watcher checks its executions against
+// their rows instead of cancelling by the notice.
+func TestWatch_NoticeThatNamesNoTableIsChecked(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "redis", fixture.Default, noChecks)
+	exec := b.start(t, 3)
+	ctx := b.watch(t, exec)
+	at := b.reclaim(t, false, exec.JobID)
+	payload := fmt.Sprintf(`[{"job_id":%q,"generation":3}]`, exec.JobID)
+	require.NoError(t, b.env.Redis.Publish(context.Background(), b.jobs.Guard.Shared().Prefix+":reclaim-notices", payload).Err())
+	cause, _ := cancelledWithin(t, ctx, at, 10*time.Second)
+	require.Equal(t, watch.ViaCheck, cause.Via)
+}

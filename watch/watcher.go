@@ -72,6 +72,7 @@ type Watcher struct {
 	log   *slog.Logger
 	lis   listener
 	rules rules
+	table string // the guard's TableKey: the notices of other tables are not the watcher's
 
 	mu   sync.Mutex
 	jobs map[string]map[*entry]struct{} // job id → its watched executions
@@ -133,6 +134,7 @@ func New(cfg Config) (*Watcher, error) {
 		cfg:      cfg,
 		log:      cfg.Logger,
 		rules:    rules{fenced: cfg.Guard.Fenced(), statuses: cfg.Guard.Table().Statuses, reclaimed: cfg.Guard.Shared().ReclaimedReason},
+		table:    cfg.Guard.TableKey(),
 		jobs:     make(map[string]map[*entry]struct{}),
 		checkNow: make(chan struct{}, 1),
 		ready:    make(chan struct{}),
@@ -300,8 +302,10 @@ func (w *Watcher) notice(ctx context.Context, n Notice) {
 		})
 }
 
-// deliver applies a received payload. One it cannot read may still have
-// announced a reclaim, so it asks for a check.
+// deliver applies a received payload's notices of the watcher's jobs table
+// and ignores those of other tables. One it cannot read, or that does not
+// say its table, may still have announced a reclaim of one of its jobs, so
+// it asks for a check.
 func (w *Watcher) deliver(ctx context.Context, payload string) {
 	ns, err := decode(payload)
 	if err != nil {
@@ -310,7 +314,12 @@ func (w *Watcher) deliver(ctx context.Context, payload string) {
 		return
 	}
 	for _, n := range ns {
-		w.notice(ctx, n)
+		switch n.Table {
+		case w.table:
+			w.notice(ctx, Notice{JobID: n.JobID, Generation: n.Generation})
+		case "":
+			w.requestCheck()
+		}
 	}
 }
 

@@ -10,9 +10,11 @@ import (
 )
 
 // payloadID reads the row id under key in a JSON object payload: a string
-// as it is, or an integer as written (for integer id columns). Anything
-// else is an error wrapping jobguard.ErrInvalidJobID, a permanent one:
-// the task can never name a row.
+// as it is, or an integer in decimal (for integer id columns; -0 is 0, as
+// River's args, which Postgres reads as jsonb, give it to riverguard).
+// Anything else is an error wrapping jobguard.ErrInvalidJobID, a permanent
+// one: the task can never name a row. The start turns the id into its
+// canonical spelling (jobguard.Guard.CanonicalID).
 func payloadID(payload []byte, key string) (string, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(payload, &fields); err != nil {
@@ -35,8 +37,8 @@ func payloadID(payload []byte, key string) (string, error) {
 		}
 		return id, nil
 	}
-	if _, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
-		return string(raw), nil
+	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return strconv.FormatInt(n, 10), nil
 	}
 	shown := string(raw)
 	if len(shown) > 40 {

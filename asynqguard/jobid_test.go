@@ -16,6 +16,7 @@ func TestPayloadID(t *testing.T) {
 		{name: "string", payload: `{"job_id": "7c2a0e64-1b7f-4a62-9d55-0d0c2b7f2a10", "weeks": 2}`, want: "7c2a0e64-1b7f-4a62-9d55-0d0c2b7f2a10"},
 		{name: "integer", payload: `{"job_id": 42}`, want: "42"},
 		{name: "negative integer, left to Start to refuse", payload: `{"job_id": -1}`, want: "-1"},
+		{name: "negative zero is the integer zero, as River's args read it", payload: `{"job_id": -0}`, want: "0"},
 		{name: "key missing", payload: `{"weeks": 2}`, err: `the payload has no "job_id"`},
 		{name: "empty object", payload: `{}`, err: `the payload has no "job_id"`},
 		{name: "null payload", payload: `null`, err: `the payload has no "job_id"`},

@@ -224,14 +224,15 @@ func inspect(ctx context.Context, cfg Config, art string) (catalogFacts, error) 
 	jt := cfg.Guard.Table()
 	var f catalogFacts
 	var name, idType *string
-	var recheck bool
+	var recheck, keyed bool
 	err := cfg.DB.QueryRow(ctx, `SELECT
 		(SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) FROM pg_class c
 		 JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)),
 		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'recheck_at' AND NOT attisdropped),
+		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'jobs_table' AND NOT attisdropped),
 		(SELECT format_type(atttypid, NULL) FROM pg_attribute
 		 WHERE attrelid = to_regclass($2) AND attname = $3 AND NOT attisdropped)`,
-		art, jt.QualifiedName(), jt.IDColumn).Scan(&name, &recheck, &idType)
+		art, jt.QualifiedName(), jt.IDColumn).Scan(&name, &recheck, &keyed, &idType)
 	switch {
 	case err != nil:
 		return f, err
@@ -239,6 +240,8 @@ func inspect(ctx context.Context, cfg Config, art string) (catalogFacts, error) 
 		return f, fmt.Errorf("Table: %s does not exist (apply Migration)", art)
 	case !recheck:
 		return f, fmt.Errorf("Table: %s has no column recheck_at (apply every file of MigrationFiles)", art)
+	case !keyed:
+		return f, fmt.Errorf("Table: %s has no column jobs_table (apply every file of MigrationFiles)", art)
 	case idType == nil:
 		return f, fmt.Errorf("Guard: %s has no column %s", jt.QualifiedName(), jt.IDColumn)
 	}
@@ -255,11 +258,24 @@ func buildStatements(cfg Config, cat catalogFacts) statements {
 	jt := cfg.Guard.Table()
 	jobs := jt.QualifiedName()
 	jid, jstatus, jgen := q(jt.IDColumn), q(jt.StatusColumn), q(jt.GenerationColumn)
+	// An artifact is of the execution of a job of one jobs table: the
+	// table's key is written into every statement that reads or writes
+	// artifacts by their execution, so that the jobs tables sharing one
+	// artifacts table (job 42 of two integer-id tables) never decide or
+	// compensate each other's artifacts. Only a thing's other records (its
+	// kind and ref, and their lock) are looked up across tables: a file is
+	// one file whoever made it.
+	jobsKey := ident.Literal(cfg.Guard.TableKey())
+	mine := `a.jobs_table = ` + jobsKey
 	// A job row is matched by casting the artifact's job id to the id
-	// column's type, so the lookup uses the jobs table's primary key.
+	// column's type, so the lookup uses the jobs table's primary key. Only
+	// the rows of this jobs table are cast (mine filters the scan of the
+	// artifacts before the join), so another table's ids never reach the
+	// cast.
 	match := fmt.Sprintf(`j.%s = a.job_id::%s`, jid, idType)
-	// norm is the job id parameter $n as Record stores it.
-	norm := func(n int) string { return fmt.Sprintf(`$%d::text::%s::text`, n, idType) }
+	// norm is the job id parameter $n: the job's canonical id, as the
+	// calls that take an execution turn it (Guard.CanonicalID).
+	norm := func(n int) string { return fmt.Sprintf(`$%d::text`, n) }
 
 	var s statements
 	// Recording an artifact and compensating one take the same transaction
@@ -271,28 +287,28 @@ func buildStatements(cfg Config, cat catalogFacts) statements {
 	refLock := func(fn string, kind, ref int) string {
 		return fmt.Sprintf(`%s(%d, hashtext($%d::text || '/' || $%d::text))`, fn, lockClass(cat.canonical), kind, ref)
 	}
-	// The job id is stored as the id column prints it, so that one job is
-	// always one key (a uuid in any case), and an id of the wrong type is
-	// refused by the cast. Recording an artifact that was compensated, or
+	// The job id is stored as the id column prints it (the calls turn it
+	// so), so that one job is always one key, whatever its spelling, and
+	// with its jobs table. Recording an artifact that was compensated, or
 	// is owed compensation, marks it owed again and returns it: its
 	// execution lost its job and is about to create it anyway. No row comes
 	// back for an artifact recorded before that may still be kept.
-	s.record = fmt.Sprintf(`WITH l AS (SELECT %s) INSERT INTO %s AS a (job_id, generation, kind, ref, created_at, updated_at)`+
-		` SELECT %s, $2, $3, $4, $5, $5 FROM l ON CONFLICT (job_id, generation, kind, ref) DO UPDATE`+
+	s.record = fmt.Sprintf(`WITH l AS (SELECT %s) INSERT INTO %s AS a (jobs_table, job_id, generation, kind, ref, created_at, updated_at)`+
+		` SELECT %s, %s, $2, $3, $4, $5, $5 FROM l ON CONFLICT (jobs_table, job_id, generation, kind, ref) DO UPDATE`+
 		` SET state = 'rejected', recheck_at = NULL, updated_at = $5 WHERE a.state IN ('done', 'rejected')`+
 		` RETURNING a.state`,
-		refLock("pg_advisory_xact_lock", 3, 4), art, norm(1))
-	s.keep = `UPDATE ` + art + ` SET state = 'kept', updated_at = $3` +
-		` WHERE job_id = ` + norm(1) + ` AND generation = $2 AND state = 'pending'`
+		refLock("pg_advisory_xact_lock", 3, 4), art, jobsKey, norm(1))
+	s.keep = `UPDATE ` + art + ` a SET state = 'kept', updated_at = $3` +
+		` WHERE ` + mine + ` AND a.job_id = ` + norm(1) + ` AND a.generation = $2 AND a.state = 'pending'`
 	// A rejected completion owes compensation for the execution's artifacts,
 	// unless the job row shows this very execution completed (a finalize
 	// retried after a lost commit acknowledgement). Those compensated
 	// already are owed again: the execution may have created them after
 	// that compensation, and this is its last word.
 	s.reject = fmt.Sprintf(`UPDATE %s a SET state = 'rejected', recheck_at = NULL, updated_at = $3`+
-		` WHERE a.job_id = %s AND a.generation = $2 AND a.state IN ('pending', 'done')`+
+		` WHERE %s AND a.job_id = %s AND a.generation = $2 AND a.state IN ('pending', 'done')`+
 		` AND NOT EXISTS (SELECT 1 FROM %s j WHERE %s AND j.%s::int8 = a.generation AND j.%s::text = $4)`,
-		art, norm(1), jobs, match, jgen, jstatus)
+		art, mine, norm(1), jobs, match, jgen, jstatus)
 	// The sweep settles pending artifacts whose execution is decided: kept
 	// once it completed, owed once it can never complete (the job failed,
 	// or a newer generation owns it; both are final for this execution). A
@@ -302,14 +318,14 @@ func buildStatements(cfg Config, cat catalogFacts) statements {
 	settle := func(state, cond string) string {
 		return fmt.Sprintf(`UPDATE %s SET state = '%s', updated_at = $1 WHERE id IN (`+
 			`SELECT a.id FROM %s a JOIN %s j ON %s`+
-			` WHERE a.state = 'pending' AND %s FOR UPDATE OF a SKIP LOCKED)`,
-			art, state, art, jobs, match, cond)
+			` WHERE %s AND a.state = 'pending' AND %s FOR UPDATE OF a SKIP LOCKED)`,
+			art, state, art, jobs, match, mine, cond)
 	}
 	s.settle = settle("kept", fmt.Sprintf(`j.%s::int8 = a.generation AND j.%s::text = $2`, jgen, jstatus))
 	s.promote = settle("rejected", fmt.Sprintf(`(j.%s::int8 <> a.generation OR j.%s::text = $2)`, jgen, jstatus))
 	const cols = `id, job_id, generation, kind, ref, attempts`
-	s.owed = `SELECT ` + cols + ` FROM ` + art +
-		` WHERE state = 'rejected' AND id > $1` +
+	s.owed = `SELECT ` + cols + ` FROM ` + art + ` a` +
+		` WHERE ` + mine + ` AND state = 'rejected' AND id > $1` +
 		` AND ($2::text IS NULL OR (job_id = ` + norm(2) + ` AND generation = $3::int8))` +
 		` ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
 	// When a recheck is due is the database's business alone: it is
@@ -317,8 +333,8 @@ func buildStatements(cfg Config, cat catalogFacts) statements {
 	// whose clocks disagree agree on it. A sweeper whose clock ran ahead
 	// would recheck at once, before an upload in flight lands, and one
 	// behind would recheck late or never.
-	s.due = `SELECT ` + cols + ` FROM ` + art +
-		` WHERE state = 'done' AND recheck_at IS NOT NULL AND id > $1 AND recheck_at <= statement_timestamp()` +
+	s.due = `SELECT ` + cols + ` FROM ` + art + ` a` +
+		` WHERE ` + mine + ` AND state = 'done' AND recheck_at IS NOT NULL AND id > $1 AND recheck_at <= statement_timestamp()` +
 		` ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
 	s.lock = `SELECT ` + refLock("pg_try_advisory_xact_lock", 1, 2)
 	// Another execution holds the thing while its artifact may still be
@@ -366,11 +382,12 @@ func (a *Artifacts) Record(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 	if ref == "" {
 		return errors.New("compensate: record: ref is empty; name the thing (a path, a key, a row id)")
 	}
-	if exec.JobID == "" {
-		return fmt.Errorf("compensate: record: %w: job id is empty", jobguard.ErrInvalidJobID)
+	exec, err := a.canonical(exec)
+	if err != nil {
+		return fmt.Errorf("compensate: record: %w", err)
 	}
 	var state string
-	err := db.QueryRow(ctx, a.sql.record, exec.JobID, exec.Generation, kind, ref, a.cfg.Now()).Scan(&state)
+	err = db.QueryRow(ctx, a.sql.record, exec.JobID, exec.Generation, kind, ref, a.cfg.Now()).Scan(&state)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil // recorded before, by an execution that may still complete
@@ -381,6 +398,17 @@ func (a *Artifacts) Record(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 			ErrCompensated, kind, ref, exec.JobID, exec.Generation)
 	}
 	return nil
+}
+
+// canonical returns exec under its job's canonical id, the one its
+// artifacts are keyed by, or an error wrapping jobguard.ErrInvalidJobID.
+func (a *Artifacts) canonical(exec jobguard.Execution) (jobguard.Execution, error) {
+	id, err := a.cfg.Guard.CanonicalID(exec.JobID)
+	if err != nil {
+		return exec, err
+	}
+	exec.JobID = id
+	return exec, nil
 }
 
 // lockClass is the first key of the transaction locks on an artifacts

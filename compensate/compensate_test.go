@@ -344,6 +344,10 @@ func TestNew_ValidatesConfig(t *testing.T) {
 	first, err := fs.ReadFile(compensate.MigrationFiles, "0001_job_artifacts.sql")
 	require.NoError(t, err)
 	b.env.Exec(strings.ReplaceAll(string(first), "job_artifacts", "first_artifacts"))
+	// And one made by the first two, before artifacts named their jobs table.
+	second, err := fs.ReadFile(compensate.MigrationFiles, "0002_job_artifacts_recheck.sql")
+	require.NoError(t, err)
+	b.env.Exec(strings.ReplaceAll(string(first)+string(second), "job_artifacts", "second_artifacts"))
 	fns := map[string]compensate.Func{"file": b.files.compensate}
 	for want, cfg := range map[string]compensate.Config{
 		"Guard is nil":         {DB: b.env.Pool, Compensators: fns},
@@ -354,6 +358,7 @@ func TestNew_ValidatesConfig(t *testing.T) {
 		"MaxPerSweep":          {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, MaxPerSweep: -1},
 		"RecheckAfter":         {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, RecheckAfter: -1},
 		"no column recheck_at": {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, Table: "first_artifacts"},
+		"no column jobs_table": {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, Table: "second_artifacts"},
 		"Table":                {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, Table: strings.Repeat("x", 64)},
 		"does not exist":       {Guard: b.jobs.Guard, DB: b.env.Pool, Compensators: fns, Table: "artifacts_elsewhere"},
 	} {

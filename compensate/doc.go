@@ -21,6 +21,14 @@
 //   - When the completion is rejected, Finalize compensates exactly that
 //     execution's artifacts (job id and generation), never another
 //     generation's, before it returns.
+//   - An artifact belongs to a job of one jobs table: it is keyed by the
+//     table (jobguard.Guard.TableKey) as well as the execution, and an
+//     Artifacts keeps, owes and compensates only its Guard's table's. Any
+//     number of jobs tables may share the artifacts table (job 42 of two
+//     integer-id tables never decide each other's artifacts); only the
+//     sparing of a thing that another execution holds (its kind and ref)
+//     looks across tables, since a thing is one thing whoever made it.
+//     Each jobs table needs its own sweeper (Compensate, Run).
 //   - A compensator that fails leaves its artifact owed; Compensate (or
 //     Run) retries it. Each artifact is compensated under its row lock in
 //     its own short transaction (FOR UPDATE SKIP LOCKED), so any number of
@@ -66,9 +74,10 @@
 //     executions of a job cannot be told apart, and New refuses the guard.
 //   - Artifacts of a job whose row was deleted stay pending: the sweep
 //     cannot tell what became of that execution and does not guess.
-//   - Record stores a job id as the jobs table's id column prints it (a
-//     uuid in any case is one job) and refuses one that column cannot hold;
-//     the sweep finds each artifact's job through the primary key.
+//   - Record, Keep, Finalize and CompensateExecution key a job by the id
+//     as the jobs table's id column prints it (jobguard.Guard.CanonicalID:
+//     every spelling of a job is one job) and refuse one that column cannot
+//     hold; the sweep finds each artifact's job through the primary key.
 //   - Failed compensations are retried every sweep, with no backoff.
 //   - A thing that a lost execution creates more than RecheckAfter after
 //     its last compensation, without recording it again, stays: nothing

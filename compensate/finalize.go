@@ -32,6 +32,9 @@ import (
 // runs: nothing is kept and nothing is compensated, since the execution's
 // outcome is not decided.
 func (a *Artifacts) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Execution, spec jobguard.FinalizeSpec) (jobguard.Finalized, error) {
+	if id, err := a.cfg.Guard.CanonicalID(exec.JobID); err == nil {
+		exec.JobID = id // else Guard.Finalize refuses it, before anything runs
+	}
 	complete := spec.Complete
 	spec.Complete = func(ctx context.Context, tx pgx.Tx) error {
 		if err := a.Keep(ctx, tx, exec); err != nil {
@@ -65,6 +68,10 @@ func (a *Artifacts) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.
 // its own, never in a caller's.
 func (a *Artifacts) CompensateExecution(ctx context.Context, exec jobguard.Execution) (Report, error) {
 	var rep Report
+	exec, err := a.canonical(exec)
+	if err != nil {
+		return rep, fmt.Errorf("compensate: execution %s/%d: %w", exec.JobID, exec.Generation, err)
+	}
 	tag, err := a.cfg.DB.Exec(ctx, a.sql.reject, exec.JobID, exec.Generation, a.cfg.Now(),
 		a.cfg.Guard.Table().Statuses.Completed)
 	if err != nil {
@@ -82,6 +89,10 @@ func (a *Artifacts) CompensateExecution(ctx context.Context, exec jobguard.Execu
 // commits. Finalize calls it for you. When the completion is rejected,
 // call CompensateExecution, as Finalize does.
 func (a *Artifacts) Keep(ctx context.Context, tx pgx.Tx, exec jobguard.Execution) error {
+	exec, err := a.canonical(exec)
+	if err != nil {
+		return fmt.Errorf("compensate: keep artifacts: %w", err)
+	}
 	tag, err := tx.Exec(ctx, a.sql.keep, exec.JobID, exec.Generation, a.cfg.Now())
 	if err != nil {
 		return fmt.Errorf("compensate: keep artifacts: %w", err)

@@ -111,7 +111,8 @@ func New(guard *jobguard.Guard, cfg Config) *Heartbeat {
 //
 // The slot is claimed before the write, so a write that fails, is cancelled
 // or affects zero rows still uses up the interval. Two goroutines never have
-// a write of the same job in flight: the second sees Throttled.
+// a write of the same job in flight: the second sees Throttled. A job has
+// one slot however exec spells its id (jobguard.Guard.CanonicalID).
 //
 // A Lost result comes with an error wrapping jobguard.ErrJobTerminal: the
 // worker has lost the job and should stop. A Failed result's error is either
@@ -144,6 +145,7 @@ func (h *Heartbeat) beat(ctx context.Context, db jobguard.DB, exec jobguard.Exec
 		return Throttled, nil
 	}
 	defer h.lim.release(id)
+	exec.JobID = id
 
 	if ev.kind == KindProgress {
 		err = h.guard.TouchProgress(ctx, db, exec, int(ev.n))

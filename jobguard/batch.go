@@ -199,11 +199,16 @@ func scanJobStates(rows pgx.Rows) ([]JobState, error) {
 }
 
 // CanonicalID returns jobID as the id column prints it: a uuid in lower case
-// with dashes, an integer in decimal without sign or leading zeros, text as
-// given. Markers, notices, heartbeat slots and reclaim reports all name a
-// job this way, so that one job spelled two ways is still one job. An id
-// that cannot be a value of the column returns an error wrapping
-// ErrInvalidJobID.
+// with dashes, an integer in decimal without a plus sign, leading zeros or
+// white space, a char(n) value without its trailing spaces, text and
+// varchar as given. It reads every spelling that PostgreSQL's input
+// function for the column's type reads (and a uuid's URN form); see the
+// package doc, "One job, one id". Every entry point of the library names
+// a job this way in what it returns and in every key it writes or
+// compares (executions, errors, markers, notices, heartbeat slots, the
+// side tables' rows, reclaim reports), so that one job spelled two ways
+// is still one job. An id that cannot be a value of the column returns an
+// error wrapping ErrInvalidJobID.
 //
 // An id already in its canonical form comes back as it is, without
 // allocating, so a hot path (a heartbeat) can key by it at no cost.

@@ -71,6 +71,32 @@
 // Migration holds the SQL of the default table; Table maps a table of your
 // own, including Prisma-style names and a Postgres enum for the status.
 //
+// # One job, one id
+//
+// A caller may spell a job's id in any way its id column reads as the same
+// value: a uuid in upper case or in braces, "+0042" or " 42" for an integer
+// column. Every entry point reads each of them (CanonicalID says which)
+// and works, returns and keys under one spelling, the one the column
+// prints: the Execution that Start, Finalize and Resume return, the job
+// named in every error, the reclaim markers, the notices, the heartbeat's
+// slots, the watcher's executions, the side tables' rows (usage's ledger,
+// settle's records, compensate's artifacts) and the reclaimer's reports.
+// One job spelled two ways is never two ledger rows, so never two bills.
+// An id the column cannot hold is refused with ErrInvalidJobID, by every
+// entry point alike, before any SQL is sent. A text id column must have a
+// deterministic collation: New refuses one under which two spellings could
+// be one row.
+//
+// # Several jobs tables
+//
+// A job is one job of one table: job 42 of the tasks is not export 42.
+// Guard.TableKey names the table (its schema and name as the catalog holds
+// them, "public"."tasks"), and everything kept outside the table keys a job
+// by both: the side tables of usage, settle and compensate, the markers
+// and the notices. Any number of jobs tables may therefore share the
+// default side tables, a Redis prefix and a notice channel; only the
+// reclaimer's LeaderKey must differ per table.
+//
 // # Settings every process shares
 //
 // The reclaimer writes what the workers read: reclaim markers under a Redis

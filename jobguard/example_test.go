@@ -117,3 +117,30 @@ func ExampleGuard_Resume() {
 	// resumed, confirmed: true <nil>
 	// other execution: true
 }
+
+// Every spelling of a job's id names one job: the guard reads it as the id
+// column does and keys everything by the spelling the column prints. A
+// job is a job of one table, which TableKey names.
+func ExampleGuard_CanonicalID() {
+	tb, done := testenv.ExampleTB()
+	defer done()
+	env := testenv.New(tb)
+	ctx := context.Background()
+	if _, err := env.Pool.Exec(ctx, jobguard.Migration); err != nil {
+		panic(err)
+	}
+	guard, err := jobguard.New(ctx, env.Pool, jobguard.DefaultTable())
+	if err != nil {
+		panic(err)
+	}
+	for _, id := range []string{"{7C9E6679-7425-40DE-944B-E07FC1F90AE7}", "7c9e6679742540de944be07fc1f90ae7", "not-a-uuid"} {
+		canonical, err := guard.CanonicalID(id)
+		fmt.Printf("%q %v\n", canonical, errors.Is(err, jobguard.ErrInvalidJobID))
+	}
+	fmt.Println(guard.TableKey() == `"`+env.Schema+`"."jobs"`)
+	// Output:
+	// "7c9e6679-7425-40de-944b-e07fc1f90ae7" false
+	// "7c9e6679-7425-40de-944b-e07fc1f90ae7" false
+	// "" true
+	// true
+}

@@ -77,14 +77,23 @@ func (e *UpdateError) Unwrap() error { return e.Err }
 // execution only.
 type Finalized struct {
 	exec      Execution
+	table     string // the guard's TableKey
 	completed bool
 	rejected  bool
 	confirmed bool
 	failed    []string
 }
 
-// Execution returns the execution that was finalized.
+// Execution returns the execution that was finalized, its job named by
+// its canonical id (Guard.CanonicalID) whatever spelling Finalize or
+// Resume was given.
 func (f Finalized) Execution() Execution { return f.exec }
+
+// TableKey names the jobs table of the execution's job (Guard.TableKey):
+// a job is one job of one table, so whatever keys it outside that table,
+// such as usage's ledger, keys it by both. It is "" only in the zero
+// value.
+func (f Finalized) TableKey() string { return f.table }
 
 // Completed reports whether the conditional completion committed. It stays
 // committed whatever the updates did.
@@ -126,6 +135,11 @@ func (f Finalized) Failed() []string { return append([]string(nil), f.failed...)
 // A commit error leaves the outcome unknown; the result then reports
 // neither Completed nor Rejected.
 //
+// The result names the job by its canonical id (CanonicalID), however
+// exec spells it, so whatever is keyed by it later (usage's ledger) keys
+// one job once. An id the column cannot hold is refused with
+// ErrInvalidJobID before spec.Recheck runs.
+//
 // Finalize runs a transaction of its own: db is a pool or a connection
 // outside any transaction. Given a pgx.Tx, or a connection on which a
 // transaction is open, it returns ErrInTransaction before anything runs.
@@ -136,20 +150,18 @@ func (f Finalized) Failed() []string { return append([]string(nil), f.failed...)
 // your own transaction, use CompleteIfActive or CompleteTx with your
 // pgx.Tx; they confirm nothing, so nothing can be billed from them.
 func (g *Guard) Finalize(ctx context.Context, db DB, exec Execution, spec FinalizeSpec) (Finalized, error) {
-	fin := Finalized{exec: exec}
-	if s := txstate.Of(db); s != txstate.Own {
-		return fin, fmt.Errorf("jobguard: finalize: %w: db is %v; pass a pool or a connection outside any transaction", ErrInTransaction, s)
+	fin, err := g.finalized(db, exec, spec, "finalize")
+	if err != nil {
+		return fin, err
 	}
-	if err := spec.validate(); err != nil {
-		return fin, fmt.Errorf("jobguard: finalize: %w", err)
-	}
+	exec = fin.exec
 	if spec.Recheck != nil {
 		if err := spec.Recheck(ctx); err != nil {
 			return fin, fmt.Errorf("jobguard: finalize: %w: %w", ErrStopped, err)
 		}
 	}
 	completed := false // fn runs only once the completion has been written
-	err := g.CompleteTx(ctx, db, exec, func(tx pgx.Tx) error {
+	err = g.CompleteTx(ctx, db, exec, func(tx pgx.Tx) error {
 		completed = true
 		if spec.Complete != nil {
 			return spec.Complete(ctx, tx)
@@ -162,6 +174,26 @@ func (g *Guard) Finalize(ctx context.Context, db DB, exec Execution, spec Finali
 	}
 	err = fin.confirm(ctx, spec, "finalize")
 	return fin, err
+}
+
+// finalized checks what Finalize and Resume check before anything runs (db
+// is outside any transaction, spec is valid, exec's id can be the
+// column's) and returns the result they build on: exec under its
+// canonical id, of the guard's table. op names the call in the error.
+func (g *Guard) finalized(db DB, exec Execution, spec FinalizeSpec, op string) (Finalized, error) {
+	fin := Finalized{exec: exec, table: g.cat.key}
+	if s := txstate.Of(db); s != txstate.Own {
+		return fin, fmt.Errorf("jobguard: %s: %w: db is %v; pass a pool or a connection outside any transaction", op, ErrInTransaction, s)
+	}
+	if err := spec.validate(); err != nil {
+		return fin, fmt.Errorf("jobguard: %s: %w", op, err)
+	}
+	id, err := g.CanonicalID(exec.JobID)
+	if err != nil {
+		return fin, fmt.Errorf("jobguard: %s: %w", op, err)
+	}
+	fin.exec.JobID = id
+	return fin, nil
 }
 
 // confirm records that fin's completion committed, runs spec's updates,

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -62,6 +60,7 @@ const (
 	idText idKind = iota
 	idUUID
 	idInt
+	idChar // char(n): trailing spaces are no part of the value
 )
 
 // statements are built once by New. Parameter positions are fixed per
@@ -100,6 +99,8 @@ func New(ctx context.Context, db DB, table Table) (*Guard, error) {
 	case isInteger(id):
 		g.idKind = idInt
 		g.idBits = intBits[id.name]
+	case id.name == "bpchar":
+		g.idKind = idChar
 	}
 	g.sql = buildStatements(table, cat)
 	g.batch = buildBatchStatements(table, cat)
@@ -109,6 +110,18 @@ func New(ctx context.Context, db DB, table Table) (*Guard, error) {
 
 // Table returns the guard's table mapping with every default filled in.
 func (g *Guard) Table() Table { return g.table }
+
+// TableKey names the guard's jobs table wherever something kept outside
+// it names one of its jobs: the rows of the side tables that several jobs
+// tables may share (usage's ledger, settle's records, compensate's
+// artifacts), the reclaim markers and the reclaim notices. It is the
+// table's schema and name as the catalog holds them, each in double
+// quotes, as in "public"."jobs": it does not depend on how Table spells
+// them or on the connection's search_path, so every process working the
+// table agrees on it, and two tables never share it. Renaming the table
+// or moving it to another schema changes it; see the side tables'
+// migrations for how to move their rows along.
+func (g *Guard) TableKey() string { return g.cat.key }
 
 // Fenced reports whether the table has a generation column, so that writes
 // of an execution are fenced by its generation. Without one the guard runs in
@@ -204,45 +217,6 @@ func buildStatements(t Table, cat catalog) statements {
 // intBits are the widths of the integer types an id column may have.
 var intBits = map[string]int{"int2": 16, "int4": 32, "int8": 64}
 
-// idArg turns a job id into the argument the id column takes, so that a
-// malformed id is refused before any SQL is sent (a bad uuid inside a
-// transaction would otherwise abort it). An integer is parsed at the
-// column's own width: one past its range names no row, and sent on it would
-// fail as a driver or server error that looks retryable.
-func (g *Guard) idArg(jobID string) (any, error) {
-	if jobID == "" {
-		return nil, fmt.Errorf("%w: job id is empty", ErrInvalidJobID)
-	}
-	switch g.idKind {
-	case idUUID:
-		u, err := uuid.Parse(jobID)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %q is not a uuid (column %q is uuid)", ErrInvalidJobID, jobID, g.table.IDColumn)
-		}
-		return u.String(), nil
-	case idInt:
-		n, err := strconv.ParseInt(jobID, 10, g.idBits)
-		if errors.Is(err, strconv.ErrRange) {
-			return nil, fmt.Errorf("%w: %q is out of range for column %q (%s)",
-				ErrInvalidJobID, jobID, g.table.IDColumn, g.cat.columns[g.table.IDColumn].name)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: %q is not an integer (column %q is an integer)", ErrInvalidJobID, jobID, g.table.IDColumn)
-		}
-		return n, nil
-	}
-	return jobID, nil
-}
-
-// canonicalID is the text form of an id argument: the id as the column prints
-// it, which is how markers and notices name the job.
-func canonicalID(id any) string {
-	if n, ok := id.(int64); ok {
-		return strconv.FormatInt(n, 10)
-	}
-	return id.(string)
-}
-
 // row is a job's state as the inspect statement reads it.
 type row struct {
 	status, reason string
@@ -267,9 +241,10 @@ func (g *Guard) inspect(ctx context.Context, db DB, id any) (r row, found bool, 
 }
 
 // refusal explains a zero-row write w of exec by reading the row right
-// after it, against the statuses w accepts.
+// after it, against the statuses w accepts. The error names the job by its
+// canonical id, id's, whatever spelling exec has.
 func (g *Guard) refusal(ctx context.Context, db DB, w guarded, id any, exec Execution, kind error) error {
-	e := &StateError{Op: w.op, JobID: exec.JobID, Want: exec.Generation, kind: kind}
+	e := &StateError{Op: w.op, JobID: canonicalID(id), Want: exec.Generation, kind: kind}
 	r, found, err := g.inspect(ctx, db, id)
 	switch {
 	case err != nil:

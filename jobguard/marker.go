@@ -43,9 +43,14 @@ type MarkerConfig struct {
 }
 
 // MarkerStore reads and writes reclaim markers. Each job has one key,
-// "<Shared.Prefix>:reclaimed:{<job id>}"; the braces make the job id the Redis
-// Cluster hash tag, so every key of a job lives in one slot.
+// "<Shared.Prefix>:reclaimed:{<job id>}:<table key>": the job's canonical
+// id (Guard.CanonicalID), whatever spelling a call is given, and its jobs
+// table's Guard.TableKey, so that the jobs of several tables under one
+// prefix (job 42 of two integer-id tables) have markers of their own. The
+// braces make the job id the Redis Cluster hash tag, so every key of a job
+// lives in one slot.
 type MarkerStore struct {
+	guard  *Guard
 	rdb    Redis
 	prefix string
 	ttl    time.Duration
@@ -70,12 +75,28 @@ func NewMarkerStore(guard *Guard, rdb Redis, cfg MarkerConfig) (*MarkerStore, er
 	if cfg.TTL < time.Second {
 		return nil, fmt.Errorf("jobguard: marker store: TTL %v is shorter than a second", cfg.TTL)
 	}
-	return &MarkerStore{rdb: rdb, prefix: guard.Shared().Prefix, ttl: cfg.TTL}, nil
+	return &MarkerStore{guard: guard, rdb: rdb, prefix: guard.Shared().Prefix, ttl: cfg.TTL}, nil
 }
 
-// Key returns the Redis key of jobID's marker.
+// Key returns the Redis key of jobID's marker. An id the column cannot
+// hold has no marker; its key is spelled as given.
 func (s *MarkerStore) Key(jobID string) string {
-	return s.prefix + ":reclaimed:{" + jobID + "}"
+	if id, err := s.guard.CanonicalID(jobID); err == nil {
+		jobID = id
+	}
+	return s.key(jobID)
+}
+
+// key is the key of the job of canonical id id.
+func (s *MarkerStore) key(id string) string {
+	return s.prefix + ":reclaimed:{" + id + "}:" + s.guard.TableKey()
+}
+
+// canonical returns m with its job's canonical id.
+func (s *MarkerStore) canonical(m Marker) (Marker, error) {
+	id, err := s.guard.CanonicalID(m.JobID)
+	m.JobID = id
+	return m, err
 }
 
 // writeMarkers stores each marker of KEYS (ARGV: value and generation per
@@ -109,18 +130,34 @@ const markersPerCall = 500
 
 // Write stores the markers in one pipelined round trip, each with the
 // store's TTL. A key that already holds a marker of a higher generation
-// keeps it. The error joins every marker that could not be written.
+// keeps it. The error joins every marker that could not be written; one
+// whose id the column cannot hold is not sent, and its error wraps
+// ErrInvalidJobID.
 //
 // Against a single server (a *redis.Client, Sentinel's included) one script
 // call writes many markers; any other client (Cluster, whose keys live in
 // different slots, or a client of unknown kind) gets one call per marker.
 func (s *MarkerStore) Write(ctx context.Context, markers ...Marker) error {
+	var refused []error // markers of ids the column cannot hold
+	valid := make([]Marker, 0, len(markers))
+	for _, m := range markers {
+		c, err := s.canonical(m)
+		if err != nil {
+			refused = append(refused, fmt.Errorf("job %s: %w", m.JobID, err))
+			continue
+		}
+		valid = append(valid, c)
+	}
+	markers = valid
 	if len(markers) == 0 {
+		if len(refused) > 0 {
+			return fmt.Errorf("jobguard: write markers: %w", errors.Join(refused...))
+		}
 		return nil
 	}
 	values, err := encodeMarkers(markers)
 	if err != nil {
-		return fmt.Errorf("jobguard: write markers: %w", err)
+		return fmt.Errorf("jobguard: write markers: %w", errors.Join(append(refused, err)...))
 	}
 	per := 1
 	if _, single := s.rdb.(*redis.Client); single {
@@ -130,17 +167,17 @@ func (s *MarkerStore) Write(ctx context.Context, markers ...Marker) error {
 	for from := 0; from < len(markers); from += per {
 		c := markerCall{from: from, to: min(from+per, len(markers))}
 		for i := c.from; i < c.to; i++ {
-			c.keys = append(c.keys, s.Key(markers[i].JobID))
+			c.keys = append(c.keys, s.key(markers[i].JobID))
 			c.args = append(c.args, values[i], markers[i].Generation)
 		}
 		c.args = append(c.args, s.ttl.Milliseconds())
 		calls = append(calls, c)
 	}
 	failed := s.runCalls(ctx, calls)
-	if len(failed) == 0 {
+	if len(failed) == 0 && len(refused) == 0 {
 		return nil
 	}
-	var errs []error
+	errs := refused
 	for _, c := range calls {
 		if e, ok := failed[c.from]; ok {
 			for i := c.from; i < c.to; i++ {
@@ -230,10 +267,17 @@ func encodeMarkers(markers []Marker) ([]string, error) {
 	return values, nil
 }
 
-// Read returns jobID's marker; found is false when there is none. A key that
-// holds something else returns an error wrapping ErrBadMarker.
+// Read returns jobID's marker, under its canonical id; found is false when
+// there is none. A key that holds something else returns an error
+// wrapping ErrBadMarker; an id the column cannot hold, one wrapping
+// ErrInvalidJobID.
 func (s *MarkerStore) Read(ctx context.Context, jobID string) (m Marker, found bool, err error) {
-	v, err := s.rdb.Get(ctx, s.Key(jobID)).Bytes()
+	id, err := s.guard.CanonicalID(jobID)
+	if err != nil {
+		return Marker{}, false, fmt.Errorf("jobguard: read marker: %w", err)
+	}
+	jobID = id
+	v, err := s.rdb.Get(ctx, s.key(jobID)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return Marker{}, false, nil
 	}
@@ -241,15 +285,20 @@ func (s *MarkerStore) Read(ctx context.Context, jobID string) (m Marker, found b
 		return Marker{}, false, fmt.Errorf("jobguard: read marker of job %s: %w", jobID, err)
 	}
 	if err := json.Unmarshal(v, &m); err != nil || m.Generation < 0 {
-		return Marker{}, false, fmt.Errorf("%w: key %s holds %.64q", ErrBadMarker, s.Key(jobID), v)
+		return Marker{}, false, fmt.Errorf("%w: key %s holds %.64q", ErrBadMarker, s.key(jobID), v)
 	}
 	m.JobID = jobID
 	return m, true, nil
 }
 
-// Delete removes jobID's marker.
+// Delete removes jobID's marker. An id the column cannot hold returns an
+// error wrapping ErrInvalidJobID.
 func (s *MarkerStore) Delete(ctx context.Context, jobID string) error {
-	if err := s.rdb.Del(ctx, s.Key(jobID)).Err(); err != nil {
+	id, err := s.guard.CanonicalID(jobID)
+	if err != nil {
+		return fmt.Errorf("jobguard: delete marker: %w", err)
+	}
+	if err := s.rdb.Del(ctx, s.key(id)).Err(); err != nil {
 		return fmt.Errorf("jobguard: delete marker of job %s: %w", jobID, err)
 	}
 	return nil

@@ -19,7 +19,7 @@ func TestMarkerStore_WriteNeverLowersTheGeneration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
-	guard := fixture.Create(t, env, fixture.Default).Guard
+	guard := fixture.Create(t, env, fixture.TextID).Guard
 	s, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
 	require.NoError(t, err)
 	at := time.Now()
@@ -37,7 +37,7 @@ func TestMarkerStore_WritersOutOfOrderKeepTheHighestGeneration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
-	guard := fixture.Create(t, env, fixture.Default).Guard
+	guard := fixture.Create(t, env, fixture.TextID).Guard
 	const writers = 20
 	var wg sync.WaitGroup
 	for g := range writers {
@@ -70,7 +70,7 @@ func TestMarkerStore_WritesAfterTheServerForgotTheScript(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
-	guard := fixture.Create(t, env, fixture.Default).Guard
+	guard := fixture.Create(t, env, fixture.TextID).Guard
 	s, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
 	require.NoError(t, err)
 	require.NoError(t, env.Redis.ScriptFlush(ctx).Err())
@@ -93,7 +93,7 @@ func TestMarkerStore_WritesWhatJSONMarshalWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
-	guard := fixture.Create(t, env, fixture.Default).Guard
+	guard := fixture.Create(t, env, fixture.TextID).Guard
 	s, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
 	require.NoError(t, err)
 	at := time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.FixedZone("KST", 9*3600))
@@ -121,7 +121,7 @@ func TestMarkerStore_OneCallPerMarkerForAClientOfUnknownKind(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
-	guard := fixture.Create(t, env, fixture.Default).Guard
+	guard := fixture.Create(t, env, fixture.TextID).Guard
 	single, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
 	require.NoError(t, err)
 	wrapped, err := jobguard.NewMarkerStore(guard, aClient{env.Redis}, jobguard.MarkerConfig{})

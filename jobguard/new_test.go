@@ -118,7 +118,7 @@ func TestNewWithConfig_SharedSettings(t *testing.T) {
 	require.Equal(t, jobguard.ReclaimedReasonDefault, g.Shared().ReclaimedReason, "an unset field keeps its default")
 	sg, err := jobguard.NewStartGuard(g, env.Redis, jobguard.StartGuardConfig{})
 	require.NoError(t, err)
-	require.Equal(t, "shop:reclaimed:{j}", sg.Markers().Key("j"), "the start guard reads under the guard's prefix")
+	require.Equal(t, "shop:reclaimed:{j}:"+g.TableKey(), sg.Markers().Key("j"), "the start guard reads under the guard's prefix")
 
 	for want, bad := range map[string]jobguard.Shared{
 		"jobguard: new: Shared.Prefix":            {Prefix: "a{b}"},

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/jobguard/jobguard/internal/txstate"
 )
 
 // Resume finishes the finalize of an execution whose completion committed
@@ -33,12 +31,15 @@ import (
 // anything runs, since inside a transaction it could read a completion that
 // has not committed and may never commit.
 //
+// Like Finalize's, the result names the job by its canonical id, however
+// exec spells it.
+//
 // Package settle records what a finalize still owes in the completion's
 // transaction and calls Resume from its sweep; most callers want that.
 func (g *Guard) Resume(ctx context.Context, db DB, exec Execution, spec FinalizeSpec) (Finalized, error) {
-	fin := Finalized{exec: exec}
-	if s := txstate.Of(db); s != txstate.Own {
-		return fin, fmt.Errorf("jobguard: resume: %w: db is %v; pass a pool or a connection outside any transaction", ErrInTransaction, s)
+	fin, err := g.finalized(db, exec, spec, "resume")
+	if err != nil {
+		return fin, err
 	}
 	switch {
 	case spec.Recheck != nil:
@@ -46,14 +47,11 @@ func (g *Guard) Resume(ctx context.Context, db DB, exec Execution, spec Finalize
 	case spec.Complete != nil:
 		return fin, errors.New("jobguard: resume: Complete is set: the completion it joins has committed already")
 	}
-	if err := spec.validate(); err != nil {
-		return fin, fmt.Errorf("jobguard: resume: %w", err)
-	}
-	if err := g.completedBy(ctx, db, exec); err != nil {
+	if err := g.completedBy(ctx, db, fin.exec); err != nil {
 		fin.rejected = errors.Is(err, ErrJobTerminal)
 		return fin, err
 	}
-	err := fin.confirm(ctx, spec, "resume")
+	err = fin.confirm(ctx, spec, "resume")
 	return fin, err
 }
 

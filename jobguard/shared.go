@@ -34,9 +34,11 @@ const (
 // defaults.
 type Shared struct {
 	// Prefix namespaces jobguard's Redis keys and channel: the reclaim
-	// markers "<Prefix>:reclaimed:{<job id>}" and the notices channel
-	// "<Prefix>:reclaim-notices". It must not contain braces (the job id is
-	// the Redis Cluster hash tag). Defaults to PrefixDefault.
+	// markers "<Prefix>:reclaimed:{<job id>}:<table key>" and the notices
+	// channel "<Prefix>:reclaim-notices". Markers and notices name the
+	// jobs table (Guard.TableKey), so the guards of several jobs tables
+	// may share a prefix and a channel. It must not contain braces (the
+	// job id is the Redis Cluster hash tag). Defaults to PrefixDefault.
 	Prefix string
 	// ReclaimedReason is the failure reason the reclaimer writes. The start
 	// guard refuses a job whose failure reason starts with it, and the

@@ -242,6 +242,9 @@ type typeInfo struct {
 	kind    byte   // pg_type.typtype: b base, e enum, d domain, ...
 	typeOID int64
 	notNull bool // pg_attribute.attnotnull
+	// collation names the column's collation when it is nondeterministic;
+	// "" otherwise.
+	collation string
 }
 
 // quoted is the type's name as SQL writes it, schema-qualified, so that a
@@ -264,28 +267,36 @@ func isIDType(t typeInfo) bool    { return t.name == "uuid" || isText(t) || isIn
 // catalog is what New learned of the table from the database.
 type catalog struct {
 	columns map[string]typeInfo
+	// key is the table's schema and name as the catalog holds them,
+	// quoted: Guard.TableKey.
+	key string
 }
 
 // inspectCatalog checks the table against pg_catalog: it exists, every
 // configured column exists with a usable type, the columns the guard reads
-// into values are NOT NULL, and an enum status column has all four labels.
+// into values are NOT NULL, a text id column's collation is deterministic,
+// and an enum status column has all four labels. It reads the table's
+// schema and name as the catalog holds them, for Guard.TableKey.
 func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 	name := t.QualifiedName()
-	var exists bool
-	if err := db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil {
-		return catalog{}, fmt.Errorf("look up table %s: %w", name, err)
-	}
-	if !exists {
+	var schema, rel string
+	err := db.QueryRow(ctx, `SELECT n.nspname::text, c.relname::text FROM pg_catalog.pg_class c`+
+		` JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)`, name).Scan(&schema, &rel)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
 		where := "in search_path"
 		if t.Schema != "" {
 			where = "in schema " + ident.Quote(t.Schema)
 		}
 		return catalog{}, fmt.Errorf("table %s does not exist %s (Table.Name %q)", name, where, t.Name)
+	case err != nil:
+		return catalog{}, fmt.Errorf("look up table %s: %w", name, err)
 	}
 	cat, err := readColumns(ctx, db, name)
 	if err != nil {
 		return catalog{}, fmt.Errorf("read columns of %s: %w", name, err)
 	}
+	cat.key = ident.Quote(schema, rel)
 	var errs []error
 	for _, c := range t.columns() {
 		if c.name == "" {
@@ -304,6 +315,14 @@ func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 	if err := errors.Join(errs...); err != nil {
 		return catalog{}, err
 	}
+	if id := cat.columns[t.IDColumn]; id.collation != "" {
+		// Under a collation that is not deterministic (case-insensitive,
+		// say) two spellings of a text id are one row, and nothing keyed
+		// outside the table could know it.
+		return catalog{}, fmt.Errorf("column %q (IDColumn) of %s has the nondeterministic collation %q: "+
+			"two spellings of an id could name one row; give the column a deterministic collation "+
+			"(COLLATE \"C\", or the database's default)", t.IDColumn, name, id.collation)
+	}
 	if st := cat.columns[t.StatusColumn]; st.kind == 'e' {
 		if err := checkEnumLabels(ctx, db, st, t.Statuses); err != nil {
 			return catalog{}, fmt.Errorf("StatusColumn %q: %w", t.StatusColumn, err)
@@ -316,7 +335,8 @@ func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 // name.
 func readColumns(ctx context.Context, db DB, name string) (catalog, error) {
 	rows, err := db.Query(ctx, `
-SELECT a.attname, t.typname, n.nspname, t.typtype::text, t.oid::int8, a.attnotnull
+SELECT a.attname, t.typname, n.nspname, t.typtype::text, t.oid::int8, a.attnotnull,
+	coalesce((SELECT c.collname::text FROM pg_collation c WHERE c.oid = a.attcollation AND NOT c.collisdeterministic), '')
 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid JOIN pg_namespace n ON n.oid = t.typnamespace
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, name)
 	if err != nil {
@@ -325,7 +345,7 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, nam
 	cat := catalog{columns: map[string]typeInfo{}}
 	var col, kind string
 	var ti typeInfo
-	_, err = pgx.ForEachRow(rows, []any{&col, &ti.name, &ti.schema, &kind, &ti.typeOID, &ti.notNull}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&col, &ti.name, &ti.schema, &kind, &ti.typeOID, &ti.notNull, &ti.collation}, func() error {
 		ti.kind = kind[0]
 		cat.columns[col] = ti
 		return nil

@@ -17,7 +17,12 @@
 //     entries) in the transaction of the conditional completion, only when
 //     that completion won. A rejected, stopped or rolled-back completion
 //     leaves none; a committed one always has one. It is keyed by the
-//     execution: the job id as the id column prints it, and the generation.
+//     execution: its jobs table (jobguard.Guard.TableKey), the job id as the
+//     id column prints it (whatever spelling Finalize was given), and the
+//     generation. Any number of jobs tables may share the records table
+//     and the ledger: job 42 of the tasks and job 42 of the exports are two
+//     records and two bills, and each Settler sweeps, reopens and bills
+//     only the records of its Guard's table.
 //   - Updates are recorded as they succeed (the last one by the billing
 //     that follows it at once), and billing happens once all have, in the
 //     transaction that marks the record confirmed: the ledger row per (job,
@@ -160,5 +165,6 @@
 //	go s.Run(ctx)
 //
 // The records table comes from Migration (job_settlements); the ledger from
-// usage.Migration.
+// usage.Migration. Their second files key existing rows by the table named
+// jobs (or by the setting jobguard.jobs_table); they say how.
 package settle

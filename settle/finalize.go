@@ -73,8 +73,9 @@ type Result struct {
 // up (ErrGivenUp), nor twice what the sweep billed first.
 //
 // The job id is stored, and billed, as the id column prints it (see
-// jobguard.Guard.CanonicalID), so a job spelled two ways is one record and
-// one ledger row.
+// jobguard.Guard.CanonicalID), with its jobs table, so a job spelled two
+// ways is one record and one ledger row, and jobs of two tables that share
+// an id are two.
 //
 // Like jobguard's Finalize, it refuses a caller's transaction with
 // jobguard.ErrInTransaction before anything runs: the record must commit

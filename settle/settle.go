@@ -124,7 +124,10 @@ type Config struct {
 	// Schema holds the records table. Defaults to "", which resolves the
 	// table through the connection's search_path.
 	Schema string
-	// Table is the records table's name. Defaults to TableDefault.
+	// Table is the records table's name. Defaults to TableDefault. The
+	// records of any number of jobs tables may share one records table:
+	// each is keyed by its jobs table (Guard.TableKey) too, and a Settler
+	// takes only the records of its Guard's table.
 	Table string
 	// Grace is how long a new record is left to the finalize that wrote it
 	// before a sweep may take it: longer than a finalize's updates and
@@ -237,7 +240,7 @@ func New(ctx context.Context, cfg Config) (*Settler, error) {
 		cfg: cfg,
 		pol: policy{maxAttempts: cfg.MaxAttempts, backoffMin: cfg.BackoffMin, backoffMax: cfg.BackoffMax},
 		log: cfg.Logger,
-		sql: buildStatements(tbl),
+		sql: buildStatements(tbl, cfg.Guard.TableKey()),
 		met: newSettleMetrics(cfg.MeterProvider),
 	}, nil
 }
@@ -330,15 +333,22 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, nil
 }
 
-func buildStatements(tbl string) statements {
+// buildStatements builds the statements over the records table tbl for the
+// jobs table whose Guard.TableKey is jobs. A record is keyed by its jobs
+// table, its job's canonical id and its generation: the jobs table is
+// written into every statement, so that the records of any number of jobs
+// tables share one records table and each Settler reads, takes and writes
+// only its own table's.
+func buildStatements(tbl, jobs string) statements {
 	const (
-		pk  = ` WHERE job_id = $1 AND generation = $2`
 		now = `statement_timestamp()`
 	)
 	later := now + ` + ` + interval.Param("$%d") // a parameter of micros
+	table := ident.Literal(jobs)
+	pk := ` WHERE jobs_table = ` + table + ` AND job_id = $1 AND generation = $2`
 	var s statements
-	s.insert = `INSERT INTO ` + tbl + ` (job_id, generation, pending, updates, usage, next_attempt_at, created_at, updated_at)` +
-		` VALUES ($1, $2, $3::text[], $4::jsonb, $5::jsonb, ` + fmt.Sprintf(later, 6) + `, ` + now + `, ` + now + `)`
+	s.insert = `INSERT INTO ` + tbl + ` (jobs_table, job_id, generation, pending, updates, usage, next_attempt_at, created_at, updated_at)` +
+		` VALUES (` + table + `, $1, $2, $3::text[], $4::jsonb, $5::jsonb, ` + fmt.Sprintf(later, 6) + `, ` + now + `, ` + now + `)`
 	// Every write after the insert is conditional on the record being
 	// pending: a confirmed or given-up record is never changed by a late
 	// finalize or sweep. A sweep's verdict is also conditional on the
@@ -370,10 +380,11 @@ func buildStatements(tbl string) statements {
 	// so that other sweeps leave it alone while this one works on it. Only
 	// records due by the sweep's start are taken, so a record retried
 	// within a sweep waits for the next one. The predicate is the due
-	// index's, written as it is.
+	// index's, written as it is, and the jobs table its first column, so a
+	// sweep reads its own table's due records only.
 	s.claim = `UPDATE ` + tbl + ` SET attempts = attempts + 1, claim = claim + 1, next_attempt_at = ` + fmt.Sprintf(later, 1) +
-		`, updated_at = ` + now + ` WHERE (job_id, generation) = (SELECT job_id, generation FROM ` + tbl +
-		` WHERE state = 'pending' AND next_attempt_at <= $2::timestamptz` +
+		`, updated_at = ` + now + ` WHERE jobs_table = ` + table + ` AND (job_id, generation) = (SELECT job_id, generation FROM ` + tbl +
+		` WHERE state = 'pending' AND jobs_table = ` + table + ` AND next_attempt_at <= $2::timestamptz` +
 		` ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)` +
 		` RETURNING job_id, generation, pending, updates::text, usage::text, attempts, claim`
 	// Reopening starts the attempts over; the trigger moves the claim on,

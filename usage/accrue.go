@@ -109,7 +109,7 @@ func (l *Ledger) Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finali
 		return Accrual{}, fmt.Errorf("usage: accrue: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
-	acc, err := l.write(ctx, tx, fin.Execution(), entry, attrs, increment)
+	acc, err := l.write(ctx, tx, fin, entry, attrs, increment)
 	if err != nil || !acc.Accrued {
 		return acc, err // a duplicate wrote nothing: nothing to commit
 	}
@@ -132,7 +132,7 @@ func (l *Ledger) AccrueTx(ctx context.Context, tx pgx.Tx, fin jobguard.Finalized
 	if err != nil {
 		return Accrual{}, err
 	}
-	acc, err := l.write(ctx, tx, fin.Execution(), entry, attrs, increment)
+	acc, err := l.write(ctx, tx, fin, entry, attrs, increment)
 	if err == nil && acc.Accrued {
 		l.met.count(ctx, l.met.accrued)
 	}
@@ -165,17 +165,20 @@ func (l *Ledger) admit(ctx context.Context, fin jobguard.Finalized, entry Entry)
 	return &s, nil
 }
 
-// write inserts the ledger row through tx and, only when it is new, runs
-// increment. A duplicate reports the earlier accrual and is counted.
-func (l *Ledger) write(ctx context.Context, tx pgx.Tx, exec jobguard.Execution, entry Entry, attrs *string, increment func(ctx context.Context, tx pgx.Tx) error) (Accrual, error) {
+// write inserts the ledger row of fin's job through tx and, only when it is
+// new, runs increment. A duplicate reports the earlier accrual and is
+// counted. The job is keyed by its jobs table and its canonical id, as fin
+// names them (jobguard's Finalize and Resume canonicalize the id).
+func (l *Ledger) write(ctx context.Context, tx pgx.Tx, fin jobguard.Finalized, entry Entry, attrs *string, increment func(ctx context.Context, tx pgx.Tx) error) (Accrual, error) {
 	at := l.now()
-	tag, err := tx.Exec(ctx, l.insert, exec.JobID, entry.Meter, exec.Generation, entry.Account, entry.Quantity, attrs, at)
+	exec, table := fin.Execution(), fin.TableKey()
+	tag, err := tx.Exec(ctx, l.insert, exec.JobID, entry.Meter, exec.Generation, entry.Account, entry.Quantity, attrs, at, table)
 	if err != nil {
 		return Accrual{}, fmt.Errorf("usage: accrue: insert: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
 		// An earlier accrual committed first; report it and change nothing.
-		acc, err := l.earlier(ctx, tx, exec.JobID, entry.Meter)
+		acc, err := l.earlier(ctx, tx, table, exec.JobID, entry.Meter)
 		if err != nil {
 			return Accrual{}, err
 		}
@@ -191,10 +194,10 @@ func (l *Ledger) write(ctx context.Context, tx pgx.Tx, exec jobguard.Execution, 
 }
 
 // earlier reads the accrual that an earlier call recorded.
-func (l *Ledger) earlier(ctx context.Context, tx pgx.Tx, jobID, meter string) (Accrual, error) {
+func (l *Ledger) earlier(ctx context.Context, tx pgx.Tx, table, jobID, meter string) (Accrual, error) {
 	acc := Accrual{Execution: jobguard.Execution{JobID: jobID}, Entry: Entry{Meter: meter}}
 	var attrs *string
-	err := tx.QueryRow(ctx, l.read, jobID, meter).Scan(
+	err := tx.QueryRow(ctx, l.read, jobID, meter, table).Scan(
 		&acc.Execution.Generation, &acc.Entry.Account, &acc.Entry.Quantity, &attrs, &acc.RecordedAt)
 	if err != nil {
 		return Accrual{}, fmt.Errorf("usage: accrue: read earlier accrual: %w", err)

@@ -242,7 +242,8 @@ func TestLedger_ConfiguredTable(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	b.env.Exec(strings.NewReplacer("usage_ledger (", `"Billing Ledger" (`, "usage_ledger_", "billing_ledger_").Replace(usage.Migration))
+	// Every file, with the table's name replaced.
+	b.env.Exec(strings.NewReplacer("usage_ledger_", "billing_ledger_", "usage_ledger", `"Billing Ledger"`).Replace(usage.Migration))
 	ledger, err := usage.NewLedger(usage.Config{Schema: b.env.Schema, Table: "Billing Ledger",
 		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }})
 	require.NoError(t, err)

@@ -12,6 +12,14 @@
 //     increment runs in the same transaction only when that row is new. A
 //     replayed message, a retried finalize or concurrent calls accrue once;
 //     the others get Accrued false and the earlier entry.
+//   - A job is one job however its id was spelled, and one job of one
+//     table: the row is keyed by the jobs table (jobguard.Guard.TableKey,
+//     which Finalized.TableKey carries) and the job's canonical id (the
+//     Finalized of Finalize and Resume names it so, whatever spelling they
+//     were given). An upper-case uuid and its lower-case form are one row;
+//     job 42 of two integer-id jobs tables are two, so any number of jobs
+//     tables share one ledger, and an Accrue after settle billed the job
+//     finds settle's row.
 //   - Each ledger row records account, meter, quantity, the execution's
 //     generation, optional JSON attributes and the time, so usage can be
 //     audited from the ledger alone. An entry the ledger cannot store
@@ -53,7 +61,9 @@
 //
 // The ledger table comes from Migration (usage_ledger); NewLedger points a
 // Ledger at a table of another name or schema with the same columns. The
-// package-level Accrue uses the default table through search_path.
+// package-level Accrue uses the default table through search_path. The
+// second migration file keys the rows written before it by the table named
+// jobs (or by the setting jobguard.jobs_table); it says how.
 //
 //	fin, err := guard.Finalize(ctx, pool, exec, spec)
 //	if err != nil {

@@ -13,7 +13,8 @@ import (
 const LedgerTableDefault = "usage_ledger"
 
 // Config says where a Ledger keeps its rows. The table needs the columns and
-// the (job_id, meter) primary key of the bundled migration.
+// the (jobs_table, job_id, meter) primary key of the bundled migration
+// (every file of MigrationFiles).
 type Config struct {
 	// Schema holds the ledger table. Defaults to "", which resolves the table
 	// through the connection's search_path.
@@ -28,13 +29,15 @@ type Config struct {
 	MeterProvider metric.MeterProvider
 }
 
-// Ledger records accruals in one table, at most one per (job, meter). Build
-// it with NewLedger; it is safe for concurrent use.
+// Ledger records accruals in one table, at most one per (job, meter). A job
+// is named by its jobs table (jobguard.Guard.TableKey) and its canonical id,
+// so the jobs of any number of jobs tables share one ledger. Build it with
+// NewLedger; it is safe for concurrent use.
 type Ledger struct {
 	now    func() time.Time
 	met    *ledgerMetrics
-	insert string // $1 job_id, $2 meter, $3 generation, $4 account, $5 quantity, $6 attributes, $7 recorded_at
-	read   string // $1 job_id, $2 meter → generation, account, quantity, attributes, recorded_at
+	insert string // $1 job_id, $2 meter, $3 generation, $4 account, $5 quantity, $6 attributes, $7 recorded_at, $8 jobs_table
+	read   string // $1 job_id, $2 meter, $3 jobs_table → generation, account, quantity, attributes, recorded_at
 }
 
 // NewLedger validates cfg and builds the ledger's statements once.
@@ -52,10 +55,10 @@ func NewLedger(cfg Config) (*Ledger, error) {
 	return &Ledger{
 		now: cfg.Now,
 		met: newLedgerMetrics(cfg.MeterProvider),
-		insert: `INSERT INTO ` + tbl + ` (job_id, meter, generation, account, quantity, attributes, recorded_at)` +
-			` VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7) ON CONFLICT (job_id, meter) DO NOTHING`,
+		insert: `INSERT INTO ` + tbl + ` (jobs_table, job_id, meter, generation, account, quantity, attributes, recorded_at)` +
+			` VALUES ($8, $1, $2, $3, $4, $5, $6::jsonb, $7) ON CONFLICT (jobs_table, job_id, meter) DO NOTHING`,
 		read: `SELECT generation, account, quantity, attributes::text, recorded_at FROM ` + tbl +
-			` WHERE job_id = $1 AND meter = $2`,
+			` WHERE jobs_table = $3 AND job_id = $1 AND meter = $2`,
 	}, nil
 }
 

@@ -34,6 +34,14 @@
 //     that lost the job; every execution of that job at that generation or
 //     an older one has been fenced out and is cancelled, and an execution
 //     started afterwards (a higher generation) is left alone.
+//   - A notice never cancels another job. It names its job by the id as the
+//     column prints it and by its jobs table (jobguard.Guard.TableKey); a
+//     watcher keeps each execution under its job's canonical id, whatever
+//     spelling Watch was given, and applies only the notices of its own
+//     guard's table, so the jobs tables of one database may share a
+//     channel (job 42 of the exports is not task 42). A notice that names
+//     no table (a publisher from before notices did) makes it check every
+//     execution instead.
 //   - A lost notice is caught within one CheckInterval (30s by default):
 //     one query reads the rows of every watched execution. After the
 //     subscription was lost (a Redis or Postgres outage, a killed session)

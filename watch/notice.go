@@ -12,13 +12,19 @@ import (
 // column prints it, and the generation of the execution that lost the job,
 // as the reclaim's conditional write returned it (0 for a table without a
 // generation column). It is the execution itself, so that a reclaimer
-// publishes what its write returned without knowing this package.
+// publishes what its write returned without knowing this package. The
+// publisher adds its guard's jobs table (jobguard.Guard.TableKey) to each
+// notice it sends, and a watcher applies only the notices of its own
+// guard's table, so the jobs tables of one database may share a channel.
 type Notice = jobguard.Execution
 
-// wireNotice is a notice as the transports carry it.
+// wireNotice is a notice as the transports carry it. Table is the jobs
+// table's Guard.TableKey; a notice without one (from a publisher that did
+// not send it) cannot be told apart from another table's.
 type wireNotice struct {
 	JobID      string `json:"job_id"`
 	Generation int64  `json:"generation"`
+	Table      string `json:"table,omitempty"`
 }
 
 // NoticesFrom returns a notice for every row of states, typically the rows
@@ -37,10 +43,10 @@ func NoticesFrom(states []jobguard.JobState) []Notice {
 // The other notices of the call are still sent.
 var ErrNoticeTooLarge = errors.New("watch: notice exceeds the payload limit")
 
-// payloads encodes notices as JSON arrays, each at most limit bytes, in the
-// order given. A notice that cannot fit in any payload is reported in the
-// joined error and left out.
-func payloads(notices []Notice, limit int) ([]string, error) {
+// payloads encodes the notices of the jobs table table as JSON arrays, each
+// at most limit bytes, in the order given. A notice that cannot fit in any
+// payload is reported in the joined error and left out.
+func payloads(table string, notices []Notice, limit int) ([]string, error) {
 	var out []string
 	var errs []error
 	buf := make([]byte, 0, min(limit, 1024))
@@ -51,7 +57,7 @@ func payloads(notices []Notice, limit int) ([]string, error) {
 		}
 	}
 	for _, n := range notices {
-		b, err := json.Marshal(wireNotice(n))
+		b, err := json.Marshal(wireNotice{JobID: n.JobID, Generation: n.Generation, Table: table})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("job %s: %w", n.JobID, err))
 			continue
@@ -76,14 +82,10 @@ func payloads(notices []Notice, limit int) ([]string, error) {
 }
 
 // decode reads a payload written by payloads.
-func decode(payload string) ([]Notice, error) {
+func decode(payload string) ([]wireNotice, error) {
 	var ws []wireNotice
 	if err := json.Unmarshal([]byte(payload), &ws); err != nil {
 		return nil, fmt.Errorf("watch: undecodable notice payload %.64q: %w", payload, err)
 	}
-	ns := make([]Notice, len(ws))
-	for i, w := range ws {
-		ns[i] = Notice(w)
-	}
-	return ns, nil
+	return ws, nil
 }

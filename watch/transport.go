@@ -68,7 +68,9 @@ func (t Transport) channel(guard *jobguard.Guard) (string, error) {
 var ErrNotTransactional = errors.New("watch: a Redis transport cannot publish inside a transaction")
 
 // Publisher sends notices to every Watcher on the same Transport and the
-// same shared settings: as JSON
+// same shared settings, each notice naming the publisher's jobs table
+// (jobguard.Guard.TableKey), which the watchers of other tables ignore: as
+// JSON
 // arrays of at most RedisPayloadMax bytes on the transport's Redis channel,
 // or with pg_notify on its Postgres channel, at most PostgresPayloadMax
 // bytes each. Redis pub/sub delivers a message only to subscribers
@@ -79,6 +81,7 @@ var ErrNotTransactional = errors.New("watch: a Redis transport cannot publish in
 type Publisher struct {
 	t       Transport
 	channel string
+	table   string // the guard's TableKey, which every notice names
 }
 
 // NewPublisher returns the publisher of t, on the channel that guard's
@@ -91,7 +94,7 @@ func NewPublisher(guard *jobguard.Guard, t Transport) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch: new publisher: %w", err)
 	}
-	return &Publisher{t: t, channel: channel}, nil
+	return &Publisher{t: t, channel: channel, table: guard.TableKey()}, nil
 }
 
 // notifySQL sends every payload of $2 on channel $1 in one statement, so a
@@ -105,7 +108,7 @@ func (p *Publisher) Publish(ctx context.Context, notices ...Notice) error {
 	if p.t.Postgres != nil {
 		return p.PublishOn(ctx, p.t.Postgres, notices...)
 	}
-	msgs, encErr := payloads(notices, RedisPayloadMax)
+	msgs, encErr := payloads(p.table, notices, RedisPayloadMax)
 	for _, m := range msgs {
 		if err := p.t.Redis.Publish(ctx, p.channel, m).Err(); err != nil {
 			return fmt.Errorf("watch: publish: %w", errors.Join(err, encErr))
@@ -125,7 +128,7 @@ func (p *Publisher) PublishOn(ctx context.Context, db jobguard.DB, notices ...No
 	if p.t.Postgres == nil {
 		return ErrNotTransactional
 	}
-	msgs, encErr := payloads(notices, PostgresPayloadMax)
+	msgs, encErr := payloads(p.table, notices, PostgresPayloadMax)
 	if len(msgs) > 0 {
 		tag, err := db.Exec(ctx, notifySQL, p.channel, pgarray.Of(msgs))
 		if err != nil {

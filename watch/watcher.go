@@ -74,6 +74,7 @@ type Watcher struct {
 	log   *slog.Logger
 	lis   listener
 	rules rules
+	table string // the guard's TableKey: the notices of other tables are not the watcher's
 
 	mu   sync.Mutex
 	jobs map[string]map[*entry]struct{} // job id → its watched executions
@@ -89,7 +90,7 @@ type Watcher struct {
 // entry is one watched execution.
 type entry struct {
 	exec   jobguard.Execution
-	key    string // exec.JobID as the id column prints it
+	key    string // exec.JobID, as the id column prints it
 	cancel context.CancelCauseFunc
 }
 
@@ -135,6 +136,7 @@ func New(cfg Config) (*Watcher, error) {
 		cfg:      cfg,
 		log:      cfg.Logger,
 		rules:    rules{fenced: cfg.Guard.Fenced(), statuses: cfg.Guard.Table().Statuses, reclaimed: cfg.Guard.Shared().ReclaimedReason},
+		table:    cfg.Guard.TableKey(),
 		jobs:     make(map[string]map[*entry]struct{}),
 		checkNow: make(chan struct{}, 1),
 		ready:    make(chan struct{}),
@@ -152,16 +154,19 @@ func New(cfg Config) (*Watcher, error) {
 // after jobguard's Start has returned exec (its write committed), and run the
 // execution's external calls under the returned context.
 //
-// Executions are keyed by the job id as the id column prints it (a uuid in
-// lower case), as notices name the job, so an execution whose id is spelled
-// otherwise (an upper-case uuid) is still found by its notice.
+// Executions are kept under the job id as the id column prints it (a uuid
+// in lower case; see jobguard.Guard.CanonicalID), as notices name the job,
+// so an execution whose id is spelled otherwise (an upper-case uuid, an
+// integer with leading zeros) is still found by its notice, and its
+// LostError names the job by that id.
 //
 // The returned release function cancels the context and forgets exec; call
 // it when the execution ends, as with context.WithCancel. The watcher also
 // forgets exec when ctx ends.
 func (w *Watcher) Watch(ctx context.Context, exec jobguard.Execution) (context.Context, context.CancelFunc) {
 	wctx, cancel := context.WithCancelCause(ctx)
-	e := &entry{exec: exec, key: w.key(exec.JobID), cancel: cancel}
+	exec.JobID = w.key(exec.JobID)
+	e := &entry{exec: exec, key: exec.JobID, cancel: cancel}
 	w.mu.Lock()
 	set := w.jobs[e.key]
 	if set == nil {
@@ -273,7 +278,7 @@ func (w *Watcher) Lost(ctx context.Context, exec jobguard.Execution, err error) 
 	return w.cancelWhere(ctx, w.key(exec.JobID),
 		func(x jobguard.Execution) bool { return x.Generation == exec.Generation },
 		func(e *entry) *LostError {
-			return &LostError{JobID: exec.JobID, Generation: exec.Generation, Via: ViaHeartbeat, Err: err}
+			return &LostError{JobID: e.exec.JobID, Generation: exec.Generation, Via: ViaHeartbeat, Err: err}
 		}) > 0
 }
 
@@ -299,8 +304,10 @@ func (w *Watcher) notice(ctx context.Context, n Notice) {
 		})
 }
 
-// deliver applies a received payload. One it cannot read may still have
-// announced a reclaim, so it asks for a check.
+// deliver applies a received payload's notices of the watcher's jobs table
+// and ignores those of other tables. One it cannot read, or that does not
+// say its table, may still have announced a reclaim of one of its jobs, so
+// it asks for a check.
 func (w *Watcher) deliver(ctx context.Context, payload string) {
 	ns, err := decode(payload)
 	if err != nil {
@@ -309,7 +316,12 @@ func (w *Watcher) deliver(ctx context.Context, payload string) {
 		return
 	}
 	for _, n := range ns {
-		w.notice(ctx, n)
+		switch n.Table {
+		case w.table:
+			w.notice(ctx, Notice{JobID: n.JobID, Generation: n.Generation})
+		case "":
+			w.requestCheck()
+		}
 	}
 }
 

@@ -392,7 +392,8 @@ func TestCheck_ExecutionThatEndedItsOwnJobIsNotCancelled(t *testing.T) {
 }
 
 // A worker that spells its job's uuid in upper case is still told by the
-// reclaim's notice, which names the job as the id column prints it.
+// reclaim's notice, which names the job as the id column prints it, as
+// the cause does.
 func TestWatch_NoticeFindsAnExecutionWhoseIDIsSpelledOtherwise(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "redis", fixture.Default, noChecks)
@@ -403,7 +404,7 @@ func TestWatch_NoticeFindsAnExecutionWhoseIDIsSpelledOtherwise(t *testing.T) {
 	at := b.reclaim(t, true, exec.JobID)
 	cause, _ := cancelledWithin(t, ctx, at, time.Second)
 	require.Equal(t, watch.ViaNotice, cause.Via)
-	require.Equal(t, upper.JobID, cause.JobID, "the cause names the execution as it was watched")
+	require.Equal(t, exec.JobID, cause.JobID, "the cause names the job by its canonical id")
 	require.Zero(t, b.w.Len())
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -115,7 +116,8 @@ func TestExplain_ShowsTheMarkerAndTheStartGuardsRefusal(t *testing.T) {
 
 	r := b.run(t, "explain", id)
 	require.Equal(t, 0, r.code, r)
-	require.Regexp(t, `(?m)^marker +generation 4, "`+reason+`", written \S+ \(key `+b.env.Prefix+`:reclaimed:\{`+id+`\}\)$`, r.stdout)
+	require.Regexp(t, `(?m)^marker +generation 4, "`+reason+`", written \S+ \(key `+regexp.QuoteMeta(markers.Key(id))+`\)$`, r.stdout)
+	require.Contains(t, markers.Key(id), b.env.Prefix+":reclaimed:{"+id+"}:", "the key names the job, then its table")
 	require.Regexp(t, `(?m)^start guard +refuses: reclaimed, says the database`, r.stdout)
 	require.Regexp(t, `(?m)^failure reason +`+reason+`$`, r.stdout)
 	require.Regexp(t, `(?m)^decision +reclaimed$`, r.stdout)

@@ -65,13 +65,12 @@ func retry(ctx context.Context, c *cli, s *settings, args []string) error {
 	markerDeleted := false
 	if !guard.Fenced() {
 		markers, err := jobguard.NewMarkerStore(guard, cn.redis, jobguard.MarkerConfig{})
-		if err == nil {
-			err = markers.Delete(ctx, id)
-		}
 		if err != nil {
+			return fail(exitError, fmt.Errorf("job %s was retried, but its reclaim marker was not deleted: %w", id, err), "")
+		}
+		if err := markers.Delete(ctx, id); err != nil {
 			return fail(exitError, fmt.Errorf("job %s was retried, but its reclaim marker was not deleted: %w", id, err),
-				"the start guard refuses the job while the marker lives: delete key %s:reclaimed:{%s} in Redis",
-				guard.Shared().Prefix, id)
+				"the start guard refuses the job while the marker lives: delete key %s in Redis", markers.Key(id))
 		}
 		markerDeleted = true
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
+	"github.com/jobguard/jobguard/jobguard"
 )
 
 // sweepJSON is what sweep --json and sweep --dry-run --json print.
@@ -28,10 +29,13 @@ type sweepJSON struct {
 }
 
 // hasMarker reports whether the job has a reclaim marker under the test's
-// prefix.
+// prefix, where the command's guard over the table looks.
 func hasMarker(t *testing.T, b *bundle, id string) bool {
 	t.Helper()
-	n, err := b.env.Redis.Exists(context.Background(), b.env.Prefix+":reclaimed:{"+id+"}").Result()
+	g := b.jobs.GuardWith(t, jobguard.Shared{})
+	markers, err := jobguard.NewMarkerStore(g, b.env.Redis, jobguard.MarkerConfig{})
+	require.NoError(t, err)
+	n, err := b.env.Redis.Exists(context.Background(), markers.Key(id)).Result()
 	require.NoError(t, err)
 	return n == 1
 }

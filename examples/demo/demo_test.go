@@ -104,8 +104,8 @@ func TestDemo_InvariantChecksSeeViolations(t *testing.T) {
 			func() { exec(`UPDATE courses SET status = 'FAILED' WHERE id = 'course-1'`) }},
 		{"usage billed for a reclaimed job",
 			func() {
-				exec(`INSERT INTO usage_ledger (job_id, meter, generation, account, quantity)
-					VALUES ($1, 'tokens', 1, 'acct-1', 5)`, chapterJob)
+				exec(`INSERT INTO usage_ledger (jobs_table, job_id, meter, generation, account, quantity)
+					VALUES ($2, $1, 'tokens', 1, 'acct-1', 5)`, chapterJob, d.w.guard.TableKey())
 			},
 			func() { exec(`DELETE FROM usage_ledger WHERE meter = 'tokens'`) }},
 		{"a marker with no reclaim behind it",

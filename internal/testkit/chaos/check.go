@@ -237,7 +237,8 @@ func rows(ctx context.Context, db jobguard.DB, c query) (*Violation, error) {
 	return v, err
 }
 
-var markerKey = regexp.MustCompile(`:reclaimed:\{([^}]*)\}$`)
+// markerKey finds the job id, the hash tag, in a marker's key.
+var markerKey = regexp.MustCompile(`:reclaimed:\{([^}]*)\}`)
 
 // checkMarkers compares the markers in Redis with the reclaims in the
 // history: a marker for every reclaim (unless its sweep reported that
@@ -283,8 +284,8 @@ func checkMarkers(ctx context.Context, db jobguard.DB, rdb *redis.Client, prefix
 	iter := rdb.Scan(ctx, 0, prefix+":reclaimed:*", 1000).Iterator()
 	for iter.Next(ctx) {
 		m := markerKey.FindStringSubmatch(iter.Val())
-		if m == nil {
-			continue
+		if m == nil || store.Key(m[1]) != iter.Val() {
+			continue // no marker of the run's jobs table
 		}
 		mk, ok, err := store.Read(ctx, m[1])
 		if err != nil || !ok {

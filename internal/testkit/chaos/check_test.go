@@ -88,7 +88,8 @@ func TestCheck_ReportsEachBrokenInvariant(t *testing.T) {
 	write(t, env, "worker", 2, `UPDATE jobs SET status = 'FAILED' WHERE id = $1`, failed)
 	env.Exec(`INSERT INTO chapters (course_id, job_id, generation) VALUES ('course-1', $1, 2)`, failed)
 	// 3: usage billed without a confirmed finalize.
-	env.Exec(`INSERT INTO usage_ledger (job_id, meter, generation, account, quantity) VALUES ($1, 'video_ms', 5, 'acct-0', 10)`, stale)
+	env.Exec(`INSERT INTO usage_ledger (jobs_table, job_id, meter, generation, account, quantity)
+		VALUES ('"' || current_schema() || '"."jobs"', $1, 'video_ms', 5, 'acct-0', 10)`, stale)
 	// 4: a parent failed and a marker written for a reclaim that never happened.
 	write(t, env, "reclaim", 0, `UPDATE courses SET status = 'FAILED' WHERE id = 'course-2'`)
 	guard, err := jobguard.NewWithConfig(ctx, env.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix}})
@@ -120,7 +121,8 @@ func TestCheck_CompletedVideoMustBeBilledOnceEvenIfItsWorkerWasKilled(t *testing
 	env.Exec(`INSERT INTO accounts (id) VALUES ('acct-0')`)
 	// The completion committed with its record; the worker that wrote them
 	// was killed before it billed.
-	write(t, env, "worker", 1, `WITH r AS (INSERT INTO job_settlements (job_id, generation, pending) VALUES ($1, 1, '{asset,content}'))
+	write(t, env, "worker", 1, `WITH r AS (INSERT INTO job_settlements (jobs_table, job_id, generation, pending)
+		VALUES ('"' || current_schema() || '"."jobs"', $1, 1, '{asset,content}'))
 		UPDATE jobs SET status = 'COMPLETED' WHERE id = $1::uuid`, id)
 	env.Exec(`INSERT INTO kills (incarnation, mid_transaction) VALUES (3, false)`)
 
@@ -140,7 +142,8 @@ func TestCheck_CompletedVideoMustBeBilledOnceEvenIfItsWorkerWasKilled(t *testing
 
 	// Settled: confirmed, billed once, metadata caught up.
 	env.Exec(`UPDATE job_settlements SET state = 'confirmed', pending = '{}' WHERE job_id = $1`, id)
-	env.Exec(`INSERT INTO usage_ledger (job_id, meter, generation, account, quantity) VALUES ($1, 'video_ms', 1, 'acct-0', 10)`, id)
+	env.Exec(`INSERT INTO usage_ledger (jobs_table, job_id, meter, generation, account, quantity)
+		VALUES ('"' || current_schema() || '"."jobs"', $1, 'video_ms', 1, 'acct-0', 10)`, id)
 	env.Exec(`UPDATE accounts SET video_ms = 10 WHERE id = 'acct-0'`)
 	vs, err = chaos.Check(ctx, env.Pool, env.Redis, env.Prefix, chaos.Reported{})
 	require.NoError(t, err)

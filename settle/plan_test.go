@@ -1,0 +1,51 @@
+package settle
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
+)
+
+// A sweep takes its own jobs table's due records through the due index,
+// the jobs table its first column, even under a generic plan: the pending
+// records of the other tables that share the records table, however many
+// are due, are not read.
+func TestClaim_GenericPlanReadsOnlyItsOwnTablesDueRecords(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	env.Exec(Migration)
+	env.Exec(`INSERT INTO job_settlements (jobs_table, job_id, generation, state, next_attempt_at)
+		SELECT '"s"."exports"', g::text, 1, CASE WHEN g % 10 = 0 THEN 'pending' ELSE 'confirmed' END, now() - interval '1 hour'
+		FROM generate_series(1, 50000) AS g`)
+	env.Exec(`INSERT INTO job_settlements (jobs_table, job_id, generation, next_attempt_at)
+		SELECT '"s"."tasks"', g::text, 1, now() - interval '1 hour' FROM generate_series(1, 20) AS g`)
+	env.Exec(`ANALYZE job_settlements`)
+	s := buildStatements("job_settlements", `"s"."tasks"`)
+
+	tx, err := env.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `PREPARE claim AS `+s.claim)
+	require.NoError(t, err)
+	defer func() { _, _ = tx.Exec(ctx, `DEALLOCATE claim`) }()
+	rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE claim(1000000, now())`)
+	require.NoError(t, err)
+	var lines []string
+	for rows.Next() {
+		var l string
+		require.NoError(t, rows.Scan(&l))
+		lines = append(lines, l)
+	}
+	require.NoError(t, rows.Err())
+	plan := strings.Join(lines, "\n")
+	require.Contains(t, plan, "job_settlements_due_idx", plan)
+	require.Regexp(t, `Index Cond: \(\(jobs_table = '"s"."tasks"'::text\) AND \(next_attempt_at <= `, plan)
+	require.NotContains(t, plan, "Rows Removed by Filter", "no other table's record is read:\n"+plan)
+}

@@ -126,10 +126,12 @@ func TestWatch_PostgresListenerKilledResubscribesAndChecks(t *testing.T) {
 func TestWatch_QuietSubscriptionSurvivesPings(t *testing.T) {
 	t.Parallel()
 	eachTransport(t, func(t *testing.T, kind string) {
-		b := setup(t, kind, fixture.Default, watch.Config{CheckInterval: time.Hour, PingInterval: 20 * time.Millisecond})
+		// A ping must answer within its interval: long enough here that a
+		// loaded machine answers, short enough for several in the test.
+		b := setup(t, kind, fixture.Default, watch.Config{CheckInterval: time.Hour, PingInterval: 200 * time.Millisecond})
 		exec := b.start(t, 1)
 		ctx := b.watch(t, exec)
-		time.Sleep(250 * time.Millisecond) // a dozen ping intervals without a message
+		time.Sleep(time.Second) // five ping intervals without a message
 		require.True(t, b.w.Subscribed())
 		require.NotContains(t, b.logs.String(), "subscription lost")
 		at := b.reclaim(t, true, exec.JobID)

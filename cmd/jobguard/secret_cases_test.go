@@ -38,3 +38,26 @@ func TestSecrets_RetryPrintsTheClearedReasonRedacted(t *testing.T) {
 		require.NotRegexp(t, leaked, r.stdout+r.stderr, "retry %v", args)
 	}
 }
+
+// A password may hold a character beyond ASCII that Go does not print as
+// it is (a no-break space, a zero-width space, a soft hyphen: pasted from a
+// document or a password manager) besides a '#'. url.Parse then fails on
+// the text before the '#', and its error quotes that text with %q, which
+// writes such a character as an escape (\u00a0): no command prints what
+// is left of the password around it, from the flag or the environment.
+func TestSecrets_NoCommandPrintsAPasswordWithAnUnprintableCharacter(t *testing.T) {
+	t.Parallel()
+	lc := setupLeakCheck(t)
+	for name, u := range map[string]string{
+		"no-break-space":   "redis://:Zq61Pw\u00a0Zq61Px#Zq61Py@127.0.0.1:6379/0",
+		"zero-width-space": "rediss://jobguard:Zq62Pw\u200bZq62Px#Zq62Py@127.0.0.1:6379/0",
+		"soft-hyphen-unix": "unix://:Zq63Pw\u00adZq63Px#Zq63Py@/nonexistent/redis.sock",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			lc := &leakCheck{t: t, b: lc.b, id: lc.id}
+			requireNoLeak(t, lc.runAll(nil, "--database-url", lc.b.env.DatabaseURL, "--redis-url", u))
+			requireNoLeak(t, lc.runAll([]string{envRedisURL + "=" + u, envDatabaseURL + "=" + lc.b.env.DatabaseURL}))
+		})
+	}
+}

@@ -61,3 +61,27 @@ func TestSecrets_NoCommandPrintsAPasswordWithAnUnprintableCharacter(t *testing.T
 		})
 	}
 }
+
+// A keyword/value string whose password holds a space left unquoted (the
+// operator forgot the quotes libpq wants: password=two words) does not
+// parse, and pgx's error quotes the string with only the first word
+// masked, or names the second as a keyword without '='. No command prints
+// any word of the password, from the flag or the environment.
+func TestSecrets_NoCommandPrintsAnUnquotedKeywordValuePasswordWithASpace(t *testing.T) {
+	t.Parallel()
+	lc := setupLeakCheck(t)
+	server, err := url.Parse(lc.b.env.DatabaseURL)
+	require.NoError(t, err)
+	port := server.Port()
+	for name, dsn := range map[string]string{
+		"last":   "host=127.0.0.1 port=" + port + " dbname=test user=postgres password=Zq91Pw Zq91Px",
+		"middle": "host=127.0.0.1 password=Zq92Pw Zq92Px port=" + port + " dbname=test user=postgres",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			lc := &leakCheck{t: t, b: lc.b, id: lc.id}
+			requireNoLeak(t, lc.runAll(nil, "--redis-url", lc.b.env.RedisURL, "--database-url", dsn))
+			requireNoLeak(t, lc.runAll([]string{envDatabaseURL + "=" + dsn, envRedisURL + "=" + lc.b.env.RedisURL}))
+		})
+	}
+}

@@ -85,3 +85,23 @@ func TestSecrets_NoCommandPrintsAnUnquotedKeywordValuePasswordWithASpace(t *test
 		})
 	}
 }
+
+// libpq and pgx take any ASCII white space around a keyword's '=', a
+// newline included (a connection string written over several lines); a
+// string that then fails to parse is quoted in pgx's error, whose own
+// masking looks for "password=" only. No command prints its password.
+func TestSecrets_NoCommandPrintsAKeywordValuePasswordAfterANewline(t *testing.T) {
+	t.Parallel()
+	lc := setupLeakCheck(t)
+	for name, dsn := range map[string]string{
+		"newline-after-equals":  "host=127.0.0.1 port=xx dbname=test user=postgres password =\nZq93Pw",
+		"newline-before-equals": "host=127.0.0.1\nport=xx\ndbname=test\nuser=postgres\npassword\n=Zq94Pw",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			lc := &leakCheck{t: t, b: lc.b, id: lc.id}
+			requireNoLeak(t, lc.runAll(nil, "--redis-url", lc.b.env.RedisURL, "--database-url", dsn))
+			requireNoLeak(t, lc.runAll([]string{envDatabaseURL + "=" + dsn, envRedisURL + "=" + lc.b.env.RedisURL}))
+		})
+	}
+}

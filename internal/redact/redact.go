@@ -1,7 +1,8 @@
 // Package redact hides the passwords of connection strings in text. It is
 // the one place the library, its command and its examples decide what of a
-// PostgreSQL or Redis URL may be printed: every error message, log record
-// and help text that may hold one goes through a Redactor.
+// PostgreSQL or Redis URL may be printed: every error message, log record,
+// help text and result that may hold one goes through a Redactor, and a
+// Writer passes all that a program prints through one.
 //
 // The rule is textual, so that it needs no successful parse: the strings
 // most likely to be printed are the ones that failed to parse (a password
@@ -44,12 +45,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -566,4 +569,111 @@ func (r *Redactor) Attr(a slog.Attr) slog.Attr {
 		}
 	}
 	return slog.Attr{Key: a.Key, Value: v}
+}
+
+// Writer is an io.Writer that masks, with its Redactor, the passwords in
+// everything written to it before the writer it wraps gets it: the one
+// place all that a program prints (results, errors, logs, help) passes, so
+// that no output can forget. It masks whole lines: what follows the last
+// newline is held until a newline or Flush ends it, so that a password
+// written in several calls is seen whole. A text of JSON values (a
+// document, or JSON lines) is masked string by string, so that it stays
+// JSON. It is safe for concurrent use.
+type Writer struct {
+	r  *Redactor
+	w  io.Writer
+	mu sync.Mutex
+	// held is the unfinished last line.
+	held []byte
+}
+
+// Writer returns a Writer that writes to w what is written to it, with
+// the passwords r finds masked.
+func (r *Redactor) Writer(w io.Writer) *Writer { return &Writer{r: r, w: w} }
+
+// Write masks every line that p ends and writes them to the wrapped writer
+// in one call; it holds the rest. It returns len(p), with the wrapped
+// writer's error.
+func (w *Writer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.held = append(w.held, p...)
+	n := bytes.LastIndexByte(w.held, '\n') + 1
+	if n == 0 {
+		return len(p), nil
+	}
+	_, err := w.w.Write(w.r.output(w.held[:n]))
+	w.held = w.held[:copy(w.held, w.held[n:])]
+	return len(p), err
+}
+
+// Flush masks and writes what is held: a line that no newline ended yet
+// (a progress line, the end of the output).
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.held) == 0 {
+		return nil
+	}
+	_, err := w.w.Write(w.r.output(w.held))
+	w.held = w.held[:0]
+	return err
+}
+
+// output masks b, a program's output: string by string when it is JSON
+// values, else as text.
+func (r *Redactor) output(b []byte) []byte {
+	if isJSON(b) {
+		return r.jsonStrings(b)
+	}
+	return []byte(r.String(string(b)))
+}
+
+// isJSON reports whether b is one or more JSON objects or arrays, apart
+// or on lines of their own.
+func isJSON(b []byte) bool {
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || (t[0] != '{' && t[0] != '[') {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for {
+		var v json.RawMessage
+		switch err := dec.Decode(&v); {
+		case err == io.EOF:
+			return true
+		case err != nil:
+			return false
+		}
+	}
+}
+
+// jsonStrings returns b, valid JSON, with each string (keys too) masked
+// apart and written again as JSON; the rest is kept byte for byte.
+func (r *Redactor) jsonStrings(b []byte) []byte {
+	var out []byte
+	at := 0
+	for i := 0; i < len(b); i++ {
+		if b[i] != '"' {
+			continue
+		}
+		j := i + 1
+		for ; b[j] != '"'; j++ {
+			if b[j] == '\\' {
+				j++
+			}
+		}
+		var s string
+		if err := json.Unmarshal(b[i:j+1], &s); err == nil {
+			if masked := r.String(s); masked != s {
+				out = append(out, b[at:i]...)
+				out = jsonString(out, masked)
+				at = j + 1
+			}
+		}
+		i = j
+	}
+	if out == nil {
+		return b
+	}
+	return append(out, b[at:]...)
 }

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -216,6 +217,101 @@ func TestRedactor_NoGeneratedPasswordSurvivesAnyRendering(t *testing.T) {
 				t.Fatalf("%s: %q\nrendered %q\nredacted, knowing it, %q", c.template, c.s, text, got)
 			}
 		}
+	}
+}
+
+// Whatever a program writes of a connection string it was given, cut
+// into writes anywhere, as text or in a JSON line: its Writer prints no
+// fragment of the password, and JSON stays JSON.
+func TestWriter_NoGeneratedPasswordSurvivesAnyCutOfTheOutput(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(19, 6))
+	for _, c := range connStrings(r, 50) {
+		whole, partial := renderings(c.s, c.pw)
+		all := append(whole, partial...)
+		text := all[r.IntN(len(all))]
+		line, err := json.Marshal(map[string]any{"msg": text, "n": 1})
+		require.NoError(t, err)
+		for _, out := range []string{text + "\n", string(line) + "\n"} {
+			var buf bytes.Buffer
+			w := redact.New("--database-url", c.s).Writer(&buf)
+			for rest := out; rest != ""; {
+				n := 1 + r.IntN(len(rest))
+				_, err := w.Write([]byte(rest[:n]))
+				require.NoError(t, err)
+				rest = rest[n:]
+			}
+			require.NoError(t, w.Flush())
+			if fragment.MatchString(buf.String()) {
+				t.Fatalf("%s: %q\nwritten %q\nwrote %q", c.template, c.s, out, buf.String())
+			}
+			if out[0] == '{' {
+				require.True(t, json.Valid(buf.Bytes()), "%s: %q\nwrote %q", c.template, c.s, buf.String())
+			}
+		}
+	}
+}
+
+// A Writer passes on whole lines, masked, and holds an unfinished one
+// until Flush; text without a password goes through byte for byte; JSON
+// is masked string by string and stays JSON, a document or JSON lines.
+func TestWriter_MasksWholeLinesAndKeepsJSON(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	w := redact.New().Writer(&buf)
+	write := func(s string) {
+		n, err := w.Write([]byte(s))
+		require.NoError(t, err)
+		require.Equal(t, len(s), n)
+	}
+
+	write("connect postgres://u:Zq")
+	write("01Pw@h/db: refused\nnext")
+	require.Equal(t, "connect postgres://u:xxxxx@h/db: refused\n", buf.String(), "the line, whole; the rest held")
+	write(" line, \u00a0 no password\n")
+	require.Equal(t, "next line, \u00a0 no password\n", strings.TrimPrefix(buf.String(), "connect postgres://u:xxxxx@h/db: refused\n"))
+	buf.Reset()
+	write("\r\033[Kplanning: 3 jobs read…")
+	require.Empty(t, buf.String())
+	require.NoError(t, w.Flush())
+	require.Equal(t, "\r\033[Kplanning: 3 jobs read…", buf.String())
+	require.NoError(t, w.Flush(), "nothing held")
+
+	// A document, as the command prints results: a URL in one string,
+	// an '@' in a later one, which the textual rule alone would join.
+	buf.Reset()
+	doc := "{\n  \"reason\": \"connect redis://:Zq02Pw@h:6379/0 <refused> & \\\"gone\\\"\",\n  \"type\": \"a@b\",\n  \"n\": [1, 2]\n}\n"
+	write(doc)
+	require.JSONEq(t, `{"reason": "connect redis://:xxxxx@h:6379/0 <refused> & \"gone\"", "type": "a@b", "n": [1, 2]}`, buf.String())
+	require.True(t, strings.HasPrefix(buf.String(), "{\n  \"reason\": "), "the layout is kept: %s", buf.String())
+
+	// JSON lines, as slog's JSON handler writes them.
+	buf.Reset()
+	write(`{"msg":"dial host=h password=Zq03Pw Zq03Px port=1"}` + "\n" + `{"msg":"ok","at":"x@y"}` + "\n")
+	require.Equal(t, `{"msg":"dial host=h password=xxxxx port=1"}`+"\n"+`{"msg":"ok","at":"x@y"}`+"\n", buf.String())
+}
+
+// Writers are written from several goroutines at once (logs beside
+// results): each write's lines arrive whole.
+func TestWriter_ConcurrentWritesKeepTheirLines(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	w := redact.New().Writer(&buf)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for range 50 {
+				_, err := fmt.Fprintf(w, "worker %d: connect postgres://u:Zq%02dPw@h/db\n", i, i)
+				require.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, w.Flush())
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	require.Len(t, lines, 400)
+	for _, l := range lines {
+		require.Regexp(t, `^worker [0-7]: connect postgres://u:xxxxx@h/db$`, l)
 	}
 }
 

@@ -89,9 +89,8 @@ type known struct {
 	pieces []string
 }
 
-// password adds what output may hold of pw: the pieces of pw as written
-// and as its escapes decode, and each of those forms whole as a printer
-// escapes it.
+// password adds what output may hold of pw: pw as written and as its
+// escapes decode, whole, in pieces, and as printers escape it.
 func (k *known) password(pw string) {
 	forms := []string{pw, strings.ReplaceAll(pw, `\`, "")}
 	if dec, err := url.PathUnescape(pw); err == nil {
@@ -101,6 +100,7 @@ func (k *known) password(pw string) {
 		forms = append(forms, dec)
 	}
 	for _, f := range forms {
+		k.add(f)
 		for _, p := range strings.FieldsFunc(f, isSeparator) {
 			k.add(p)
 			// Printers that escape every character beyond ASCII (%+q,
@@ -159,11 +159,11 @@ func isSeparator(r rune) bool {
 	return r == utf8.RuneError || !strconv.IsPrint(r)
 }
 
-// isPieceByte reports whether c is a byte a URL need not escape (a letter,
-// a digit, '-', '.', '_', '~'), or part of a character beyond ASCII.
+// isPieceByte reports whether the ASCII byte c is one a URL need not
+// escape: a letter, a digit, '-', '.', '_', '~'.
 func isPieceByte(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-		c == '-' || c == '.' || c == '_' || c == '~' || c >= 0x80
+		c == '-' || c == '.' || c == '_' || c == '~'
 }
 
 // String returns s with every password in it masked, as the package doc
@@ -385,7 +385,7 @@ var (
 )
 
 // space matches what spaceAt finds.
-const space = `(?:[ \t\n\r\v\f]|\\[ntrvf]|\\u000[9a-dA-D]|\\x0[9a-dA-D])`
+const space = `(?:[ \t\n\r\v\f]|\\[ntrvf]|\\u000[9a-dA-D])`
 
 // nextKeyword returns where the next keyword after a value starts in s,
 // or -1: the white space before a name and '=' (or ':' too, after a key
@@ -436,8 +436,8 @@ func isSpace(c byte) bool {
 }
 
 // spaceAt returns the length of the white space at s[i], 0 if there is
-// none: a byte of libpq's, or one as Go's %q or JSON escapes it (\n,
-// \x0b, \u000b), since a connection string quoted again holds those.
+// none: a byte of libpq's, or one as Go's %q or JSON escapes it (\n, \v,
+// \u000b), since a connection string quoted again holds those.
 func spaceAt(s string, i int) int {
 	switch {
 	case i < 0 || i >= len(s):
@@ -446,13 +446,9 @@ func spaceAt(s string, i int) int {
 		return 1
 	case s[i] != '\\' || i+1 == len(s):
 		return 0
-	}
-	switch low := func(c byte) bool { return strings.IndexByte("9abcdABCD", c) >= 0 }; {
 	case strings.IndexByte("ntrvf", s[i+1]) >= 0:
 		return 2
-	case strings.HasPrefix(s[i+1:], "x0") && i+3 < len(s) && low(s[i+3]):
-		return 4
-	case strings.HasPrefix(s[i+1:], "u000") && i+5 < len(s) && low(s[i+5]):
+	case strings.HasPrefix(s[i+1:], "u000") && i+5 < len(s) && strings.IndexByte("9abcdABCD", s[i+5]) >= 0:
 		return 6
 	}
 	return 0
@@ -475,8 +471,6 @@ func trimSpaces(s string, from, end int) int {
 			end--
 		case end-2 >= from && spaceAt(s, end-2) == 2:
 			end -= 2
-		case end-4 >= from && spaceAt(s, end-4) == 4:
-			end -= 4
 		case end-6 >= from && spaceAt(s, end-6) == 6:
 			end -= 6
 		default:

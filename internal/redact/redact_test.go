@@ -55,6 +55,7 @@ func TestString_MasksEveryPasswordAndKeepsTheRest(t *testing.T) {
 		"host=h\npassword\n=pw\nport=5432":                                      "host=h\npassword\n=xxxxx\nport=5432",
 		"host=h\rpassword\v=\fpw\vport=5432":                                    "host=h\rpassword\v=\fxxxxx\vport=5432",
 		"cannot parse `host=h port=xx password=xxxxx b`: invalid port":          "cannot parse `host=h port=xx password=xxxxx`: invalid port",
+		`connect "host=h\npassword\v=\u000bpw\nport=xx": refused`:               `connect "host=h\npassword\v=\u000bxxxxx\nport=xx": refused`,
 		`connect "host=h password=a b": refused`:                                `connect "host=h password=xxxxx": refused`,
 		"Options{Addr:h:6379 Password:a b DB:0}":                                "Options{Addr:h:6379 Password:xxxxx DB:0}",
 		`{"password": "p\"w", "user": "u"}`:                                     `{"password": "xxxxx"}`,

@@ -50,6 +50,10 @@
 // The passwords of the servers' URLs are masked (xxxxx) in everything the
 // command prints: its errors, logs (text and JSON, go-redis's own lines
 // included), help and results, for URLs that parse and those that do not.
+// So is any password it can tell (a URL's userinfo, a password= value) in
+// what it reads from the servers: a worker's failure reason that quotes its
+// URL, a marker's reason, a job's type. All its output, text and JSON,
+// passes through one redacting writer.
 // A message about a URL names where it came from: the flag, the
 // environment variable, or the default; one about the config file names
 // the file and whether --config or JOBGUARD_CONFIG gave it.

@@ -205,11 +205,13 @@ func explained(ctx context.Context, guard *jobguard.Guard, starts *jobguard.Star
 	return e
 }
 
-// redact masks passwords in what the explanation quotes: the row's and the
-// marker's reasons, and the errors it read. A worker may have failed its
-// job with an error that held a URL.
+// redact masks passwords in what the explanation quotes of the servers:
+// the row's texts and the marker's reason, and the errors it read, each
+// apart (the command's output is masked again, line by line). A worker may
+// have failed its job with an error that held a URL.
 func (e *explanation) redact(r *redact.Redactor) {
-	for _, p := range []*string{&e.FailureReason, &e.MarkerError, &e.StartGuardWhy, &e.Why} {
+	for _, p := range []*string{&e.ID, &e.Type, &e.ParentID, &e.FailureReason, &e.MarkerError, &e.StartGuardWhy,
+		&e.UnstartedError, &e.Why} {
 		*p = r.String(*p)
 	}
 	if e.Marker != nil {

@@ -45,8 +45,8 @@ type cli struct {
 
 	// red masks the passwords of the servers' URLs, those of the
 	// arguments and of the environment included, in everything the command
-	// prints: errors, logs, help, results. main sets it; nil masks what
-	// the textual rule finds.
+	// prints: errors, logs, help, results. main sets it, and passes stdout
+	// and stderr through it; nil masks what the textual rule finds.
 	red *redact.Redactor
 	// logs is the logger built by logger, once it is.
 	logs atomic.Pointer[slog.Logger]
@@ -77,6 +77,12 @@ func commands() []*command {
 // main runs the command args name and returns the exit code.
 func (c *cli) main(ctx context.Context, args []string) int {
 	c.red = redact.New(append(slices.Clone(args), c.getenv(envDatabaseURL), c.getenv(envRedisURL), c.getenv(envConfig))...)
+	// Every byte the command prints passes here: what it read from the
+	// servers (a failure reason that quotes a worker's URL) as well as
+	// what it was given, whichever command prints it.
+	stdout, stderr := c.red.Writer(c.stdout), c.red.Writer(c.stderr)
+	c.stdout, c.stderr = stdout, stderr
+	defer func() { _, _ = stdout.Flush(), stderr.Flush() }()
 	if len(args) == 0 {
 		c.help(c.stderr)
 		return exitUsage

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,13 +18,18 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// table writes rows under a header, in aligned columns.
+// table writes rows under a header, in aligned columns, to w in one
+// write: the redacting writer then sees a cell whole, a line break in it
+// included.
 type table struct {
-	tw *tabwriter.Writer
+	w   io.Writer
+	buf bytes.Buffer
+	tw  *tabwriter.Writer
 }
 
 func newTable(w io.Writer, header ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t := &table{w: w}
+	t.tw = tabwriter.NewWriter(&t.buf, 0, 0, 2, ' ', 0)
 	t.row(header...)
 	return t
 }
@@ -32,7 +38,21 @@ func (t *table) row(cells ...string) {
 	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
 }
 
-func (t *table) flush() error { return t.tw.Flush() }
+func (t *table) flush() error {
+	if err := t.tw.Flush(); err != nil {
+		return err
+	}
+	_, err := t.w.Write(t.buf.Bytes())
+	return err
+}
+
+// flush writes out what w holds of an unfinished line, when it holds one
+// (a redacting writer does, until a newline ends it).
+func flush(w io.Writer) {
+	if f, ok := w.(interface{ Flush() error }); ok {
+		_ = f.Flush()
+	}
+}
 
 // dur prints a duration to the second (to the millisecond below one);
 // zero prints as "-".

@@ -53,6 +53,7 @@ func (p *progress) draw(force bool) {
 	p.shown = time.Now()
 	p.drawn = true
 	fmt.Fprintf(p.w, "\r\033[K%s: %d jobs read…", p.what, p.n)
+	flush(p.w)
 }
 
 // done clears the line, so that the result prints on a clean one.
@@ -64,6 +65,7 @@ func (p *progress) done() {
 	defer p.mu.Unlock()
 	if p.w != nil && p.drawn {
 		fmt.Fprint(p.w, "\r\033[K")
+		flush(p.w)
 	}
 	p.w = nil
 }

@@ -75,6 +75,8 @@ func retry(ctx context.Context, c *cli, s *settings, args []string) error {
 		markerDeleted = true
 	}
 	prev := before[id]
+	// A worker may have failed the job with an error that quoted a URL.
+	reason := c.red.String(prev.FailureReason)
 	if s.JSON {
 		out := struct {
 			ID                    string `json:"id"`
@@ -83,7 +85,7 @@ func retry(ctx context.Context, c *cli, s *settings, args []string) error {
 			PreviousGeneration    *int64 `json:"previous_generation"`
 			PreviousFailureReason string `json:"previous_failure_reason"`
 			MarkerDeleted         bool   `json:"marker_deleted"`
-		}{ID: id, Status: guard.Table().Statuses.Queued, PreviousFailureReason: prev.FailureReason, MarkerDeleted: markerDeleted}
+		}{ID: id, Status: guard.Table().Statuses.Queued, PreviousFailureReason: reason, MarkerDeleted: markerDeleted}
 		if guard.Fenced() {
 			out.Generation, out.PreviousGeneration = &gen, &prev.Generation
 		}
@@ -95,8 +97,8 @@ func retry(ctx context.Context, c *cli, s *settings, args []string) error {
 	} else {
 		fmt.Fprintf(c.stdout, "Job %s: %s -> %s (no generation column); its reclaim marker is deleted.\n", id, st.Failed, st.Queued)
 	}
-	if prev.FailureReason != "" {
-		fmt.Fprintf(c.stdout, "Cleared failure reason: %q.\n", prev.FailureReason)
+	if reason != "" {
+		fmt.Fprintf(c.stdout, "Cleared failure reason: %q.\n", reason)
 	}
 	fmt.Fprintln(c.stdout, "Enqueue it in your queue again if your queue does not pick QUEUED rows up by itself.")
 	return nil

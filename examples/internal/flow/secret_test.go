@@ -58,3 +58,20 @@ func TestFlags_HelpShowsNoPasswordFromTheEnvironment(t *testing.T) {
 	require.Equal(t, "postgres://postgres:Zq11Pw@127.0.0.1:5432/test", cfg.DatabaseURL, "the environment is still the default")
 	require.Equal(t, "redis://:Zq12Pw@127.0.0.1:6379/0", cfg.RedisURL)
 }
+
+// A password with a character Go escapes when it quotes (a no-break space)
+// and a '#': url.Parse's error quotes what comes before the '#' with the
+// character escaped, and what is left of the password around it must not
+// reach Connect's error.
+func TestConnect_ErrorsHoldNoPasswordWithAnUnprintableCharacter(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	cfg := Config{DatabaseURL: env.DatabaseURL, RedisURL: "redis://:Zq08Pw\u00a0Zq08Px#Zq08Py@127.0.0.1:6379/0",
+		Schema: env.Schema, Prefix: env.Prefix}
+	conns, err := Connect(context.Background(), cfg)
+	if err == nil {
+		conns.Close()
+	}
+	require.Error(t, err)
+	require.NotRegexp(t, leaked, err.Error())
+}

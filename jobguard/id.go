@@ -140,17 +140,17 @@ func (g *Guard) idArg(jobID string) (any, error) {
 	case idUUID:
 		u, ok := parseUUID(jobID)
 		if !ok {
-			return nil, fmt.Errorf("%w: %q is not a uuid (column %q is uuid)", ErrInvalidJobID, jobID, g.table.IDColumn)
+			return nil, fmt.Errorf("%w: %.64q is not a uuid (column %q is uuid)", ErrInvalidJobID, jobID, g.table.IDColumn)
 		}
 		return u, nil
 	case idInt:
 		n, err := parseInt(jobID, g.idBits)
 		if errors.Is(err, strconv.ErrRange) {
-			return nil, fmt.Errorf("%w: %q is out of range for column %q (%s)",
+			return nil, fmt.Errorf("%w: %.64q is out of range for column %q (%s)",
 				ErrInvalidJobID, jobID, g.table.IDColumn, g.cat.columns[g.table.IDColumn].name)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %q is not an integer (column %q is an integer)", ErrInvalidJobID, jobID, g.table.IDColumn)
+			return nil, fmt.Errorf("%w: %.64q is not an integer (column %q is an integer)", ErrInvalidJobID, jobID, g.table.IDColumn)
 		}
 		return n, nil
 	case idChar:
@@ -162,7 +162,7 @@ func (g *Guard) idArg(jobID string) (any, error) {
 	// The server refuses both in any text (its client encoding is always
 	// UTF-8 under pgx); refused here, they never abort a transaction.
 	if strings.IndexByte(jobID, 0) >= 0 || !utf8.ValidString(jobID) {
-		return nil, fmt.Errorf("%w: %q is not UTF-8 text without NUL bytes, which column %q holds", ErrInvalidJobID, jobID, g.table.IDColumn)
+		return nil, fmt.Errorf("%w: %.64q is not UTF-8 text without NUL bytes, which column %q holds", ErrInvalidJobID, jobID, g.table.IDColumn)
 	}
 	return jobID, nil
 }

@@ -20,6 +20,7 @@ import (
 // library writes does. An id the column cannot hold must be refused with
 // ErrInvalidJobID rather than sent.
 func TestPublish_NoticeNamesTheJobByItsCanonicalID(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.IntID)
 	tr := watch.Transport{Redis: env.Redis}

@@ -79,6 +79,7 @@ var ErrNotTransactional = errors.New("watch: a Redis transport cannot publish in
 // finds the reclaim by its check instead. It satisfies reclaim.Notifier.
 // Create it with NewPublisher.
 type Publisher struct {
+	guard   *jobguard.Guard // names each notice's job by its canonical id
 	t       Transport
 	channel string
 	table   string // the guard's TableKey, which every notice names
@@ -94,7 +95,27 @@ func NewPublisher(guard *jobguard.Guard, t Transport) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch: new publisher: %w", err)
 	}
-	return &Publisher{t: t, channel: channel, table: guard.TableKey()}, nil
+	return &Publisher{guard: guard, t: t, channel: channel, table: guard.TableKey()}, nil
+}
+
+// encode names each notice's job by its canonical id, as every key the
+// library writes does, and encodes them as payloads of at most limit bytes.
+// A notice whose id the jobs table cannot hold (jobguard.ErrInvalidJobID)
+// or that cannot fit is left out and reported in the joined error.
+func (p *Publisher) encode(notices []Notice, limit int) ([]string, error) {
+	var errs []error
+	valid := make([]Notice, 0, len(notices))
+	for _, n := range notices {
+		id, err := p.guard.CanonicalID(n.JobID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n.JobID = id
+		valid = append(valid, n)
+	}
+	msgs, err := payloads(p.table, valid, limit)
+	return msgs, errors.Join(append(errs, err)...)
 }
 
 // notifySQL sends every payload of $2 on channel $1 in one statement, so a
@@ -108,7 +129,7 @@ func (p *Publisher) Publish(ctx context.Context, notices ...Notice) error {
 	if p.t.Postgres != nil {
 		return p.PublishOn(ctx, p.t.Postgres, notices...)
 	}
-	msgs, encErr := payloads(p.table, notices, RedisPayloadMax)
+	msgs, encErr := p.encode(notices, RedisPayloadMax)
 	for _, m := range msgs {
 		if err := p.t.Redis.Publish(ctx, p.channel, m).Err(); err != nil {
 			return fmt.Errorf("watch: publish: %w", errors.Join(err, encErr))
@@ -128,7 +149,7 @@ func (p *Publisher) PublishOn(ctx context.Context, db jobguard.DB, notices ...No
 	if p.t.Postgres == nil {
 		return ErrNotTransactional
 	}
-	msgs, encErr := payloads(p.table, notices, PostgresPayloadMax)
+	msgs, encErr := p.encode(notices, PostgresPayloadMax)
 	if len(msgs) > 0 {
 		tag, err := db.Exec(ctx, notifySQL, p.channel, pgarray.Of(msgs))
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
+	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
@@ -108,4 +109,33 @@ func TestSweep_SuccessiveHeldParentsShareOneWaitBudget(t *testing.T) {
 	require.NoError(t, err, "logs:\n%s", logs)
 	require.Contains(t, rep.ReclaimedIDs, free, "the job of a type without a rule commits within the deadline")
 	require.Equal(t, "FAILED", jobs.Read(t, free).Status)
+}
+
+// A parent rule blocks in the database without waiting for any lock (a
+// slow trigger, a long statement: here pg_sleep), and returns when its
+// context ends, as a rule must. It fails its own jobs; the job of a type
+// without a rule is reclaimed in the same sweep, within its deadline.
+func TestSweep_RuleThatBlocksWithoutALockFailsOnlyItsJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	slow := jobs.Insert(t, fixture.Job{Type: "slow", Generation: 1, UpdatedAgo: 2 * time.Hour})
+	free := jobs.Insert(t, fixture.Job{Type: "video", Generation: 1, UpdatedAgo: 2 * time.Hour})
+	sleep := func(ctx context.Context, tx pgx.Tx, _ []jobguard.JobState) error {
+		_, err := tx.Exec(ctx, `SELECT pg_sleep(60)`)
+		return err
+	}
+	r, logs := newReclaimer(t, jobs, reclaim.Config{
+		Limits:          reclaim.StaticLimits{"slow": 30 * time.Minute, "video": 30 * time.Minute},
+		OnReclaim:       map[string]reclaim.ParentRule{"slow": sleep},
+		LivenessTimeout: time.Second, SweepTimeout: 4 * time.Second,
+	})
+	rep, err := r.Sweep(ctx)
+	t.Logf("report %+v, err %v", rep, err)
+	require.NoError(t, err, "logs:\n%s", logs)
+	require.Equal(t, []string{free}, rep.ReclaimedIDs)
+	require.Equal(t, 1, rep.RuleErrors)
+	require.Equal(t, "FAILED", jobs.Read(t, free).Status)
+	require.Equal(t, "PROCESSING", jobs.Read(t, slow).Status)
 }

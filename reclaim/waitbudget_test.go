@@ -139,3 +139,37 @@ func TestSweep_RuleThatBlocksWithoutALockFailsOnlyItsJobs(t *testing.T) {
 	require.Equal(t, "FAILED", jobs.Read(t, free).Status)
 	require.Equal(t, "PROCESSING", jobs.Read(t, slow).Status)
 }
+
+// A parent rule writes a best-effort row and goes on when that statement
+// fails, returning nil: its failed statement has aborted the savepoint it
+// ran in. Its jobs are what it failed; the job of a type without a rule is
+// reclaimed in the same sweep, at this sweep and every later one.
+func TestSweep_RuleThatSwallowsAFailedStatementFailsOnlyItsJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	audited := jobs.Insert(t, fixture.Job{Type: "audited", Generation: 1, UpdatedAgo: 2 * time.Hour})
+	free := jobs.Insert(t, fixture.Job{Type: "video", Generation: 1, UpdatedAgo: 2 * time.Hour})
+	var swallowed error
+	bestEffort := func(ctx context.Context, tx pgx.Tx, _ []jobguard.JobState) error {
+		_, swallowed = tx.Exec(ctx, `INSERT INTO no_such_audit_table (note) VALUES ('reclaimed')`)
+		return nil // the audit row is optional
+	}
+	r, logs := newReclaimer(t, jobs, reclaim.Config{
+		Limits:    reclaim.StaticLimits{"audited": 30 * time.Minute, "video": 30 * time.Minute},
+		OnReclaim: map[string]reclaim.ParentRule{"audited": bestEffort},
+	})
+	for range 2 {
+		rep, err := r.Sweep(ctx)
+		t.Logf("report %+v, err %v", rep, err)
+		require.Error(t, swallowed)
+		require.NoError(t, err, "logs:\n%s", logs)
+		if len(rep.ReclaimedIDs) > 0 {
+			require.Equal(t, []string{free}, rep.ReclaimedIDs)
+			break
+		}
+	}
+	require.Equal(t, "FAILED", jobs.Read(t, free).Status)
+	require.Equal(t, "PROCESSING", jobs.Read(t, audited).Status)
+}

@@ -173,3 +173,23 @@ func TestSweep_RuleThatSwallowsAFailedStatementFailsOnlyItsJobs(t *testing.T) {
 	require.Equal(t, "FAILED", jobs.Read(t, free).Status)
 	require.Equal(t, "PROCESSING", jobs.Read(t, audited).Status)
 }
+
+// Set stores a limit in whole microseconds, never shorter than asked, and
+// it reads back as it was: also a limit of more than 2⁵³ microseconds
+// (about 285 years), which a float cannot hold to the microsecond.
+func TestTableLimits_SetNeverStoresALongLimitShorter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	env.Exec(reclaim.Migration)
+	limits, err := reclaim.NewTableLimits(reclaim.TableLimitsConfig{DB: env.Pool})
+	require.NoError(t, err)
+	for _, us := range []int64{1<<53 + 1, 1<<53 + 3, int64(reclaim.LimitMax/time.Microsecond) - 2} {
+		set := time.Duration(us) * time.Microsecond
+		require.NoError(t, limits.Set(ctx, "chapter", set))
+		got, err := limits.Limits(ctx)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, got["chapter"], set, "set %v (%d µs), read %v", set, us, got["chapter"])
+		require.Equal(t, set, got["chapter"], "set %d µs, read %d µs", us, got["chapter"]/time.Microsecond)
+	}
+}

@@ -335,10 +335,10 @@ func buildStatements(tbl string) statements {
 		pk  = ` WHERE job_id = $1 AND generation = $2`
 		now = `statement_timestamp()`
 	)
-	later := now + ` + ` + interval.Param("$%d") // a parameter of micros
+	later := func(n int) string { return now + ` + ` + interval.Param(fmt.Sprintf("$%d", n)) } // $n: micros
 	var s statements
 	s.insert = `INSERT INTO ` + tbl + ` (job_id, generation, pending, updates, usage, next_attempt_at, created_at, updated_at)` +
-		` VALUES ($1, $2, $3::text[], $4::jsonb, $5::jsonb, ` + fmt.Sprintf(later, 6) + `, ` + now + `, ` + now + `)`
+		` VALUES ($1, $2, $3::text[], $4::jsonb, $5::jsonb, ` + later(6) + `, ` + now + `, ` + now + `)`
 	// Every write after the insert is conditional on the record being
 	// pending: a confirmed or given-up record is never changed by a late
 	// finalize or sweep. A sweep's verdict is also conditional on the
@@ -354,7 +354,7 @@ func buildStatements(tbl string) statements {
 	fence := func(n int) string { return fmt.Sprintf(` AND claim = $%d AND attempts = $%d`, n, n+1) }
 	s.mark = `UPDATE ` + tbl + ` SET pending = array_remove(pending, $3), updated_at = ` + now +
 		pk + ` AND state = 'pending'`
-	s.retry = `UPDATE ` + tbl + ` SET last_error = $3, next_attempt_at = ` + fmt.Sprintf(later, 4) +
+	s.retry = `UPDATE ` + tbl + ` SET last_error = $3, next_attempt_at = ` + later(4) +
 		`, updated_at = ` + now + pk + ` AND state = 'pending'` + fence(5)
 	s.giveUp = `UPDATE ` + tbl + ` SET state = 'given_up', last_error = $3, updated_at = ` + now +
 		pk + ` AND state = 'pending'` + fence(4)
@@ -371,7 +371,7 @@ func buildStatements(tbl string) statements {
 	// records due by the sweep's start are taken, so a record retried
 	// within a sweep waits for the next one. The predicate is the due
 	// index's, written as it is.
-	s.claim = `UPDATE ` + tbl + ` SET attempts = attempts + 1, claim = claim + 1, next_attempt_at = ` + fmt.Sprintf(later, 1) +
+	s.claim = `UPDATE ` + tbl + ` SET attempts = attempts + 1, claim = claim + 1, next_attempt_at = ` + later(1) +
 		`, updated_at = ` + now + ` WHERE (job_id, generation) = (SELECT job_id, generation FROM ` + tbl +
 		` WHERE state = 'pending' AND next_attempt_at <= $2::timestamptz` +
 		` ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)` +

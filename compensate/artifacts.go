@@ -342,7 +342,7 @@ func buildStatements(cfg Config, cat catalogFacts) statements {
 	s.held = `SELECT EXISTS (SELECT 1 FROM ` + art +
 		` WHERE kind = $1 AND ref = $2 AND id <> $3 AND state IN ('pending', 'kept'))`
 	s.done = `UPDATE ` + art + ` SET state = 'done', attempts = attempts + 1, last_error = NULL,` +
-		` recheck_at = statement_timestamp() + $3::int8 * interval '1 microsecond',` +
+		` recheck_at = statement_timestamp() + ` + interval.Param("$3") + `,` +
 		` updated_at = $2 WHERE id = $1 AND state IN ('rejected', 'done')`
 	s.spare = `UPDATE ` + art + ` SET state = 'done', last_error = NULL, recheck_at = NULL, updated_at = $2` +
 		` WHERE id = $1 AND state IN ('rejected', 'done')`

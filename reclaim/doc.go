@@ -45,8 +45,9 @@
 // other jobs commit first, and each held-back job is then tried alone, in
 // a transaction of its own. A rule waits for a parent row another
 // transaction holds, but the waits of one sweep are bounded all together,
-// by LivenessTimeout and half of SweepTimeout: once that is spent, a held
-// parent fails its rule at once. However many parents are held, the jobs
+// by LivenessTimeout and half of SweepTimeout, and so is the time a rule's
+// statements run: once that is spent, a held parent fails its rule at
+// once, and a statement that runs longer than 100ms fails its rule. However many parents are held, the jobs
 // whose parents are free, and those of types without a rule, commit within
 // the deadline. After the commit, the Redis markers that the start guard
 // reads are written in one pipelined round trip (a marker never lowers the
@@ -129,8 +130,8 @@
 // A sweep never runs inside a caller's transaction: Config.DB is a pool,
 // and each page's write commits on its own (one statement; or, with parent
 // rules, one transaction, then one for each job whose rule failed, tried
-// alone). Parent rules run inside that transaction, in a savepoint, and
-// see the rows it changed. Markers and
+// alone). Parent rules run inside that transaction, each in a savepoint
+// of its own, and see the rows it changed. Markers and
 // notices go out only after it has committed.
 //
 // # Usage

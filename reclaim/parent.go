@@ -20,9 +20,13 @@ import (
 // other jobs are reclaimed, and each of its jobs is then tried again alone,
 // in a transaction of its own, so that one parent that refuses a write
 // holds back only its own job: the refused one is counted in
-// Report.RuleErrors and tried again at the next sweep. A statement of a
-// rule that waits for a row another transaction holds fails once the
-// sweep's budget for waits is spent (see Config.LivenessTimeout). A rule
+// Report.RuleErrors and tried again at the next sweep. Each rule runs in a
+// savepoint of its own, with lock_timeout and statement_timeout set to
+// what is left of the sweep's budget for waits (see
+// Config.LivenessTimeout; once it is spent, a held row fails at once and a
+// statement has 100ms): a statement that waits or runs past it, or one
+// the rule let fail and went on (its savepoint no longer releases), fails
+// the rule, never the page. A rule
 // must therefore be safe to run again for a job it saw before.
 // A rule that panics fails as one that returns an error does (the error
 // wraps a *jobguard.PanicError; the sweep's summary logs its stack). A rule

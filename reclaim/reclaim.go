@@ -89,8 +89,9 @@ type Config struct {
 	// stops sweeping until it holds the lock again. It is part of the bound
 	// on a takeover that Run documents. It also bounds how long the parent
 	// rules of one sweep wait, all together, for parent rows other
-	// transactions hold (and half of SweepTimeout bounds it too): once that
-	// is spent, a rule that meets a held row fails at once, and its job is
+	// transactions hold, and run their statements (and half of SweepTimeout
+	// bounds it too): once that is spent, a rule that meets a held row fails
+	// at once, and one whose statement runs past 100ms, and its job is
 	// left for the next sweep, counted in Report.RuleErrors. Defaults to
 	// LivenessTimeoutDefault (10 seconds).
 	LivenessTimeout time.Duration

@@ -21,11 +21,13 @@ import (
 // Without parent rules a page costs two statements, the read and the write,
 // beside the limits (and a TableSource's active types) read once per sweep;
 // parent rules add the transaction's BEGIN and COMMIT, its lock_timeout, a
-// savepoint, and what each rule sends (SetParent: one statement per type),
+// savepoint, for each rule a savepoint of its own with its timeouts set
+// before it and statement_timeout set back after it (four statements),
+// and what each rule sends (SetParent: one statement per type),
 // and, for each job whose rule failed, a short transaction of its own. The
-// parent rules of one sweep wait for rows other transactions hold no
-// longer than LivenessTimeout all together, and never longer than half the
-// deadline, so the jobs whose parents are free commit within it however
+// parent rules of one sweep wait for rows other transactions hold, and
+// run their statements, no longer than LivenessTimeout all together, and
+// never longer than half the deadline, so the jobs whose parents are free commit within it however
 // many parents are held.
 //
 // The sweep stops at Config.SweepTimeout. The error is non-nil when the

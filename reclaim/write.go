@@ -2,6 +2,7 @@ package reclaim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -59,12 +60,13 @@ func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobSta
 	var out outcome
 	var aside []jobguard.JobState
 	err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
+		outer, err := r.waitAtMost(ctx, tx, p)
+		if err != nil {
+			return err
+		}
 		batch := chosen
 		for len(batch) > 0 {
-			if err := r.waitAtMost(ctx, tx, p); err != nil {
-				return err
-			}
-			res, failedType, err := r.attempt(ctx, tx, batch, typeOf)
+			res, failedType, err := r.attempt(ctx, tx, p, outer, batch, typeOf)
 			if err == nil {
 				out.add(res)
 				return nil
@@ -91,11 +93,11 @@ func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobSta
 		var res jobguard.FailResult
 		var failedType string
 		err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
-			if err := r.waitAtMost(ctx, tx, p); err != nil {
+			outer, err := r.waitAtMost(ctx, tx, p)
+			if err != nil {
 				return err
 			}
-			var err error
-			res, failedType, err = r.attempt(ctx, tx, []jobguard.JobState{c}, typeOf)
+			res, failedType, err = r.attempt(ctx, tx, p, outer, []jobguard.JobState{c}, typeOf)
 			return err
 		})
 		switch {
@@ -118,25 +120,38 @@ func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobSta
 	return out, nil
 }
 
-// waitAtMost sets how long the statements of tx, the parent rules', may
-// wait for a row another transaction holds (lock_timeout): LivenessTimeout
-// at most, within what is left of the sweep's budget for waits and of its
-// deadline. Once the budget is spent, a held row fails its rule at once
-// (a millisecond), so a rule whose parents are free still goes through.
-func (r *Reclaimer) waitAtMost(ctx context.Context, tx pgx.Tx, p *pass) error {
-	wait := min(r.cfg.LivenessTimeout, time.Until(p.waitUntil))
+// waitAtMost sets how long the statements of tx may wait for a row another
+// transaction holds (lock_timeout) to what is left of the sweep's budget
+// for waits (see waitLeft), and returns the statement_timeout tx runs
+// with, which each parent rule's own is set back to after it (see rule).
+func (r *Reclaimer) waitAtMost(ctx context.Context, tx pgx.Tx, p *pass) (string, error) {
+	var outer string
+	err := tx.QueryRow(ctx, `SELECT current_setting('statement_timeout'), set_config('lock_timeout', $1, true)`,
+		interval.Millis(r.waitLeft(ctx, p, 0))).Scan(&outer, nil)
+	return outer, err
+}
+
+// ruleFloor is the least time a parent rule's statements are given once
+// the sweep's budget for waits is spent: enough for a rule whose parents
+// are free to write them, little beside a sweep's deadline.
+const ruleFloor = 100 * time.Millisecond
+
+// waitLeft is what is left of the sweep's budget for waits (LivenessTimeout
+// at most, until pass.waitUntil), at least floor, and never more than half
+// of what is left of its deadline.
+func (r *Reclaimer) waitLeft(ctx context.Context, p *pass, floor time.Duration) time.Duration {
+	wait := max(min(r.cfg.LivenessTimeout, time.Until(p.waitUntil)), floor)
 	if deadline, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(deadline)/2)
 	}
-	_, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, interval.Millis(wait))
-	return err
+	return wait
 }
 
 // attempt fails batch and runs the parent rules of the rows it changed, in a
 // savepoint of tx. When a rule fails, everything the attempt wrote is rolled
 // back and the rule's job type is returned with the error; any other error
-// returns no type.
-func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, batch []jobguard.JobState, typeOf map[string]string) (jobguard.FailResult, string, error) {
+// returns no type. outer is tx's statement_timeout.
+func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer string, batch []jobguard.JobState, typeOf map[string]string) (jobguard.FailResult, string, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return jobguard.FailResult{}, "", err
@@ -159,13 +174,55 @@ func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, batch []jobguard.Job
 		if parentRule == nil {
 			continue
 		}
-		// A rule that panics fails like one that returns an error.
-		if err := safe.Call(func() error { return parentRule(ctx, sp, byType[typ]) }); err != nil {
-			return jobguard.FailResult{}, typ, fmt.Errorf("OnReclaim[%q]: %w", typ, err)
+		ruleErr, err := r.rule(ctx, sp, p, outer, parentRule, byType[typ])
+		if err != nil {
+			return jobguard.FailResult{}, "", err
+		}
+		if ruleErr != nil {
+			return jobguard.FailResult{}, typ, fmt.Errorf("OnReclaim[%q]: %w", typ, ruleErr)
 		}
 	}
 	if err := sp.Commit(ctx); err != nil {
 		return jobguard.FailResult{}, "", err
 	}
 	return res, "", nil
+}
+
+// rule runs parentRule for jobs in a savepoint of its own, so that what it
+// leaves behind is its alone: a statement it let fail (the savepoint no
+// longer releases) or a wait that ran out. PostgreSQL bounds each lock
+// wait and each statement on its own, so before the rule both timeouts
+// are set to what is left of the sweep's budget for waits, at least
+// ruleFloor for a statement, and the statement_timeout is set back to
+// outer after it. ruleErr is the rule's failure: its error or panic, or
+// a savepoint it left that cannot be released or rolled back. err is one
+// of the page's own statements failing before the rule ran.
+func (r *Reclaimer) rule(ctx context.Context, sp pgx.Tx, p *pass, outer string, parentRule ParentRule, jobs []jobguard.JobState) (ruleErr, err error) {
+	rsp, err := sp.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_, err = rsp.Exec(ctx, `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`,
+		interval.Millis(r.waitLeft(ctx, p, 0)), interval.Millis(r.waitLeft(ctx, p, ruleFloor)))
+	if err != nil {
+		_ = rsp.Rollback(ctx)
+		return nil, err
+	}
+	// A rule that panics fails like one that returns an error.
+	ruleErr = safe.Call(func() error { return parentRule(ctx, rsp, jobs) })
+	if ruleErr == nil {
+		_, ruleErr = rsp.Exec(ctx, `SELECT set_config('statement_timeout', $1, true)`, outer)
+		if ruleErr == nil {
+			ruleErr = rsp.Commit(ctx)
+		}
+		if ruleErr != nil {
+			ruleErr = fmt.Errorf("the rule returned, but its savepoint does not release: %w", ruleErr)
+		}
+	}
+	if ruleErr != nil {
+		if err := rsp.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+			ruleErr = errors.Join(ruleErr, fmt.Errorf("roll back the rule's savepoint: %w", err))
+		}
+	}
+	return ruleErr, nil
 }

@@ -343,12 +343,12 @@ func buildStatements(tbl, jobs string) statements {
 	const (
 		now = `statement_timestamp()`
 	)
-	later := now + ` + ` + interval.Param("$%d") // a parameter of micros
+	later := func(n int) string { return now + ` + ` + interval.Param(fmt.Sprintf("$%d", n)) } // $n: micros
 	table := ident.Literal(jobs)
 	pk := ` WHERE jobs_table = ` + table + ` AND job_id = $1 AND generation = $2`
 	var s statements
 	s.insert = `INSERT INTO ` + tbl + ` (jobs_table, job_id, generation, pending, updates, usage, next_attempt_at, created_at, updated_at)` +
-		` VALUES (` + table + `, $1, $2, $3::text[], $4::jsonb, $5::jsonb, ` + fmt.Sprintf(later, 6) + `, ` + now + `, ` + now + `)`
+		` VALUES (` + table + `, $1, $2, $3::text[], $4::jsonb, $5::jsonb, ` + later(6) + `, ` + now + `, ` + now + `)`
 	// Every write after the insert is conditional on the record being
 	// pending: a confirmed or given-up record is never changed by a late
 	// finalize or sweep. A sweep's verdict is also conditional on the
@@ -364,7 +364,7 @@ func buildStatements(tbl, jobs string) statements {
 	fence := func(n int) string { return fmt.Sprintf(` AND claim = $%d AND attempts = $%d`, n, n+1) }
 	s.mark = `UPDATE ` + tbl + ` SET pending = array_remove(pending, $3), updated_at = ` + now +
 		pk + ` AND state = 'pending'`
-	s.retry = `UPDATE ` + tbl + ` SET last_error = $3, next_attempt_at = ` + fmt.Sprintf(later, 4) +
+	s.retry = `UPDATE ` + tbl + ` SET last_error = $3, next_attempt_at = ` + later(4) +
 		`, updated_at = ` + now + pk + ` AND state = 'pending'` + fence(5)
 	s.giveUp = `UPDATE ` + tbl + ` SET state = 'given_up', last_error = $3, updated_at = ` + now +
 		pk + ` AND state = 'pending'` + fence(4)
@@ -382,7 +382,7 @@ func buildStatements(tbl, jobs string) statements {
 	// within a sweep waits for the next one. The predicate is the due
 	// index's, written as it is, and the jobs table its first column, so a
 	// sweep reads its own table's due records only.
-	s.claim = `UPDATE ` + tbl + ` SET attempts = attempts + 1, claim = claim + 1, next_attempt_at = ` + fmt.Sprintf(later, 1) +
+	s.claim = `UPDATE ` + tbl + ` SET attempts = attempts + 1, claim = claim + 1, next_attempt_at = ` + later(1) +
 		`, updated_at = ` + now + ` WHERE jobs_table = ` + table + ` AND (job_id, generation) = (SELECT job_id, generation FROM ` + tbl +
 		` WHERE state = 'pending' AND jobs_table = ` + table + ` AND next_attempt_at <= $2::timestamptz` +
 		` ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)` +

@@ -20,8 +20,8 @@
 //     Max is a limit never reached, and reads as Max.
 //   - A duration written to the database travels as whole microseconds
 //     (Micros, rounded away from zero so that a timeout or a limit is never
-//     shorter than asked) and becomes an interval through the SQL of Param.
-//     Every time.Duration fits both.
+//     shorter than asked) and becomes an interval through the SQL of Param,
+//     exactly, with no rounding on the way. Every time.Duration fits both.
 //   - A duration that becomes a server setting is rendered by Millis or
 //     Keepalive: rounded up, at least 1 (0 turns such a timeout off) and at
 //     most the largest value that takes effect.
@@ -60,10 +60,20 @@ func Read(expr string) string {
 }
 
 // Param returns SQL that turns expr, an int8 of microseconds (a $n
-// parameter given Micros, or a column of them), into an interval.
+// parameter given Micros, or a column of them), into an interval, exactly.
+// An int8 times an interval is a float8 times it, exact only up to 2⁵³
+// microseconds (about 285 years, short of Max), so the count is split
+// into whole hours and the microseconds left: each part, and so their sum,
+// is exact for every int8 Micros returns. expr appears twice in the SQL,
+// and the SQL holds no '%', so that a caller may format it.
 func Param(expr string) string {
-	return "(" + expr + "::int8 * interval '1 microsecond')"
+	e := "(" + expr + ")::int8"
+	return fmt.Sprintf("((%s / %d) * interval '1 hour' + mod(%s, %d) * interval '1 microsecond')",
+		e, usPerHour, e, usPerHour)
 }
+
+// usPerHour is an hour in microseconds.
+const usPerHour = int64(time.Hour / time.Microsecond)
 
 // FromMicros returns us microseconds as a duration, clamped to [-Max, Max];
 // inRange is false when it had to clamp.

@@ -210,6 +210,13 @@ func TestParam_EveryDurationRoundTrips(t *testing.T) {
 		{-time.Nanosecond, -time.Microsecond},
 		{90*time.Minute + time.Microsecond, 90*time.Minute + time.Microsecond},
 		{interval.Max, interval.Max},
+		{interval.Max - time.Microsecond, interval.Max - time.Microsecond},
+		// Beyond 2⁵³ µs (about 285 years, still within Max) a float8
+		// holds only even counts: each odd one must come back as itself.
+		{(1<<53 + 1) * time.Microsecond, (1<<53 + 1) * time.Microsecond},
+		{(1<<53 + 3) * time.Microsecond, (1<<53 + 3) * time.Microsecond},
+		{-(1<<53 + 1) * time.Microsecond, -(1<<53 + 1) * time.Microsecond},
+		{-interval.Max + time.Microsecond, -interval.Max + time.Microsecond},
 		{longest, interval.Max},
 		{shortest, -interval.Max},
 	} {

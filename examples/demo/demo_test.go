@@ -21,8 +21,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// invariantNumbers are the invariants the demo checks, in DESIGN.md's
-// numbering.
+// invariantNumbers are the invariants the demo checks, by the numbers its
+// invariant lines print.
 var invariantNumbers = []int{1, 2, 3, 4, 5, 6, 10}
 
 func TestDemo_TellsTheStoryAndEveryInvariantHolds(t *testing.T) {

@@ -11,9 +11,9 @@ import (
 	"github.com/jobguard/jobguard/watch"
 )
 
-// invariant is one line of DESIGN.md section 5, checked against the rows.
+// invariant is one of the library's numbered invariants, checked against the rows.
 type invariant struct {
-	// num is the invariant's number in DESIGN.md.
+	// num is the invariant's number, as the chaos checker numbers it too.
 	num   int
 	title string
 	check func(ctx context.Context) (held bool, detail string, err error)
@@ -23,7 +23,7 @@ type invariant struct {
 // visibility of refusals, against what the callers and the log saw), prints
 // one line each, and reports whether all held.
 func (d *demo) invariants(ctx context.Context) (bool, error) {
-	d.tl.heading("Invariants (DESIGN.md section 5), computed from the database")
+	d.tl.heading("Invariants, computed from the database")
 	all := true
 	for _, inv := range d.checks() {
 		held, detail, err := inv.check(ctx)

@@ -15,7 +15,7 @@ import (
 
 // Violation is one broken invariant with the rows that show it.
 type Violation struct {
-	// Invariant is the number in DESIGN.md section 5 (0: the run did not
+	// Invariant is the number of the library invariant broken (0: the run did not
 	// finish its jobs).
 	Invariant int
 	// What says what was found.

@@ -26,8 +26,10 @@ func main() {
 	// one ends the process at once, should the shutdown hang.
 	go func() { <-ctx.Done(); stop() }()
 	c := &cli{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, terminal: isTerminal()}
-	// go-redis logs on its own (a pool that cannot dial): through the
-	// command's logger, its lines are redacted and shaped like the rest.
+	// go-redis logs on its own (a pool that cannot dial, once per
+	// attempt): through the command's logger, at debug, its lines are
+	// redacted, shaped like the rest, and out of the way of the command's
+	// own message about the same failure.
 	redis.SetLogger(redisLogs{c})
 	code := c.main(ctx, os.Args[1:])
 	stop()
@@ -211,16 +213,16 @@ func (c *cli) logger(s *settings) (*slog.Logger, error) {
 	return log, nil
 }
 
-// redisLogs are go-redis's log lines, as warnings of the command's logger
-// (before there is one, of a text logger on stderr).
+// redisLogs are go-redis's log lines, as debug lines of the command's
+// logger, shown at --log-level debug only. Before there is a logger, and
+// in the commands without one, they are dropped: what they say of a
+// failure, the command says once in its error.
 type redisLogs struct{ c *cli }
 
 func (r redisLogs) Printf(ctx context.Context, format string, v ...any) {
-	log := r.c.logs.Load()
-	if log == nil {
-		log = slog.New(r.c.red.Handler(slog.NewTextHandler(r.c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if log := r.c.logs.Load(); log != nil {
+		log.DebugContext(ctx, fmt.Sprintf(format, v...), slog.String("from", "go-redis"))
 	}
-	log.WarnContext(ctx, fmt.Sprintf(format, v...), slog.String("from", "go-redis"))
 }
 
 // isTerminal reports whether stdout and stderr are character devices

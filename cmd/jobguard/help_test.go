@@ -2,8 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -56,15 +61,64 @@ func TestUsage_MistakesExit2(t *testing.T) {
 	}
 }
 
-// version prints what the build recorded, and parses as JSON with --json.
-func TestVersion(t *testing.T) {
+// version prints what a bug report needs: the command's and the library's
+// versions, the build's VCS revision, time and dirty flag, Go's version
+// and the platform; --json says the same. A build that recorded no
+// revision (a workspace build without -buildvcs=true) says so and how to
+// get one.
+func TestVersion_NamesTheBuild(t *testing.T) {
 	t.Parallel()
 	r := jg(t, "version")
 	require.Equal(t, 0, r.code, r)
-	require.Contains(t, r.stdout, "jobguard ")
+	require.Regexp(t, `(?m)^jobguard \S+$`, r.stdout)
+	require.Regexp(t, `(?m)^  library +\S+`, r.stdout)
+	require.Regexp(t, `(?m)^  revision +not recorded \(build with -buildvcs=true\)$`, r.stdout)
+	require.Regexp(t, `(?m)^  go +go1\.\S+ `+runtime.GOOS+`/`+runtime.GOARCH+`$`, r.stdout)
 	r = jg(t, "version", "--json")
-	var v map[string]string
+	require.Equal(t, 0, r.code, r)
+	var v versionJSON
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v), r)
-	require.NotEmpty(t, v["library"])
-	require.Regexp(t, `^go1\.`, v["go"])
+	require.NotEmpty(t, v.Library)
+	require.Regexp(t, `^go1\.`, v.Go)
+	require.Equal(t, runtime.GOOS, v.OS)
+	require.Equal(t, runtime.GOARCH, v.Arch)
+	require.Nil(t, v.Revision)
+	require.Nil(t, v.Modified)
+
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not a git checkout (%v): no revision to stamp", err)
+	}
+	status, err := exec.Command("git", "status", "--porcelain").Output()
+	require.NoError(t, err)
+	stamped := filepath.Join(t.TempDir(), "jobguard")
+	build := exec.Command("go", "build", "-buildvcs=true", "-o", stamped, ".")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	got, err := exec.Command(stamped, "version", "--json").Output()
+	require.NoError(t, err)
+	v = versionJSON{}
+	require.NoError(t, json.Unmarshal(got, &v), "%s", got)
+	require.NotNil(t, v.Revision, "%s", got)
+	require.Equal(t, strings.TrimSpace(string(head)), *v.Revision)
+	require.NotNil(t, v.Time, "%s", got)
+	_, err = time.Parse(time.RFC3339, *v.Time)
+	require.NoError(t, err)
+	require.NotNil(t, v.Modified, "%s", got)
+	require.Equal(t, len(status) > 0, *v.Modified)
+	text, err := exec.Command(stamped, "version").Output()
+	require.NoError(t, err)
+	require.Regexp(t, `(?m)^  revision +`+*v.Revision+` \(`+regexp.QuoteMeta(*v.Time)+`\)`, string(text))
+}
+
+// versionJSON is what version --json prints.
+type versionJSON struct {
+	Command  string  `json:"command"`
+	Library  string  `json:"library"`
+	Revision *string `json:"revision"`
+	Time     *string `json:"time"`
+	Modified *bool   `json:"modified"`
+	Go       string  `json:"go"`
+	OS       string  `json:"os"`
+	Arch     string  `json:"arch"`
 }

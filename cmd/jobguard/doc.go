@@ -6,7 +6,10 @@
 //
 // From a checkout of the repository:
 //
-//	go install ./cmd/jobguard
+//	go install -buildvcs=true ./cmd/jobguard
+//
+// (-buildvcs=true: a workspace build records the VCS revision, which
+// 'jobguard version' prints for a bug report, only when asked to.)
 //
 // It is a module of its own, so that its Prometheus exporter and its flag
 // handling never reach the library's users. Until the modules are tagged,
@@ -23,7 +26,7 @@
 //	jobguard limits suggest [--apply]  suggest limits from the finished jobs' runtimes
 //	jobguard retry <job-id>            an operator's retry of a FAILED job
 //	jobguard run [--shadow]            the reclaimer service, until SIGTERM
-//	jobguard version
+//	jobguard version                   the build: versions, VCS revision, Go, platform
 //	jobguard help [command | config]
 //
 // Every command takes --help, and --json prints its result as JSON for

@@ -166,6 +166,42 @@ func TestRun_ShadowWritesNothing(t *testing.T) {
 	require.False(t, hasMarker(t, b, stuck))
 }
 
+// A shadow service says which leader key it contends for and why it is
+// not the one given: the live key with its top bit flipped, so that shadow
+// and live reclaimers of one table each elect a leader of their own. Both
+// keys are in its start line and in its line on taking the lead.
+func TestRun_ShadowLogsItsLeaderKeyAsDerivedFromTheLiveOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fixture.Default)
+	live := rand.Int64N(1<<62) + 1
+	shadow := live ^ (-1 << 63)
+	s := startService(t, b, "--shadow", "--leader-key", fmt.Sprint(live))
+	s.logged("reclaim: leading the sweeps")
+	for _, msg := range []string{"jobguard: run: started", "reclaim: leading the sweeps"} {
+		line := rawLine(t, s.logs.String(), msg)
+		require.Contains(t, line, fmt.Sprintf(`"leader_key":%d`, shadow), "%s", line)
+		require.Contains(t, line, fmt.Sprintf(`"live_leader_key":%d`, live), "%s", line)
+		require.Contains(t, line, `"leader_key_derived":"the live leader key with its top bit flipped`, "%s", line)
+	}
+	code, _ := s.terminate()
+	require.Equal(t, 0, code, s.logs.String())
+}
+
+// rawLine is the first JSON log line of logs with msg, as written: its
+// int64 values whole, which a float64 would round.
+func rawLine(t *testing.T, logs, msg string) string {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(logs))
+	for sc.Scan() {
+		var line struct{ Msg string }
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == msg {
+			return sc.Text()
+		}
+	}
+	t.Fatalf("no log line %q in:\n%s", msg, logs)
+	return ""
+}
+
 // counterOrZero is the value of jobguard_reclaim_decisions_total{label},
 // or "0" when the scrape has no such series yet.
 func counterOrZero(scrape, label string) string {

@@ -136,7 +136,7 @@ func (l *leaderLock) lead(ctx context.Context) bool {
 	}
 	if got {
 		l.held = true
-		l.r.log.InfoContext(ctx, "reclaim: leading the sweeps", slog.Int64("leader_key", l.r.leaderKey()))
+		l.r.log.LogAttrs(ctx, slog.LevelInfo, "reclaim: leading the sweeps", l.r.LeaderAttrs()...)
 	}
 	return got
 }
@@ -253,4 +253,21 @@ func (r *Reclaimer) leaderKey() int64 {
 		key ^= shadowKeyMask
 	}
 	return key
+}
+
+// LeaderAttrs are the log attributes that name the advisory lock key Run
+// contends for: leader_key, and for a shadow reclaimer also
+// live_leader_key (the guard's Shared.LeaderKey, which the live reclaimers
+// contend for) and leader_key_derived, which says how the two differ and
+// why. Run's line on taking the lead carries them; a service's own start
+// line may too, so that an operator looking for the lock in pg_locks finds
+// the key it is really held on.
+func (r *Reclaimer) LeaderAttrs() []slog.Attr {
+	attrs := []slog.Attr{slog.Int64("leader_key", r.leaderKey())}
+	if r.cfg.Shadow {
+		attrs = append(attrs, slog.Int64("live_leader_key", r.cfg.Guard.Shared().LeaderKey),
+			slog.String("leader_key_derived", "the live leader key with its top bit flipped: shadow reclaimers "+
+				"elect a leader of their own and never take the live reclaimers' lock"))
+	}
+	return attrs
 }

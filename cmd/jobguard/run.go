@@ -40,8 +40,9 @@ no restart needed.
 --shadow decides and writes nothing: the jobs a sweep would reclaim are
 logged ("reclaim: shadow: would reclaim") and counted (the decision
 would_reclaim of jobguard_reclaim_decisions_total). Shadow instances elect
-their own leader, so a shadow service can run beside a live one, after a
-limit was lowered, say.
+their own leader, on --leader-key with its top bit flipped (both keys are
+in the start line), so a shadow service can run beside a live one, after
+a limit was lowered, say.
 
 --compensate also runs the compensation sweep (package compensate) over
 the artifacts table: artifacts of rejected executions are undone, those of
@@ -182,11 +183,12 @@ func runService(ctx context.Context, c *cli, s *settings, args []string) error {
 		log.Warn("jobguard: run: the limits table is empty: no job can be reclaimed until a limit is set",
 			slog.String("limits_table", limitsName(s)))
 	}
-	log.Info("jobguard: run: started", slog.String("table", guard.Table().QualifiedName()),
+	log.LogAttrs(ctx, slog.LevelInfo, "jobguard: run: started", append([]slog.Attr{
+		slog.String("table", guard.Table().QualifiedName()),
 		slog.String("source", s.Source), slog.String("limits_table", limitsName(s)), slog.Int("limits", len(limits)),
 		slog.Duration("interval", s.Interval), slog.Duration("no_progress", s.NoProgress), slog.Bool("shadow", o.Shadow),
 		slog.Bool("compensate", o.Compensate), slog.String("notices", s.Notices), slog.Int("parent_rules", len(cfg.OnReclaim)),
-		slog.String("marker_prefix", guard.Shared().Prefix), slog.Int64("leader_key", guard.Shared().LeaderKey))
+		slog.String("marker_prefix", guard.Shared().Prefix)}, r.LeaderAttrs()...)...)
 
 	var wg sync.WaitGroup
 	if arts != nil {

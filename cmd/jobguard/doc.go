@@ -30,7 +30,9 @@
 //	jobguard help [command | config]
 //
 // Every command takes --help, and --json prints its result as JSON for
-// scripts. A long scan draws a progress line on stderr when stdout and
+// scripts, and any error as one JSON object on one line of stderr
+// ({"command", "error", "hint", "code"}, the code being the exit code),
+// a mistyped flag or a bad config file included. A long scan draws a progress line on stderr when stdout and
 // stderr are terminals, and nothing when they are piped.
 //
 // # Settings

@@ -58,7 +58,7 @@ func TestJSONErrors_EveryErrorIsOneObjectOnStderr(t *testing.T) {
 		{"database", jg(t, "limits", "list", "--json", "--database-url", "postgres://postgres:Zq61Pw@"+closedPort+"/test"),
 			1, "cannot reach PostgreSQL at 127.0.0.1:1"},
 		{"refused", b.run(t, "retry", running, "--json"), 4, "only a FAILED job can be retried"},
-		{"not found", b.run(t, "retry", "c-no-such-job", "--json"), 3, "job c-no-such-job not found"},
+		{"not found", b.run(t, "retry", "00000000-0000-0000-0000-000000000001", "--json"), 3, "not found"},
 	} {
 		require.Equal(t, tc.code, tc.r.code, "%s: %s", tc.name, tc.r)
 		e := oneErrorObject(t, tc.r)

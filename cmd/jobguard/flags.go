@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -96,6 +97,27 @@ func (f *flags) parse(args []string) ([]string, error) {
 		rest = append(rest, left[0])
 		args = left[1:]
 	}
+}
+
+// jsonArg reports whether args ask for --json (or -json, --json=true),
+// before "--": what the parsed flags will say, for the errors that come
+// before they are parsed or from parsing them.
+func jsonArg(args []string) bool {
+	on := false
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "json" {
+			continue
+		}
+		on = !hasValue
+		if hasValue {
+			on, _ = strconv.ParseBool(value)
+		}
+	}
+	return on
 }
 
 // usage writes the flags of every section, as PrintDefaults would, under

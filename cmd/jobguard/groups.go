@@ -110,7 +110,7 @@ func (f *flags) sourceGroup(s *settings) {
 // logs' shape.
 func (f *flags) outputGroup(s *settings, logs bool) {
 	f.section("Output")
-	f.boolean(&s.JSON, "json", "print the result as JSON, for scripts")
+	f.boolean(&s.JSON, "json", "print the result as JSON, for scripts, and an error as one JSON object on stderr")
 	if logs {
 		f.logGroup(s)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -52,6 +53,10 @@ type cli struct {
 	red *redact.Redactor
 	// logs is the logger built by logger, once it is.
 	logs atomic.Pointer[slog.Logger]
+	// json is true when errors are printed as JSON: --json on the command
+	// line, as the parsed flags say, or before they are (or when they
+	// cannot be), as jsonArg reads it.
+	json bool
 }
 
 // command is one of the commands.
@@ -85,6 +90,7 @@ func (c *cli) main(ctx context.Context, args []string) int {
 	stdout, stderr := c.red.Writer(c.stdout), c.red.Writer(c.stderr)
 	c.stdout, c.stderr = stdout, stderr
 	defer func() { _, _ = stdout.Flush(), stderr.Flush() }()
+	c.json = jsonArg(args)
 	if len(args) == 0 {
 		c.help(c.stderr)
 		return exitUsage
@@ -109,6 +115,7 @@ func (c *cli) main(ctx context.Context, args []string) int {
 		return exitOK
 	}
 	if err == nil {
+		c.json = s.JSON
 		s.fromEnv(c.getenv, f)
 		err = s.check()
 	}
@@ -167,7 +174,9 @@ func (s *settings) fromEnv(getenv func(string) string, f *flags) {
 }
 
 // report writes err, and what to do about it, to stderr and returns the
-// exit code it ends the command with.
+// exit code it ends the command with. With --json it is one JSON object on
+// one line: the command, the error, the hint (what to do, and where the
+// usage is for a usage error) and the exit code.
 func (c *cli) report(cmd *command, err error) int {
 	code := exitCode(err)
 	if code == exitOK {
@@ -177,16 +186,30 @@ func (c *cli) report(cmd *command, err error) int {
 	if cmd != nil {
 		name += " " + cmd.name
 	}
-	fmt.Fprintf(c.stderr, "%s: %s\n", name, c.red.String(err.Error()))
-	if todo := todoOf(err); todo != "" {
-		fmt.Fprintf(c.stderr, "%s\n", c.red.String(todo))
-	}
+	// Redacted before it is encoded, so that no escaping hides a password
+	// from the redactor; the redacting writer sees the result too.
+	msg, todo := c.red.String(err.Error()), c.red.String(todoOf(err))
+	var usage string
 	if code == exitUsage {
-		help := "jobguard --help"
-		if cmd != nil {
-			help = "jobguard " + cmd.name + " --help"
-		}
-		fmt.Fprintf(c.stderr, "Run '%s' for usage.\n", help)
+		usage = fmt.Sprintf("Run '%s --help' for usage.", name)
+	}
+	if c.json {
+		hint := strings.TrimSpace(todo + "\n" + usage)
+		line, _ := json.Marshal(struct {
+			Command string `json:"command"`
+			Error   string `json:"error"`
+			Hint    string `json:"hint,omitempty"`
+			Code    int    `json:"code"`
+		}{name, msg, hint, code})
+		fmt.Fprintf(c.stderr, "%s\n", line)
+		return code
+	}
+	fmt.Fprintf(c.stderr, "%s: %s\n", name, msg)
+	if todo != "" {
+		fmt.Fprintf(c.stderr, "%s\n", todo)
+	}
+	if usage != "" {
+		fmt.Fprintf(c.stderr, "%s\n", usage)
 	}
 	return code
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/spell"
 )
 
 // Defaults of Table, matching the bundled migration.
@@ -288,7 +290,7 @@ func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 		if t.Schema != "" {
 			where = "in schema " + ident.Quote(t.Schema)
 		}
-		return catalog{}, fmt.Errorf("table %s does not exist %s (Table.Name %q)", name, where, t.Name)
+		return catalog{}, fmt.Errorf("table %s does not exist %s (Table.Name %q)%s", name, where, t.Name, nearTables(ctx, db, t))
 	case err != nil:
 		return catalog{}, fmt.Errorf("look up table %s: %w", name, err)
 	}
@@ -305,7 +307,8 @@ func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 		ti, ok := cat.columns[c.name]
 		switch {
 		case !ok:
-			errs = append(errs, fmt.Errorf("table %s has no column %q (%s)", name, c.name, c.field))
+			errs = append(errs, fmt.Errorf("table %s has no column %q (%s)%s", name, c.name, c.field,
+				spell.Hint(c.name, slices.Collect(maps.Keys(cat.columns)), "%q")))
 		case !c.accepts(ti):
 			errs = append(errs, fmt.Errorf("column %q (%s) of %s is %s; want %s", c.name, c.field, name, ti.name, c.accepted))
 		case c.notNull.required && !ti.notNull:
@@ -329,6 +332,41 @@ func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 		}
 	}
 	return cat, nil
+}
+
+// nearTables is "; did you mean ...?" for the tables t most likely meant,
+// in its schema (matched in any letter case) or, without one, in the
+// search_path: a name in the wrong case (PostgreSQL folds an unquoted
+// CourseJob to coursejob, and the mapping quotes it), quoted as SQL would
+// write it, or a letter off. It is "" when none is close, and when the
+// catalog cannot be read: the error it adds to says what matters.
+func nearTables(ctx context.Context, db DB, t Table) string {
+	rows, err := db.Query(ctx, `SELECT n.nspname::text, c.relname::text FROM pg_catalog.pg_class c`+
+		` JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')`+
+		` AND CASE WHEN $1 = '' THEN n.nspname = ANY (current_schemas(false)) ELSE lower(n.nspname) = lower($1) END`,
+		strings.Trim(t.Schema, `"`))
+	if err != nil {
+		return ""
+	}
+	schemaOf := map[string]string{}
+	var schema, rel string
+	if _, err := pgx.ForEachRow(rows, []any{&schema, &rel}, func() error {
+		if _, seen := schemaOf[rel]; !seen { // the first schema of the search_path that has it
+			schemaOf[rel] = schema
+		}
+		return nil
+	}); err != nil {
+		return ""
+	}
+	near := spell.Suggest(t.Name, slices.Collect(maps.Keys(schemaOf)))
+	for i, rel := range near {
+		if s := schemaOf[rel]; t.Schema != "" && s != t.Schema {
+			near[i] = fmt.Sprintf("Table.Schema %q, Table.Name %q", s, rel)
+		} else {
+			near[i] = fmt.Sprintf("Table.Name %q", rel)
+		}
+	}
+	return spell.DidYouMean(near, "%s")
 }
 
 // readColumns reads what the catalog says of every column of the table

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -46,15 +47,24 @@ func TestDidYouMean_TableOrColumnInTheWrongCase(t *testing.T) {
 		require.Contains(t, r.stderr, `does not exist in schema "`+b.env.Schema+`"`, name)
 		require.Contains(t, r.stderr, `did you mean Table.Name "CourseJob"?`, "%s: %s", name, r)
 	}
+	// The test's connection puts its schema on the search_path.
 	r := b.run(t, "explain", id, "--schema", "", "--table", "coursejob")
 	require.Equal(t, 1, r.code, r)
-	require.Contains(t, r.stderr, `does not exist in search_path`, r)
-	require.NotContains(t, r.stderr, "did you mean", "the search_path holds no CourseJob: %s", r)
+	require.Contains(t, r.stderr, `does not exist in search_path (Table.Name "coursejob"); did you mean Table.Name "CourseJob"?`, r)
+	r = b.run(t, "explain", id, "--schema", strings.ToUpper(b.env.Schema), "--table", "coursejob")
+	require.Equal(t, 1, r.code, r)
+	require.Contains(t, r.stderr, `did you mean Table.Schema "`+b.env.Schema+`", Table.Name "CourseJob"?`, r)
+	r = b.run(t, "explain", id, "--table", "widgets")
+	require.Equal(t, 1, r.code, r)
+	require.NotContains(t, r.stderr, "did you mean", "nothing is close: %s", r)
 
 	r = b.run(t, "explain", id, "--updated-at-column", "updatedat")
 	require.Equal(t, 1, r.code, r)
 	require.Contains(t, r.stderr, `has no column "updatedat" (UpdatedAtColumn); did you mean "updatedAt"?`, r)
 	r = b.run(t, "explain", id, "--updated-at-column", "updated_at")
+	require.Equal(t, 1, r.code, r)
+	require.Contains(t, r.stderr, `has no column "updated_at" (UpdatedAtColumn); did you mean "updatedAt"?`, r)
+	r = b.run(t, "explain", id, "--updated-at-column", "modified_at")
 	require.Equal(t, 1, r.code, r)
 	require.NotContains(t, r.stderr, "did you mean", r)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobguard/jobguard/internal/redact"
+	"github.com/jobguard/jobguard/internal/spell"
 )
 
 // flags is one command's flag set, with its flags grouped in sections for
@@ -82,6 +83,12 @@ func (f *flags) parse(args []string) ([]string, error) {
 		if err := f.fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, errHelp
+			}
+			// The flag package names an unknown flag only in its message.
+			if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+				var known []string
+				f.fs.VisitAll(func(fl *flag.Flag) { known = append(known, fl.Name) })
+				return nil, usageErr("%v%s", err, spell.Hint(strings.TrimPrefix(name, "-"), known, "--%s"))
 			}
 			return nil, usageErr("%v", err)
 		}

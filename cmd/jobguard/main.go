@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/redact"
+	"github.com/jobguard/jobguard/internal/spell"
 )
 
 func main() {
@@ -145,12 +146,26 @@ func find(args []string) (*command, []string, error) {
 		}
 		args = append([]string{"limits " + args[1]}, args[2:]...)
 	}
+	// The names a mistyped one is compared with: the first words of the
+	// commands, or, after "limits", its subcommands.
+	sub, isLimits := strings.CutPrefix(args[0], "limits ")
+	var names []string
 	for _, cmd := range commands() {
 		if cmd.name == args[0] {
 			return cmd, args[1:], nil
 		}
+		first, rest, _ := strings.Cut(cmd.name, " ")
+		switch {
+		case isLimits && first == "limits":
+			names = append(names, rest)
+		case !isLimits && !slices.Contains(names, first):
+			names = append(names, first)
+		}
 	}
-	return nil, nil, usageErr("unknown command %q", args[0])
+	if isLimits {
+		return nil, nil, usageErr("unknown command %q%s", args[0], spell.Hint(sub, names, `"limits %s"`))
+	}
+	return nil, nil, usageErr("unknown command %q%s", args[0], spell.Hint(args[0], append(names, "help"), "%q"))
 }
 
 // fromEnv takes the servers' URLs from the environment when their flags

@@ -4,6 +4,7 @@
 package spell
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -94,4 +95,23 @@ func distance(a, b string) int {
 		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(t)]
+}
+
+// DidYouMean is "; did you mean A or B?" for names, each printed with
+// format (such as "%q", or "--%s" for flags); "" for none. It is meant to
+// end an error's message.
+func DidYouMean(names []string, format string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf(format, n)
+	}
+	return "; did you mean " + strings.Join(parts, " or ") + "?"
+}
+
+// Hint is DidYouMean of the names Suggest finds for given among known.
+func Hint(given string, known []string, format string) string {
+	return DidYouMean(Suggest(given, known), format)
 }

@@ -49,3 +49,10 @@ func TestDistance(t *testing.T) {
 		require.Equal(t, tc.want, distance(tc.b, tc.a), "%q, %q", tc.b, tc.a)
 	}
 }
+
+func TestHint(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, `; did you mean "list"?`, Hint("lsit", []string{"list", "set"}, "%q"))
+	require.Equal(t, "; did you mean --json or --jsn?", DidYouMean([]string{"json", "jsn"}, "--%s"))
+	require.Empty(t, Hint("explode", []string{"list", "set"}, "%q"))
+}

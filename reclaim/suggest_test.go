@@ -97,3 +97,52 @@ func TestTableLimits_SetAppliesASuggestion(t *testing.T) {
 	require.ErrorContains(t, limits.Set(ctx, "video", 0), "not positive")
 	require.ErrorContains(t, limits.Set(ctx, "video", -time.Second), "not positive")
 }
+
+// On a first adoption (no limit set, no job running) the types come from
+// the history: every type that finished within the window gets a
+// suggestion, and one that rests on fewer completions than MinCompletions
+// is marked tentative. A type that finished only before the window is
+// left out.
+func TestSuggest_FirstAdoptionSuggestsForEveryTypeWithHistory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	env.Exec(reclaim.Migration)
+	finished := func(typ, status string, ago, ran time.Duration) {
+		id := jobs.Insert(t, fixture.Job{Type: typ, Status: status})
+		jobs.Backdate(t, id, "updated_at", ago)
+		jobs.Backdate(t, id, "started_at", ago+ran)
+	}
+	for i := 1; i <= 100; i++ {
+		finished("chapter", "COMPLETED", time.Hour, time.Duration(i)*time.Minute)
+	}
+	for i := 1; i <= 3; i++ {
+		finished("video", "COMPLETED", time.Hour, time.Duration(i)*time.Hour)
+	}
+	finished("export", "FAILED", time.Hour, time.Minute)
+	finished("legacy", "COMPLETED", 30*24*time.Hour, time.Minute)
+	limits, err := reclaim.NewTableLimits(reclaim.TableLimitsConfig{DB: env.Pool})
+	require.NoError(t, err)
+	r, _ := newReclaimer(t, jobs, reclaim.Config{Limits: limits})
+
+	got, err := r.Suggest(ctx, reclaim.SuggestSpec{})
+	require.NoError(t, err)
+	var types []string
+	for _, s := range got {
+		types = append(types, s.Type)
+	}
+	require.Equal(t, []string{"chapter", "export", "video"}, types, "the types that finished within the window")
+	require.NotZero(t, got[0].Suggested)
+	require.False(t, got[0].Tentative, "a hundred completions")
+	require.Equal(t, 1, got[1].Failed)
+	require.Zero(t, got[1].Suggested, "no completion, no suggestion")
+	require.False(t, got[1].Tentative, "no suggestion to doubt")
+	require.Equal(t, 3, got[2].Completed)
+	require.Equal(t, 3*time.Hour, got[2].Suggested, "p99 × 1.5 is below the longest, which is the floor")
+	require.True(t, got[2].Tentative, "three completions are fewer than %d", reclaim.SuggestMinCompletionsDefault)
+
+	got, err = r.Suggest(ctx, reclaim.SuggestSpec{MinCompletions: 3})
+	require.NoError(t, err)
+	require.False(t, got[2].Tentative)
+}

@@ -65,6 +65,7 @@ type batchStatements struct {
 	ids          string // a text array parameter cast to the id column's type
 	snapshot     string // $1 ids → rows
 	types        string // → the distinct types of the active jobs; "" without a type column
+	finished     string // → the distinct types of the finished jobs; "" without a type column
 	overdue      string // $1 types, $2 limits (µs), $3 page size → rows
 	overdueAfter string // overdue's parameters, $4 the last id of the previous page (text) → rows
 	history      string // see buildHistory
@@ -125,17 +126,21 @@ func buildBatchStatements(t Table, cat catalog) batchStatements {
 		cols, tbl, col("t.", t.IDColumn), b.ids)
 
 	if t.TypeColumn != "" {
-		// The distinct types of the active jobs, one index probe per type (a
-		// loose scan): the statuses are written as the bundled migration's
-		// partial index names them, so the probes read that index alone.
-		active := fmt.Sprintf("%s IN (%s, %s)", col("t.", t.StatusColumn),
-			ident.Literal(t.Statuses.Queued), ident.Literal(t.Statuses.Processing))
+		// The distinct types of the jobs in two statuses, one index probe
+		// per type (a loose scan): the statuses are written as the bundled
+		// migration's partial indexes name them (the active jobs', the
+		// finished jobs'), so the probes read that index alone.
 		typeCol := col("t.", t.TypeColumn)
-		b.types = fmt.Sprintf(`WITH RECURSIVE k(type) AS (`+
-			`(SELECT %[1]s FROM %[2]s AS t WHERE %[3]s AND %[1]s IS NOT NULL ORDER BY %[1]s LIMIT 1)`+
-			` UNION ALL SELECT (SELECT %[1]s FROM %[2]s AS t WHERE %[3]s AND %[1]s > k.type ORDER BY %[1]s LIMIT 1)`+
-			` FROM k WHERE k.type IS NOT NULL) SELECT type::text FROM k WHERE type IS NOT NULL`,
-			typeCol, tbl, active)
+		types := func(a, b string) string {
+			in := fmt.Sprintf("%s IN (%s, %s)", col("t.", t.StatusColumn), ident.Literal(a), ident.Literal(b))
+			return fmt.Sprintf(`WITH RECURSIVE k(type) AS (`+
+				`(SELECT %[1]s FROM %[2]s AS t WHERE %[3]s AND %[1]s IS NOT NULL ORDER BY %[1]s LIMIT 1)`+
+				` UNION ALL SELECT (SELECT %[1]s FROM %[2]s AS t WHERE %[3]s AND %[1]s > k.type ORDER BY %[1]s LIMIT 1)`+
+				` FROM k WHERE k.type IS NOT NULL) SELECT type::text FROM k WHERE type IS NOT NULL`,
+				typeCol, tbl, in)
+		}
+		b.types = types(t.Statuses.Queued, t.Statuses.Processing)
+		b.finished = types(t.Statuses.Completed, t.Statuses.Failed)
 	}
 
 	if t.StartedAtColumn != "" {
@@ -290,19 +295,37 @@ func (b *Batch) Snapshot(ctx context.Context, db DB, ids []string) (map[string]J
 // type (the bundled migration's partial index on the active jobs) rather
 // than reading the jobs. A table without a type column has one type, "".
 func (b *Batch) ActiveTypes(ctx context.Context, db DB) ([]string, error) {
-	g := b.g
-	if g.batch.types == "" {
-		return []string{""}, nil // no type column: one type, no round trip
-	}
-	rows, err := db.Query(ctx, g.batch.types)
-	if err != nil {
-		return nil, fmt.Errorf("jobguard: active types: %w", err)
-	}
-	types, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	types, err := b.distinctTypes(ctx, db, b.g.batch.types)
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: active types: %w", err)
 	}
 	return types, nil
+}
+
+// FinishedTypes returns the distinct types of the COMPLETED and FAILED
+// jobs, as ActiveTypes does for the active ones: one probe per type of an
+// index on the type column over the finished statuses (the bundled
+// migration's jobs_finished_idx). A table without a type column has one
+// type, "".
+func (b *Batch) FinishedTypes(ctx context.Context, db DB) ([]string, error) {
+	types, err := b.distinctTypes(ctx, db, b.g.batch.finished)
+	if err != nil {
+		return nil, fmt.Errorf("jobguard: finished types: %w", err)
+	}
+	return types, nil
+}
+
+// distinctTypes runs one of the loose scans of the types; "" is a table
+// without a type column: one type, no round trip.
+func (b *Batch) distinctTypes(ctx context.Context, db DB, sql string) ([]string, error) {
+	if sql == "" {
+		return []string{""}, nil
+	}
+	rows, err := db.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // OverdueQuery selects the jobs of Overdue.

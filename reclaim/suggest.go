@@ -24,12 +24,19 @@ const (
 	SuggestPercentileDefault = 0.99
 	// SuggestMarginDefault is what the percentile is multiplied by.
 	SuggestMarginDefault = 1.5
+	// SuggestMinCompletionsDefault is the fewest completions a suggestion
+	// is not Tentative on: below a hundred, the default percentile (p99)
+	// is the longest completion or an interpolation next to it, not a
+	// tail that was seen.
+	SuggestMinCompletionsDefault = 100
 )
 
 // SuggestSpec says which history Suggest reads and how it suggests.
 type SuggestSpec struct {
 	// Types are the job types to suggest limits for. Defaults to the types
-	// of the current limits and of the active jobs.
+	// of the current limits, of the active jobs, and of the jobs that
+	// finished within Window: on a first adoption, with no limit set and
+	// no job running, every type with history.
 	Types []string
 	// Window keeps the jobs that finished within it. Defaults to
 	// SuggestWindowDefault (7 days).
@@ -47,6 +54,9 @@ type SuggestSpec struct {
 	// seen, which a limit would have put at risk. Defaults to false: never
 	// below it.
 	BelowLongest bool
+	// MinCompletions is the fewest completions a suggestion rests on and
+	// is not Tentative. Defaults to SuggestMinCompletionsDefault.
+	MinCompletions int
 }
 
 // Suggestion is the evidence of one job type and the limit it suggests.
@@ -59,6 +69,10 @@ type Suggestion struct {
 	// the second, and never below the longest completion unless
 	// BelowLongest. Zero when the type has no completion to judge from.
 	Suggested time.Duration
+	// Tentative is true when Suggested rests on fewer completions than
+	// SuggestSpec.MinCompletions (Completed says how many): a first
+	// guess, to be read before it is applied.
+	Tentative bool
 }
 
 // Suggest reads the history of the finished jobs (jobguard's
@@ -76,14 +90,30 @@ func (r *Reclaimer) Suggest(ctx context.Context, spec SuggestSpec) ([]Suggestion
 		return nil, fmt.Errorf("reclaim: suggest: %w", err)
 	}
 	types := spec.Types
+	// wanted are the types listed even without history in the window:
+	// those named, limited or running. A type that only finished before
+	// the window has nothing to suggest from and is left out.
+	wanted := map[string]bool{}
 	if len(types) == 0 {
 		active, err := r.cfg.Guard.Batch().ActiveTypes(ctx, r.cfg.DB)
 		if err != nil {
 			return nil, fmt.Errorf("reclaim: suggest: %w", err)
 		}
+		finished, err := r.cfg.Guard.Batch().FinishedTypes(ctx, r.cfg.DB)
+		if err != nil {
+			return nil, fmt.Errorf("reclaim: suggest: %w", err)
+		}
 		types = append(slices.Collect(maps.Keys(limits)), active...)
+		for _, t := range types {
+			wanted[t] = true
+		}
+		types = append(types, finished...)
 		slices.Sort(types)
 		types = slices.Compact(types)
+	} else {
+		for _, t := range types {
+			wanted[t] = true
+		}
 	}
 	if len(types) == 0 {
 		return nil, nil
@@ -97,9 +127,13 @@ func (r *Reclaimer) Suggest(ctx context.Context, spec SuggestSpec) ([]Suggestion
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: suggest: %w", err)
 	}
-	out := make([]Suggestion, len(hs))
-	for i, h := range hs {
-		out[i] = Suggestion{TypeHistory: h, Limit: limits[h.Type], Suggested: spec.suggest(h)}
+	out := make([]Suggestion, 0, len(hs))
+	for _, h := range hs {
+		if !wanted[h.Type] && h.Completed+h.Reclaimed+h.Failed == 0 {
+			continue
+		}
+		out = append(out, Suggestion{TypeHistory: h, Limit: limits[h.Type], Suggested: spec.suggest(h),
+			Tentative: h.Completed > 0 && h.Completed < spec.MinCompletions})
 	}
 	return out, nil
 }
@@ -118,11 +152,16 @@ func (s SuggestSpec) withDefaults() (SuggestSpec, error) {
 	if s.Margin == 0 {
 		s.Margin = SuggestMarginDefault
 	}
+	if s.MinCompletions == 0 {
+		s.MinCompletions = SuggestMinCompletionsDefault
+	}
 	switch {
 	case s.Window < 0:
 		return s, fmt.Errorf("Window %v is negative", s.Window)
 	case s.PerType < 0:
 		return s, fmt.Errorf("PerType %d is negative", s.PerType)
+	case s.MinCompletions < 0:
+		return s, fmt.Errorf("MinCompletions %d is negative", s.MinCompletions)
 	case !(s.Percentile > 0 && s.Percentile <= 1):
 		return s, fmt.Errorf("Percentile %v is not in (0, 1]", s.Percentile)
 	case !(s.Margin >= 1) || math.IsInf(s.Margin, 1):

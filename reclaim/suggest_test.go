@@ -139,7 +139,7 @@ func TestSuggest_FirstAdoptionSuggestsForEveryTypeWithHistory(t *testing.T) {
 	require.Zero(t, got[1].Suggested, "no completion, no suggestion")
 	require.False(t, got[1].Tentative, "no suggestion to doubt")
 	require.Equal(t, 3, got[2].Completed)
-	require.Equal(t, 3*time.Hour, got[2].Suggested, "p99 × 1.5 is below the longest, which is the floor")
+	require.Equal(t, 4*time.Hour+28*time.Minute+12*time.Second, got[2].Suggested, "p99 = 2.98 hours, × 1.5")
 	require.True(t, got[2].Tentative, "three completions are fewer than %d", reclaim.SuggestMinCompletionsDefault)
 
 	got, err = r.Suggest(ctx, reclaim.SuggestSpec{MinCompletions: 3})

@@ -138,3 +138,41 @@ func TestLimits_DurationsAtTheEdgesOfTheRange(t *testing.T) {
 		require.Contains(t, r.stderr, "at most "+longest)
 	}
 }
+
+// On a first adoption (no limit set, no job running) limits suggest
+// proposes a limit for every type with history, and warns, saying how
+// many, when one rests on few completions; --json marks it tentative.
+func TestLimits_SuggestOnAFirstAdoptionWarnsOfFewCompletions(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fixture.Default)
+	b.env.Exec(`DELETE FROM job_type_limits`)
+	b.env.Exec(`INSERT INTO jobs (type, status, started_at, updated_at)
+		SELECT 'chapter', 'COMPLETED', now() - interval '1 hour' - i * interval '1 minute', now() - interval '1 hour'
+		FROM generate_series(1, 100) AS i`)
+	b.env.Exec(`INSERT INTO jobs (type, status, started_at, updated_at)
+		SELECT 'video', 'COMPLETED', now() - interval '1 hour' - i * interval '1 hour', now() - interval '1 hour'
+		FROM generate_series(1, 3) AS i`)
+
+	r := b.run(t, "limits suggest")
+	require.Equal(t, 0, r.code, r)
+	require.Regexp(t, `(?m)^chapter +100 .* +none +2h28m31s$`, r.stdout)
+	require.Regexp(t, `(?m)^video +3 .* +none +4h28m12s \(tentative\)$`, r.stdout)
+	require.Contains(t, r.stdout, `Warning: the suggestion for "video" rests on 3 completions, fewer than 100`)
+	require.NotContains(t, r.stdout, `for "chapter" rests on`)
+
+	r = b.run(t, "limits suggest", "--json")
+	require.Equal(t, 0, r.code, r)
+	var sugs []struct {
+		Type      string `json:"type"`
+		Completed int    `json:"completed"`
+		Tentative bool   `json:"tentative"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sugs), r)
+	require.Len(t, sugs, 2, r.stdout)
+	require.False(t, sugs[0].Tentative)
+	require.True(t, sugs[1].Tentative)
+
+	r = b.run(t, "limits suggest", "--min-completions", "3")
+	require.Equal(t, 0, r.code, r)
+	require.NotContains(t, r.stdout, "Warning", r)
+}

@@ -58,10 +58,15 @@ completions read, p50, p90, p99 and the longest, how many completions ran
 over the current limit (work a reclaimer with that limit could have thrown
 away), how many jobs were reclaimed, the current limit and the suggestion.
 
+A suggestion that rests on fewer than --min-completions completions is
+marked "(tentative)", and a warning under the table says how many: read it
+as a first guess before applying it.
+
 It writes nothing unless --apply, which sets every suggestion that differs
 from the current limit (reclaim.TableLimits.Set). The types are those with
-a limit or an active job, unless --types names them. It needs the
-started-at column.`,
+a limit, an active job or a job finished within --window (on a first
+adoption, with no limit set and no job running: every type with history),
+unless --types names them. It needs the started-at column.`,
 	flags: func(f *flags, s *settings) {
 		sp := &s.Suggest
 		f.section("Suggest")
@@ -71,6 +76,7 @@ started-at column.`,
 		f.duration(&sp.Spec.Window, "window", "read the jobs finished within this long")
 		f.integer(&sp.Spec.PerType, "per-type", "read at most this many of each type's latest finished jobs")
 		f.boolean(&sp.Spec.BelowLongest, "below-longest", "let a suggestion fall below the longest completion")
+		f.integer(&sp.Spec.MinCompletions, "min-completions", "warn of a suggestion that rests on fewer completions than this")
 		f.fs.Var(listFlag{&sp.Spec.Types}, "types", "only these job types, comma-separated (empty: those with a limit or an active job)")
 		f.add("types")
 		f.commonGroups(s)
@@ -87,7 +93,8 @@ type suggestOpts struct {
 
 func defaultSuggest() suggestOpts {
 	return suggestOpts{Spec: reclaim.SuggestSpec{Window: reclaim.SuggestWindowDefault, PerType: reclaim.SuggestPerTypeDefault,
-		Percentile: reclaim.SuggestPercentileDefault, Margin: reclaim.SuggestMarginDefault}}
+		Percentile: reclaim.SuggestPercentileDefault, Margin: reclaim.SuggestMarginDefault,
+		MinCompletions: reclaim.SuggestMinCompletionsDefault}}
 }
 
 // limitJSON is one limit, as --json prints it.
@@ -187,6 +194,7 @@ type suggestionJSON struct {
 	Failed           int      `json:"failed"`
 	LimitSeconds     *float64 `json:"limit_seconds"`
 	SuggestedSeconds *float64 `json:"suggested_seconds"`
+	Tentative        bool     `json:"tentative"`
 	Applied          bool     `json:"applied"`
 }
 
@@ -203,6 +211,8 @@ func limitsSuggest(ctx context.Context, c *cli, s *settings, args []string) erro
 		return usageErr("--window %v: want a positive duration, such as 168h", sp.Window)
 	case sp.PerType <= 0:
 		return usageErr("--per-type %d: want a positive number", sp.PerType)
+	case sp.MinCompletions <= 0:
+		return usageErr("--min-completions %d: want a positive number", sp.MinCompletions)
 	}
 	cn, err := openDB(ctx, s)
 	if err != nil {
@@ -253,12 +263,13 @@ func limitsSuggest(ctx context.Context, c *cli, s *settings, args []string) erro
 			out[i] = suggestionJSON{Type: sg.Type, Completed: sg.Completed, P50Seconds: seconds(sg.P50),
 				P90Seconds: seconds(sg.P90), P99Seconds: seconds(sg.P99), MaxSeconds: seconds(sg.Max),
 				OverLimit: sg.OverLimit, Reclaimed: sg.Reclaimed, Failed: sg.Failed,
-				LimitSeconds: optSeconds(sg.Limit), SuggestedSeconds: optSeconds(sg.Suggested), Applied: applied[i]}
+				LimitSeconds: optSeconds(sg.Limit), SuggestedSeconds: optSeconds(sg.Suggested), Tentative: sg.Tentative,
+				Applied: applied[i]}
 		}
 		return printJSON(c.stdout, out)
 	}
 	if len(sugs) == 0 {
-		fmt.Fprintln(c.stdout, "No job types: no limit and no active job. Name them with --types.")
+		fmt.Fprintf(c.stdout, "No job types: no limit, no active job, and no job finished within %v. Name them with --types.\n", sp.Window)
 		return nil
 	}
 	t := newTable(c.stdout, "TYPE", "COMPLETED", "P50", "P90", "P99", "MAX", "OVER LIMIT", "RECLAIMED", "LIMIT", "SUGGESTED")
@@ -267,6 +278,10 @@ func limitsSuggest(ctx context.Context, c *cli, s *settings, args []string) erro
 		switch {
 		case sg.Completed == 0:
 			suggested = "- (no completion)"
+		case sg.Tentative && applied[i]:
+			suggested += " (tentative, applied)"
+		case sg.Tentative:
+			suggested += " (tentative)"
 		case applied[i]:
 			suggested += " (applied)"
 		}
@@ -275,6 +290,12 @@ func limitsSuggest(ctx context.Context, c *cli, s *settings, args []string) erro
 	}
 	if err := t.flush(); err != nil {
 		return err
+	}
+	for _, sg := range sugs {
+		if sg.Tentative {
+			fmt.Fprintf(c.stdout, "\nWarning: the suggestion for %q rests on %d completions, fewer than %d: "+
+				"a first guess, not a tail that was seen; read it before applying it.\n", sg.Type, sg.Completed, sp.MinCompletions)
+		}
 	}
 	if !s.Suggest.Apply {
 		fmt.Fprintf(c.stdout, "\nSuggestions only: nothing was written. --apply sets them in %s.\n", limitsName(s))

@@ -1,0 +1,2 @@
+// Package model is a model-based test of the whole job lifecycle.
+package model

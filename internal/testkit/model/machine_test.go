@@ -17,6 +17,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/jobguard/jobguard/heartbeat"
+	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
@@ -87,6 +88,9 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 		"limit":         m.limit,
 		"invalidID":     m.invalidID,
 		"invalidFinish": m.invalidFinish,
+		"poison":        m.poison,
+		"inTx":          m.inTx,
+		"twin":          m.twinFinalize,
 	}
 }
 
@@ -179,7 +183,7 @@ func (m *machine) insert(rt *rapid.T) {
 		st, start = processing, m.w.table.StartedAtColumn != ""
 	}
 	j := &job{id: m.newID(rt), typ: typ, status: st, parentStatus: parentGenerating, marker: -1,
-		ledger: map[string]int64{}, calls: map[string]int{}, started: start}
+		ledger: map[string]int64{}, twin: map[string]int64{}, calls: map[string]int{}, started: start}
 	j.parent = "parent-of-" + j.id
 	if err := m.w.insert(m.ctx, j.id, j.parent, typ, st, start); err != nil {
 		rt.Fatalf("insert: %v", err)
@@ -636,6 +640,102 @@ func (m *machine) invalidFinish(rt *rapid.T) {
 	m.expect(rt, "Beat(invalid id)", err, invalidID)
 }
 
+// poison makes the video parent rule fail (or panic) for a job.
+func (m *machine) poison(rt *rapid.T) {
+	_, j := m.pickJob(rt)
+	m.step(rt, "poison")
+	m.fault()
+	j.poisoned = true
+	m.w.mu.Lock()
+	m.w.poisoned[j.id] = true
+	m.w.mu.Unlock()
+}
+
+// inTx gives the calls a caller's transaction: Finalize (jobguard's,
+// settle's) refuses it before anything runs; CompleteTx becomes a
+// savepoint of it, which commits or rolls back with it.
+func (m *machine) inTx(rt *rapid.T) {
+	e, j := m.pickExec(rt)
+	id := m.spell(rt, j.id)
+	commit := rapid.Bool().Draw(rt, "commit")
+	m.step(rt, fmt.Sprintf("inTx (commit %v)", commit))
+	ex := jobguard.Execution{JobID: id, Generation: e.gen}
+	tx, err := m.w.env.Pool.Begin(m.ctx)
+	if err != nil {
+		rt.Fatalf("begin: %v", err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	_, err = m.w.guard.Finalize(m.ctx, tx, ex, jobguard.FinalizeSpec{Complete: m.products(j, e.gen)})
+	m.expectIs(rt, "Finalize in a transaction", err, jobguard.ErrInTransaction)
+	_, err = m.w.settler.Finalize(m.ctx, tx, ex, settle.Spec{Complete: m.products(j, e.gen)})
+	m.expectIs(rt, "settle.Finalize in a transaction", err, jobguard.ErrInTransaction)
+	err = m.w.guard.CompleteTx(m.ctx, tx, ex, func(tx pgx.Tx) error { return m.products(j, e.gen)(m.ctx, tx) })
+	won := active(j.status) && m.ref.owns(j, e.gen)
+	if !won {
+		m.expect(rt, "CompleteTx in a transaction", err, terminal)
+		return
+	}
+	m.expect(rt, "CompleteTx in a transaction", err, okay)
+	if !commit {
+		return
+	}
+	if err := tx.Commit(m.ctx); err != nil {
+		rt.Fatalf("commit: %v", err)
+	}
+	m.ref.complete(e, j)
+}
+
+// twinFinalize bills, through settle, the job of the twin table that has
+// the same id as one of the sequence's jobs: two jobs, two bills.
+func (m *machine) twinFinalize(rt *rapid.T) {
+	_, j := m.pickJob(rt)
+	meter := rapid.SampledFrom([]string{"tokens", "seconds"}).Draw(rt, "meter")
+	if len(j.twin) > 0 {
+		rt.Skip("twin done")
+	}
+	m.step(rt, "twin")
+	tb := m.w.twin.Table()
+	cols := []string{tb.IDColumn, tb.StatusColumn, tb.UpdatedAtColumn}
+	vals := "$1, $2, now()"
+	args := []any{j.id, tb.Statuses.Queued}
+	if tb.TypeColumn != "" {
+		cols, vals, args = append(cols, tb.TypeColumn), vals+", $3", append(args, "chapter")
+	}
+	for i, c := range cols {
+		cols[i] = ident.Quote(c)
+	}
+	idArg, err := m.w.twin.CanonicalID(j.id)
+	if err != nil {
+		rt.Fatalf("twin id: %v", err)
+	}
+	if m.w.jobs.IDType == fixture.IDInt {
+		n, _ := strconv.ParseInt(idArg, 10, 64)
+		args[0] = n
+	}
+	if _, err := m.w.env.Pool.Exec(m.ctx, fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", tb.QualifiedName(),
+		strings.Join(cols, ", "), vals), args...); err != nil {
+		rt.Fatalf("twin insert: %v", err)
+	}
+	ex, err := m.w.twinStarts.Start(m.ctx, m.w.env.Pool, m.spell(rt, j.id))
+	m.expect(rt, "twin Start", err, okay)
+	res, err := m.w.twinSettler.Finalize(m.ctx, m.w.env.Pool, ex, settle.Spec{
+		Usage: []usage.Entry{{Account: "acct", Meter: meter, Quantity: 1}}})
+	m.expect(rt, "twin settle.Finalize", err, okay)
+	if !res.Settled {
+		rt.Fatalf("twin settle.Finalize did not settle")
+	}
+	j.twin[meter] = 1
+}
+
+// expectIs checks that err wraps target.
+func (m *machine) expectIs(rt *rapid.T, what string, err, target error) {
+	rt.Helper()
+	m.tally.invariants.Add(1)
+	if !errors.Is(err, target) {
+		rt.Fatalf("%s: got %v, want %v", what, err, target)
+	}
+}
+
 // classify names the class of err.
 func classify(err error) refusal {
 	switch {
@@ -767,6 +867,25 @@ func (m *machine) check(rt *rapid.T) {
 			rt.Fatalf("job %q: marker %v %+v, model %v generation %d", j.id, found, mk, wantMk, j.marker)
 		}
 	}
+	twin, _, err := w.pairs(ctx, `SELECT job_id || '/' || meter, quantity::text FROM usage_ledger WHERE jobs_table = $1`, w.twin.TableKey())
+	if err != nil {
+		rt.Fatalf("read the twin's ledger: %v", err)
+	}
+	wantTwin := map[string]string{}
+	for _, j := range m.ref.jobs {
+		for meter, q := range j.twin {
+			wantTwin[j.id+"/"+meter] = strconv.FormatInt(q, 10)
+		}
+	}
+	if !mapsEqual(twin, wantTwin) {
+		rt.Fatalf("the twin table's ledger %v, model %v", twin, wantTwin)
+	}
+	for k, v := range twin {
+		ledger["twin:"+k] = v // its bills are in the same table
+	}
+	for k, v := range wantTwin {
+		wantLedger["twin:"+k] = v
+	}
 	if !mapsEqual(ledger, wantLedger) {
 		rt.Fatalf("ledger %v, model %v", ledger, wantLedger)
 	}
@@ -774,6 +893,9 @@ func (m *machine) check(rt *rapid.T) {
 	// row, under the job's one identity.
 	inv(mapsEqual(bills, ledger), "bills %v differ from the ledger %v", bills, ledger)
 	for k := range ledger {
+		if strings.HasPrefix(k, "twin:") {
+			continue
+		}
 		id := k[:strings.LastIndex(k, "/")]
 		r := rows[id]
 		inv(r.status == w.statusWord(completed), "job %q billed while %s", id, r.status)

@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
@@ -41,7 +42,26 @@ func (w *world) reclaimers() (map[reclaimerKey]*reclaim.Reclaimer, *queueSource,
 		if err != nil {
 			return nil, nil, err
 		}
-		rules["chapter"], rules["video"] = rule, rule
+		rules["chapter"] = rule
+		// The video rule fails, or panics, for a poisoned job: one failing
+		// rule must not stop the other reclaims.
+		rules["video"] = func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
+			w.mu.Lock()
+			bad := ""
+			for _, j := range jobs {
+				if w.poisoned[j.ID] {
+					bad = j.ID
+				}
+			}
+			w.mu.Unlock()
+			switch {
+			case bad != "" && len(bad)%2 == 0:
+				panic("parent rule panicked on " + bad)
+			case bad != "":
+				return fmt.Errorf("parent of %s refused the write", bad)
+			}
+			return rule(ctx, tx, jobs)
+		}
 	}
 	out := map[reclaimerKey]*reclaim.Reclaimer{}
 	for _, k := range []reclaimerKey{{false, false}, {false, true}, {true, false}, {true, true}} {
@@ -155,7 +175,7 @@ func (m *machine) reclaim(rt *rapid.T) {
 		switch {
 		case heldRows[j]:
 			locked++
-		case ruled && heldParents[j] && j.parentStatus == parentGenerating:
+		case ruled && (heldParents[j] && j.parentStatus == parentGenerating || j.typ == "video" && j.poisoned):
 			ruleErrors++
 		default:
 			m.ref.reclaim(j, w.reason, ruled)

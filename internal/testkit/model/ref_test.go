@@ -83,7 +83,9 @@ type job struct {
 	marker          int64 // generation of the reclaim marker; -1: none
 	ledger          map[string]int64
 	record          *record
-	repaired        bool // the store the "broken" update writes to works again
+	poisoned        bool             // its parent rule fails
+	twin            map[string]int64 // meters billed for the twin table's job of the same id
+	repaired        bool             // the store the "broken" update writes to works again
 	calls           map[string]int
 }
 

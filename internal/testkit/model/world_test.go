@@ -57,8 +57,16 @@ type world struct {
 	mu       sync.Mutex
 	calls    map[string]int
 	repaired map[string]bool
-	reclaim  map[reclaimerKey]*reclaim.Reclaimer
-	source   *queueSource
+	// twin is a second jobs table of the same shape in the same schema,
+	// sharing the side tables: its job 42 is not the first table's.
+	twin        *jobguard.Guard
+	twinStarts  *jobguard.StartGuard
+	twinSettler *settle.Settler
+
+	poisoned map[string]bool // the jobs whose parent rule fails
+
+	reclaim map[reclaimerKey]*reclaim.Reclaimer
+	source  *queueSource
 
 	// failing is set once a sequence failed: from then on rapid replays
 	// and shrinks it, past the run's deadline.
@@ -115,10 +123,14 @@ func newWorld(t *testing.T, v fixture.Variant, simple bool, zone string) *world 
 			return err
 		}
 	}
-	increment := func(ctx context.Context, tx pgx.Tx, exec jobguard.Execution, e usage.Entry) error {
-		_, err := tx.Exec(ctx, `INSERT INTO bills (job_id, meter, quantity) VALUES ($1, $2, $3)`, exec.JobID, e.Meter, e.Quantity)
-		return err
+	// The bills of the twin table's jobs are told apart by a prefix.
+	incrementOf := func(prefix string) settle.Increment {
+		return func(ctx context.Context, tx pgx.Tx, exec jobguard.Execution, e usage.Entry) error {
+			_, err := tx.Exec(ctx, `INSERT INTO bills (job_id, meter, quantity) VALUES ($1, $2, $3)`, prefix+exec.JobID, e.Meter, e.Quantity)
+			return err
+		}
 	}
+	increment := incrementOf("")
 	w.settler, err = settle.New(ctx, settle.Config{
 		Guard: w.guard, DB: env.Pool, Logger: quiet,
 		Handlers: map[string]settle.Handler{
@@ -133,6 +145,19 @@ func newWorld(t *testing.T, v fixture.Variant, simple bool, zone string) *world 
 		Concurrency:   2,
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	env.Exec(`CREATE TABLE twin (LIKE ` + w.table.QualifiedName() + ` INCLUDING ALL)`)
+	tt := w.table
+	tt.Schema, tt.Name = env.Schema, "twin"
+	if w.twin, err = jobguard.NewWithConfig(ctx, env.Pool, tt, jobguard.GuardConfig{Shared: w.guard.Shared()}); err != nil {
+		t.Fatal(err)
+	}
+	if w.twinStarts, err = jobguard.NewStartGuard(w.twin, env.Redis, jobguard.StartGuardConfig{Logger: quiet}); err != nil {
+		t.Fatal(err)
+	}
+	if w.twinSettler, err = settle.New(ctx, settle.Config{Guard: w.twin, DB: env.Pool, Logger: quiet,
+		Increments: map[string]settle.Increment{"tokens": incrementOf("twin:"), "seconds": incrementOf("twin:")}}); err != nil {
 		t.Fatal(err)
 	}
 	if w.reclaim, w.source, err = w.reclaimers(); err != nil {
@@ -164,10 +189,10 @@ func (w *world) call(jobID, name string) error {
 // reset empties the world for a new sequence.
 func (w *world) reset(ctx context.Context) error {
 	w.mu.Lock()
-	w.calls, w.repaired = map[string]int{}, map[string]bool{}
+	w.calls, w.repaired, w.poisoned = map[string]int{}, map[string]bool{}, map[string]bool{}
 	w.mu.Unlock()
 	_, err := w.env.Pool.Exec(ctx, `TRUNCATE `+w.table.QualifiedName()+
-		`, parents, products, meta, bills, usage_ledger, job_settlements, job_type_limits`)
+		`, twin, parents, products, meta, bills, usage_ledger, job_settlements, job_type_limits`)
 	if err != nil {
 		return err
 	}

@@ -62,7 +62,8 @@ func TestModel(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t, v, simple, zone)
 			setServerVersion(t, w)
-			deadline := time.Now().Add(share)
+			w.began = time.Now()
+			deadline := w.began.Add(share)
 			rapid.Check(t, func(rt *rapid.T) {
 				if time.Now().After(deadline) && !w.failing.Load() {
 					return
@@ -85,12 +86,15 @@ func run(rt *rapid.T, w *world, tl *tally) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			w.failing.Store(true)
+			if !w.failing.Swap(true) {
+				w.t.Logf("model: first failure in sequence %d, %s after the shape's start", w.sequences, time.Since(w.began).Round(time.Millisecond))
+			}
 			panic(r)
 		}
 	}()
 	m := newMachine(ctx, w, tl)
 	w.cur = m
+	w.sequences++
 	tl.sequences.Add(1)
 	rt.Repeat(m.actions())
 }

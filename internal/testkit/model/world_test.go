@@ -71,6 +71,10 @@ type world struct {
 	// failing is set once a sequence failed: from then on rapid replays
 	// and shrinks it, past the run's deadline.
 	failing atomic.Bool
+	// began and sequences say when and after how many sequences the first
+	// failure came.
+	began     time.Time
+	sequences int
 	// cur is the machine of the running sequence, which the queue source
 	// and the handlers read.
 	cur *machine

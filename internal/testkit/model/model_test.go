@@ -59,7 +59,15 @@ func TestModel(t *testing.T) {
 			name += "/simple-protocol"
 		}
 		name += "/" + strings.ReplaceAll(zone, "/", "-")
+		if failFast() && t.Failed() {
+			t.Skipf("-failfast: skipping the shapes after the first that failed")
+		}
 		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if t.Failed() {
+					tl.failures.Add(1)
+				}
+			}()
 			w := newWorld(t, v, simple, zone)
 			setServerVersion(t, w)
 			w.began = time.Now()
@@ -70,11 +78,13 @@ func TestModel(t *testing.T) {
 				}
 				run(rt, w, &tl)
 			})
-			if t.Failed() {
-				tl.failures.Add(1)
-			}
 		})
 	}
+}
+
+func failFast() bool {
+	f := flag.Lookup("test.failfast")
+	return f != nil && f.Value.String() == "true"
 }
 
 // run is one sequence against w.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -28,6 +29,9 @@ import (
 // tally is what a run did, summed over its sequences.
 type tally struct {
 	sequences, steps, faults, invariants, failures atomic.Int64
+	// What the reclaim sweeps did, for a reader who wonders whether the
+	// sequences reach them.
+	reclaimed, locked, ruleErrors atomic.Int64
 }
 
 // hbBase is the heartbeats' clock at offset zero: their time is the
@@ -70,6 +74,9 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 		"":              m.check,
 		"insert":        m.insert,
 		"start":         m.start,
+		"start again":   m.start,
+		"time passes":   m.agePassing,
+		"reclaim again": m.reclaim,
 		"beat":          m.beat,
 		"completeTx":    m.completeTx,
 		"finalize":      m.finalize,
@@ -98,6 +105,9 @@ func (m *machine) step(rt *rapid.T, op string) {
 	m.tally.steps.Add(1)
 	m.lastOp = op
 	rt.Logf("step: %s", op)
+	if os.Getenv("MODEL_DEBUG") != "" {
+		fmt.Println("step:", op, m.debug())
+	}
 }
 
 func (m *machine) fault() { m.tally.faults.Add(1) }
@@ -180,7 +190,7 @@ func (m *machine) insert(rt *rapid.T) {
 	case 1:
 		st = processing // moved to PROCESSING by another path, no start known
 	case 2:
-		st, start = processing, m.w.table.StartedAtColumn != ""
+		st, start = processing, true // the column's, or the queue's
 	}
 	j := &job{id: m.newID(rt), typ: typ, status: st, parentStatus: parentGenerating, marker: -1,
 		ledger: map[string]int64{}, twin: map[string]int64{}, calls: map[string]int{}, started: start}
@@ -521,6 +531,26 @@ func (m *machine) age(rt *rapid.T) {
 	}
 }
 
+// agePassing moves every job back by the same d: time passing for all.
+func (m *machine) agePassing(rt *rapid.T) {
+	d := rapid.SampledFrom(ages[:3]).Draw(rt, "by")
+	for _, j := range m.ref.jobs {
+		if j.updAge+d > 200*365*24*time.Hour || j.startAge+d > 200*365*24*time.Hour {
+			rt.Skip("old enough")
+		}
+	}
+	m.step(rt, "time passes")
+	for _, j := range m.ref.jobs {
+		if err := m.w.age(m.ctx, j.id, d); err != nil {
+			rt.Fatalf("age: %v", err)
+		}
+		j.updAge += d
+		if j.started {
+			j.startAge += d
+		}
+	}
+}
+
 // crash drops a worker process's memory: its executions and heartbeat.
 func (m *machine) crash(rt *rapid.T) {
 	p := rapid.IntRange(0, 1).Draw(rt, "proc")
@@ -571,8 +601,8 @@ type limitValue struct {
 }
 
 var limitValues = []limitValue{
-	{"none", "", limit{}},
 	{"1µs", "1 microsecond", limit{set: true, d: time.Microsecond}},
+	{"none", "", limit{}},
 	{"1h", "1 hour", limit{set: true, d: time.Hour}},
 	{"10d", "240 hours", limit{set: true, d: 240 * time.Hour}},
 	{"LimitMax", "max", limit{set: true, forever: true}},
@@ -585,9 +615,29 @@ func (m *machine) limit(rt *rapid.T) {
 	if m.w.table.TypeColumn != "" {
 		typ = rapid.SampledFrom([]string{"chapter", "video", "orphan"}).Draw(rt, "type")
 	}
+	m.setLimit(rt, typ, false)
+}
+
+// setLimits gives every type a limit drawn at the start of a sequence.
+func (m *machine) setLimits(rt *rapid.T) {
+	types := []string{""}
+	if m.w.table.TypeColumn != "" {
+		types = []string{"chapter", "video", "orphan"}
+	}
+	for _, typ := range types {
+		m.setLimit(rt, typ, true)
+	}
+}
+
+// setLimit sets typ's limit; short ones, those a sequence can reach,
+// more often when short is set.
+func (m *machine) setLimit(rt *rapid.T, typ string, short bool) {
 	values := limitValues
+	if short {
+		values = append(slices.Clone(limitValues), limitValues[0], limitValues[0], limitValues[2], limitValues[2])
+	}
 	if !serverInfinity {
-		values = values[:len(values)-1]
+		values = slices.DeleteFunc(values, func(v limitValue) bool { return v.sql == "infinity" })
 	}
 	v := rapid.SampledFrom(values).Draw(rt, "limit")
 	m.step(rt, "limit "+v.name)
@@ -921,4 +971,12 @@ func mapsEqual(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+func (m *machine) debug() string {
+	var b strings.Builder
+	for _, j := range m.ref.jobs {
+		fmt.Fprintf(&b, "[%s %v g%d st%v sa%v ua%v lim%+v] ", j.typ, j.status, j.gen, j.started, j.startAge, j.updAge, m.ref.limits[j.typ])
+	}
+	return b.String()
 }

@@ -48,8 +48,10 @@ func TestModel(t *testing.T) {
 	share := d / time.Duration(len(fixture.Variants))
 	var tl tally
 	t.Cleanup(func() {
-		t.Logf("model: %d sequences, %d steps, %d faults injected, %d invariants checked, %d failures (%s in all)",
-			tl.sequences.Load(), tl.steps.Load(), tl.faults.Load(), tl.invariants.Load(), tl.failures.Load(), d)
+		t.Logf("model: %d sequences, %d steps, %d faults injected, %d invariants checked, %d failures (%s in all); "+
+			"reclaim sweeps reclaimed %d jobs, skipped %d held rows, %d failed parent rules",
+			tl.sequences.Load(), tl.steps.Load(), tl.faults.Load(), tl.invariants.Load(), tl.failures.Load(), d,
+			tl.reclaimed.Load(), tl.locked.Load(), tl.ruleErrors.Load())
 	})
 	for i, v := range fixture.Variants {
 		simple := i%2 == 1
@@ -106,6 +108,13 @@ func run(rt *rapid.T, w *world, tl *tally) {
 	w.cur = m
 	w.sequences++
 	tl.sequences.Add(1)
+	m.setLimits(rt)
+	for n := rapid.IntRange(1, 4).Draw(rt, "jobs"); n > 0; n-- {
+		m.insert(rt)
+	}
+	for n := rapid.IntRange(0, 3).Draw(rt, "starts"); n > 0; n-- {
+		m.start(rt)
+	}
 	rt.Repeat(m.actions())
 }
 

@@ -97,10 +97,10 @@ func (m *machine) reclaim(rt *rapid.T) {
 	heldRows := map[*job]bool{}
 	heldParents := map[*job]bool{}
 	for _, j := range m.ref.jobs {
-		if rapid.IntRange(0, 5).Draw(rt, "hold row") == 0 {
+		if rapid.IntRange(0, 5).Draw(rt, "hold row") == 5 {
 			heldRows[j] = true
 		}
-		if w.table.ParentIDColumn != "" && rapid.IntRange(0, 5).Draw(rt, "hold parent") == 0 {
+		if w.table.ParentIDColumn != "" && rapid.IntRange(0, 5).Draw(rt, "hold parent") == 5 {
 			heldParents[j] = true
 		}
 	}
@@ -182,6 +182,9 @@ func (m *machine) reclaim(rt *rapid.T) {
 			want = append(want, j.id)
 		}
 	}
+	m.tally.reclaimed.Add(int64(len(want)))
+	m.tally.locked.Add(int64(locked))
+	m.tally.ruleErrors.Add(int64(ruleErrors))
 	got := slices.Clone(rep.ReclaimedIDs)
 	sort.Strings(got)
 	sort.Strings(want)

@@ -200,18 +200,7 @@ func (w *world) reset(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var keys []string
-	iter := w.env.Redis.Scan(ctx, 0, w.env.Prefix+":*", 500).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
-		return err
-	}
-	if len(keys) > 0 {
-		return w.env.Redis.Del(ctx, keys...).Err()
-	}
-	return nil
+	return w.flush(ctx)
 }
 
 // flush deletes every key of the test's prefix: a FLUSHDB of its own keys.

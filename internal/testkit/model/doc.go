@@ -89,7 +89,7 @@
 // # Running it
 //
 // It runs inside the normal test command, bounded: JOBGUARD_MODEL_DURATION
-// (default 20s) is the time given to drawing sequences, shared out between
+// (default 15s) is the time given to drawing sequences, shared out between
 // the table shapes, which run one after the other. A soak:
 //
 //	JOBGUARD_MODEL_DURATION=10m go test ./internal/testkit/model -run TestModel -v

@@ -18,7 +18,7 @@ import (
 const DurationEnv = "JOBGUARD_MODEL_DURATION"
 
 // durationDefault keeps the model inside the normal test command.
-const durationDefault = 20 * time.Second
+const durationDefault = 15 * time.Second
 
 func duration(t *testing.T) time.Duration {
 	s := os.Getenv(DurationEnv)

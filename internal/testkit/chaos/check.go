@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/internal/testkit/history"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -189,6 +190,19 @@ const Unbilled = `SELECT count(*) FROM (` + unbilled + `) u`
 // say so.
 const KilledAfterCompletion = `SELECT count(*) FROM job_settlements s WHERE NOT EXISTS (
 	SELECT 1 FROM events e WHERE e.job_id = s.job_id::uuid AND e.generation = s.generation AND e.kind = 'completed')`
+
+// FinalState reads the run's final state for the history checker: the
+// jobs, the product rows and READY parents, the finalize records and the
+// ledger.
+var FinalState = history.Queries{
+	Jobs: `SELECT id::text, status, generation FROM jobs`,
+	Products: `SELECT 'chapters', id::text, job_id::text, generation FROM chapters
+		UNION ALL SELECT 'lessons', id::text, job_id::text, generation FROM lessons`,
+	Ready: `SELECT 'courses', co.id, j.id::text, 0::bigint FROM courses co JOIN jobs j ON j.parent_id = co.id WHERE co.status = 'READY'
+		UNION ALL SELECT 'videos', v.id, j.id::text, 0::bigint FROM videos v JOIN jobs j ON j.parent_id = v.id WHERE v.status = 'READY'`,
+	Settlements: `SELECT job_id, generation, state FROM job_settlements`,
+	Ledger:      `SELECT job_id, generation, meter FROM usage_ledger`,
+}
 
 // Check runs every invariant against the database and the markers in rdb.
 func Check(ctx context.Context, db jobguard.DB, rdb *redis.Client, markerPrefix string, rep Reported) ([]Violation, error) {

@@ -30,6 +30,19 @@
 //     append-only file, that the run stops and starts.
 //   - Check: the invariants, each a query whose rows are violations, plus
 //     the comparison of the markers in Redis with the reclaims in history.
+//   - Recorder: every worker process, reclaimer, settle sweep and the
+//     operator append what they do, as they do it, to the history table of
+//     package history: an invoke before each operation, committed on its
+//     own; its ok in the operation's own transaction (a start, a heartbeat
+//     that wrote, a completion with its product rows, a fail, a retry, a
+//     reclaim with its parent rule, a billing with its ledger row), so it
+//     exists exactly when the operation committed; a refusal, with its
+//     typed reason, or a failure right after the call returns; each
+//     sweep's report. The driver records a crashed event for each worker
+//     it kills. Package history's checker then judges that history and the
+//     final state as data, sharing no code with the guards; the run fails
+//     on what either judge finds, and its summary gives the history's
+//     figures (events, outcomes by kind, operations by kind, violations).
 //
 // What it does not show: timing is not replayed. A seed replays every
 // job's plan and the driver's random choices, but which transaction a kill

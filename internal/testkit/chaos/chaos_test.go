@@ -489,11 +489,22 @@ func (r *run) newReclaimer(n int) (*reclaim.Reclaimer, *chaos.Recorder) {
 		Guard: r.guard, DB: pool, Redis: rdb,
 		Limits:     reclaim.StaticLimits{chaos.KindChapter: r.timing.Limit, chaos.KindVideo: r.timing.Limit},
 		NoProgress: r.timing.NoProgress,
-		OnReclaim:  map[string]reclaim.ParentRule{chaos.KindChapter: rule("courses"), chaos.KindVideo: rule("videos")},
-		Logger:     slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		// The second reclaimer runs on a machine whose clock is two
+		// seconds ahead: the run's decisions must not depend on it.
+		Now:       clock(n),
+		OnReclaim: map[string]reclaim.ParentRule{chaos.KindChapter: rule("courses"), chaos.KindVideo: rule("videos")},
+		Logger:    slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	require.NoError(t, err)
 	return recl, rec
+}
+
+// clock is reclaimer n's clock: the second one's runs ahead.
+func clock(n int) func() time.Time {
+	if n == 2 {
+		return func() time.Time { return time.Now().Add(2 * time.Second) }
+	}
+	return time.Now
 }
 
 // reclaimer sweeps every 20-80ms until ctx ends, beside the other one.

@@ -1,8 +1,10 @@
 // Package chaos is the reliability run of jobguard: several worker
 // processes process chapter and video jobs through the public API while
 // workers are killed, connections are terminated, Redis goes away, calls
-// hang past their limit and two reclaimers sweep at once; then every
-// invariant of the design is checked from the database and Redis.
+// hang past their limit and two reclaimers sweep at once, one of them on a
+// clock two seconds ahead, and some jobs' ids are handed over in upper
+// case; then every invariant of the design is checked from the database
+// and Redis.
 //
 // The run itself is TestChaos (go test ./internal/testkit/chaos/). The test binary
 // re-executes itself as the worker processes; this package holds what both

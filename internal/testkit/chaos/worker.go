@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -152,7 +153,7 @@ func (w *Worker) claim(ctx context.Context) (d delivery, ok bool, err error) {
 	}
 	if d.delivery > 1 {
 		// Faults are for the first delivery; a redelivery runs plainly.
-		d.plan = Plan{Work: 10 * time.Millisecond, Quantity: d.plan.Quantity, Account: d.plan.Account}
+		d.plan = Plan{Work: 10 * time.Millisecond, Quantity: d.plan.Quantity, Account: d.plan.Account, Upper: d.plan.Upper}
 	}
 	return d, true, nil
 }
@@ -162,7 +163,11 @@ func (w *Worker) process(ctx context.Context, d delivery) {
 	call := w.rec.Invoke(history.OpStart, d.id, 0)
 	err := w.inTx(ctx, "start", 0, func(tx pgx.Tx) error {
 		var err error
-		if exec, err = w.starts.Start(ctx, tx, d.id); err != nil {
+		id := d.id
+		if d.plan.Upper {
+			id = strings.ToUpper(id)
+		}
+		if exec, err = w.starts.Start(ctx, tx, id); err != nil {
 			return err
 		}
 		return call.OK(ctx, tx, exec.Generation)

@@ -76,7 +76,12 @@ func completed() (*builder, history.State) {
 // reclaimed is a job started at 1, hung past its limit and reclaimed.
 func reclaimed() (*builder, history.State) {
 	b := newBuilder().op(history.OpStart, "j1", 1).wait(time.Second).reclaim("j1", 1)
-	return b, history.State{Jobs: map[string]history.Job{"j1": {Status: "FAILED", Generation: 1}}}
+	return b, only("FAILED", 1)
+}
+
+// only is a final state of job j1 alone, status at gen.
+func only(status string, gen int64) history.State {
+	return history.State{Jobs: map[string]history.Job{"j1": {Status: status, Generation: gen}}}
 }
 
 // rulesOf lists the rules of vs, each run of one rule once.
@@ -150,10 +155,10 @@ func TestCheck_WriteFromSupersededGenerationIsCaught(t *testing.T) {
 	// The lease ran out; a second delivery started generation 2, and the
 	// first one's completion was accepted after it.
 	b := newBuilder().op(history.OpStart, "j1", 1).op(history.OpStart, "j1", 2).op(history.OpComplete, "j1", 1)
-	caught(t, b.events, history.State{Jobs: map[string]history.Job{"j1": {Status: "COMPLETED", Generation: 2}}}, history.RuleSuperseded)
+	caught(t, b.events, only("COMPLETED", 2), history.RuleSuperseded)
 
 	b = newBuilder().op(history.OpStart, "j1", 1).op(history.OpStart, "j1", 2).beat("j1", 1)
-	caught(t, b.events, history.State{Jobs: map[string]history.Job{"j1": {Status: "PROCESSING", Generation: 2}}}, history.RuleSuperseded)
+	caught(t, b.events, only("PROCESSING", 2), history.RuleSuperseded)
 }
 
 func TestCheck_ProductRowOfAJobNotCompletedIsCaught(t *testing.T) {
@@ -180,7 +185,7 @@ func TestCheck_ReclaimOfAnAttemptThatShowedProgressIsCaught(t *testing.T) {
 	// Over its limit, but it beat 100ms before the reclaim.
 	b := newBuilder().op(history.OpStart, "j1", 1).wait(600*time.Millisecond).beat("j1", 1).
 		wait(100*time.Millisecond).reclaim("j1", 1)
-	caught(t, b.events, history.State{Jobs: map[string]history.Job{"j1": {Status: "FAILED", Generation: 1}}}, history.RuleProgress)
+	caught(t, b.events, only("FAILED", 1), history.RuleProgress)
 }
 
 func TestCheck_ReclaimWithinTheLimitIsCaught(t *testing.T) {
@@ -189,7 +194,7 @@ func TestCheck_ReclaimWithinTheLimitIsCaught(t *testing.T) {
 	// attempt is 300ms old.
 	b := newBuilder().op(history.OpStart, "j1", 1).op(history.OpFail, "j1", 1).op(history.OpRetry, "j1", 2).
 		wait(300*time.Millisecond).reclaim("j1", 2)
-	caught(t, b.events, history.State{Jobs: map[string]history.Job{"j1": {Status: "FAILED", Generation: 2}}}, history.RuleProgress)
+	caught(t, b.events, only("FAILED", 2), history.RuleProgress)
 }
 
 func TestCheck_UntypedRefusalIsCaught(t *testing.T) {
@@ -214,28 +219,28 @@ func TestCheck_FailedJobCompletedWithoutRetryIsCaught(t *testing.T) {
 	// A late worker's status-only completion of a reclaimed job.
 	b, _ := reclaimed()
 	b.op(history.OpComplete, "j1", 1)
-	caught(t, b.events, history.State{Jobs: map[string]history.Job{"j1": {Status: "COMPLETED", Generation: 1}}}, history.RuleRetryOnly)
+	caught(t, b.events, only("COMPLETED", 1), history.RuleRetryOnly)
 
 	// A start that moved a FAILED job back to PROCESSING.
 	b, _ = reclaimed()
 	b.op(history.OpStart, "j1", 2)
-	caught(t, b.events, history.State{Jobs: map[string]history.Job{"j1": {Status: "PROCESSING", Generation: 2}}}, history.RuleRetryOnly)
+	caught(t, b.events, only("PROCESSING", 2), history.RuleRetryOnly)
 }
 
 func TestCheck_GenerationThatDidNotGrowIsCaught(t *testing.T) {
 	t.Parallel()
 	b, _ := reclaimed()
 	b.op(history.OpRetry, "j1", 1)
-	caught(t, b.events, history.State{Jobs: map[string]history.Job{"j1": {Status: "QUEUED", Generation: 1}}}, history.RuleGrow)
+	caught(t, b.events, only("QUEUED", 1), history.RuleGrow)
 
 	b, _ = reclaimed()
-	caught(t, b.events, history.State{Jobs: map[string]history.Job{"j1": {Status: "FAILED", Generation: 0}}}, history.RuleGrow)
+	caught(t, b.events, only("FAILED", 0), history.RuleGrow)
 }
 
 func TestCheck_FinalStateTheHistoryDoesNotExplainIsCaught(t *testing.T) {
 	t.Parallel()
 	b := newBuilder().op(history.OpStart, "j1", 1)
-	caught(t, b.events, history.State{Jobs: map[string]history.Job{"j1": {Status: "COMPLETED", Generation: 1}}}, history.RuleExplained)
+	caught(t, b.events, only("COMPLETED", 1), history.RuleExplained)
 }
 
 func TestCheck_SweepReportsThatDisagreeAreCaught(t *testing.T) {
@@ -249,7 +254,7 @@ func TestCheck_InvokeWithoutOutcomeFromALiveProcessIsCaught(t *testing.T) {
 	t.Parallel()
 	b := newBuilder().op(history.OpStart, "j1", 1)
 	b.add(history.Event{Call: 7, Op: history.OpComplete, Kind: history.KindInvoke, JobID: "j1", Generation: 1})
-	caught(t, b.events, history.State{Jobs: map[string]history.Job{"j1": {Status: "PROCESSING", Generation: 1}}}, history.RuleExplained)
+	caught(t, b.events, only("PROCESSING", 1), history.RuleExplained)
 }
 
 // A worker killed between its completion's invoke and its outcome may have
@@ -261,7 +266,7 @@ func TestCheck_CrashedInvokeIsIndeterminate(t *testing.T) {
 		b := newBuilder().op(history.OpStart, "j1", 1)
 		b.add(history.Event{Call: 7, Op: history.OpComplete, Kind: history.KindInvoke, JobID: "j1", Generation: 1})
 		b.add(history.Event{Process: "w1", Op: "kill", Kind: history.KindCrashed})
-		final := history.State{Jobs: map[string]history.Job{"j1": {Status: status, Generation: 1}}}
+		final := only(status, 1)
 		vs, stats := history.Check(b.events, final, rules)
 		require.Empty(t, vs, status)
 		require.Equal(t, 1, stats.Indeterminate)
@@ -271,14 +276,14 @@ func TestCheck_CrashedInvokeIsIndeterminate(t *testing.T) {
 	b := newBuilder().op(history.OpStart, "j1", 1)
 	b.add(history.Event{Call: 7, Op: history.OpComplete, Kind: history.KindInvoke, JobID: "j1", Generation: 1})
 	b.add(history.Event{Call: 7, Op: history.OpComplete, Kind: history.KindFailed, JobID: "j1", Generation: 1, Detail: "conn closed"})
-	vs, _ := history.Check(b.events, history.State{Jobs: map[string]history.Job{"j1": {Status: "COMPLETED", Generation: 1}}}, rules)
+	vs, _ := history.Check(b.events, only("COMPLETED", 1), rules)
 	require.Empty(t, vs)
 
 	// A crashed start may have made a new generation.
 	b = newBuilder().op(history.OpStart, "j1", 1)
 	b.add(history.Event{Call: 7, Op: history.OpStart, Kind: history.KindInvoke, JobID: "j1"})
 	b.add(history.Event{Process: "w1", Op: "kill", Kind: history.KindCrashed})
-	vs, _ = history.Check(b.events, history.State{Jobs: map[string]history.Job{"j1": {Status: "PROCESSING", Generation: 2}}}, rules)
+	vs, _ = history.Check(b.events, only("PROCESSING", 2), rules)
 	require.Empty(t, vs)
 
 	// What a crashed completion cannot explain is still caught: a FAILED
@@ -286,5 +291,5 @@ func TestCheck_CrashedInvokeIsIndeterminate(t *testing.T) {
 	b = newBuilder().op(history.OpStart, "j1", 1)
 	b.add(history.Event{Call: 7, Op: history.OpComplete, Kind: history.KindInvoke, JobID: "j1", Generation: 1})
 	b.add(history.Event{Process: "w1", Op: "kill", Kind: history.KindCrashed})
-	caught(t, b.events, history.State{Jobs: map[string]history.Job{"j1": {Status: "FAILED", Generation: 1}}}, history.RuleExplained)
+	caught(t, b.events, only("FAILED", 1), history.RuleExplained)
 }

@@ -255,4 +255,5 @@ func TestFaults_RefusalWhoseExplanationCannotBeReadSaysSo(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	require.NotEqual(t, jobguard.ReasonUnknown, se.Reason, "a read that failed saw no concurrent change: %v", err)
 	require.NotContains(t, err.Error(), "changed concurrently")
+	require.Equal(t, jobguard.ReasonUnread, se.Reason)
 }

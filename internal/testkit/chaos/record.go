@@ -117,6 +117,8 @@ func Refusal(err error) (reason, detail string, ok bool) {
 			return history.ReasonSuperseded, err.Error(), true
 		case jobguard.ReasonNotFound:
 			return history.ReasonNotFound, err.Error(), true
+		case jobguard.ReasonUnread:
+			return history.ReasonUnread, err.Error(), true
 		}
 		return "unknown", err.Error(), true
 	case errors.Is(err, jobguard.ErrJobTerminal):

@@ -49,11 +49,13 @@ const (
 	ReasonReclaimed  = "reclaimed"  // the start guard refused a reclaimed job
 	ReasonNotFound   = "not_found"  // no such job
 	ReasonStopped    = "stopped"    // the caller's re-check stopped the operation before any write
+	ReasonUnread     = "unread"     // refused, and the read that would say why failed
 )
 
 // typedReasons are the reasons a refusal may give.
 var typedReasons = map[string]bool{
 	ReasonTerminal: true, ReasonSuperseded: true, ReasonReclaimed: true, ReasonNotFound: true, ReasonStopped: true,
+	ReasonUnread: true,
 }
 
 // Event is one entry of the history.

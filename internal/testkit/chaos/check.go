@@ -100,7 +100,8 @@ var checks = []query{
 		SELECT s.job_id, v.id AS video, v.status, v.asset_ok, c.published FROM job_settlements s
 		JOIN jobs j ON j.id = s.job_id::uuid JOIN videos v ON v.id = j.parent_id
 		LEFT JOIN contents c ON c.video_id = v.id
-		WHERE s.state = 'confirmed' AND (v.status <> 'READY' OR NOT v.asset_ok OR c.published IS NOT TRUE)`},
+		WHERE s.state = 'confirmed' AND (v.status <> 'READY' OR (NOT coalesce((j.payload->>'no_updates')::boolean, false)
+		  AND (NOT v.asset_ok OR c.published IS NOT TRUE)))`},
 	{3, "a given-up finalize record that was billed", `
 		SELECT s.job_id, s.generation, l.quantity FROM job_settlements s
 		JOIN usage_ledger l ON l.job_id = s.job_id WHERE s.state = 'given_up'`},

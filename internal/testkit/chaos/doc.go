@@ -18,8 +18,9 @@
 //     through Retry" are read from real history, not from what a worker
 //     believed.
 //   - Plan: each job's faults (hang, slow, very slow, a pause inside the save
-//     transaction, a deleted video, a failing metadata update), drawn from
-//     the run's seed and stored in the job's payload.
+//     transaction, a deleted video, a failing metadata update) and inputs (an
+//     id in upper case, a video finalized with no metadata update), drawn
+//     from the run's seed and stored in the job's payload.
 //   - RunWorker: the worker loop. StartGuard.Start, progress heartbeats,
 //     CompleteTx writing chapters and lessons and the course's READY, or
 //     settle's Finalize: a finalize record with the completion, parallel
@@ -41,7 +42,10 @@
 //     exists exactly when the operation committed; a refusal, with its
 //     typed reason, or a failure right after the call returns; each
 //     sweep's report. The driver records a crashed event for each worker
-//     it kills. Package history's checker then judges that history and the
+//     it kills. A worker's own history statements commit without waiting
+//     for the WAL flush (synchronous_commit off): committed and visible at
+//     once, so no kill of the worker loses one; only a crash of the server
+//     could, which the run never causes. Package history's checker then judges that history and the
 //     final state as data, sharing no code with the guards; the run fails
 //     on what either judge finds, and its summary gives the history's
 //     figures (events, outcomes by kind, operations by kind, violations).

@@ -112,8 +112,9 @@ func videoSpec(parent string, p Plan) settle.Spec {
 		}
 		return a
 	}
-	return settle.Spec{
-		Updates: []settle.Update{{Name: "asset", Args: args("asset")}, {Name: "content", Args: args("content")}},
-		Usage:   []usage.Entry{{Account: p.Account, Meter: MeterVideo, Quantity: p.Quantity}},
+	spec := settle.Spec{Usage: []usage.Entry{{Account: p.Account, Meter: MeterVideo, Quantity: p.Quantity}}}
+	if !p.NoUpdates {
+		spec.Updates = []settle.Update{{Name: "asset", Args: args("asset")}, {Name: "content", Args: args("content")}}
 	}
+	return spec
 }

@@ -81,6 +81,22 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		return fmt.Errorf("chaos: worker: %w", err)
 	}
 	defer pool.Close()
+	// The history's own statements commit without waiting for the WAL
+	// flush: committed and visible at once, so no kill of this process can
+	// lose one; only a crash of the server could, which the run never
+	// causes. The workers' own transactions keep the server's setting.
+	hcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("chaos: worker: %w", redact.New(cfg.DatabaseURL).Error(err))
+	}
+	hcfg.MaxConns = int32(cfg.Concurrency + 1)
+	hcfg.ConnConfig.RuntimeParams["application_name"] = cfg.AppName + "-history"
+	hcfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	hpool, err := pgxpool.NewWithConfig(ctx, hcfg)
+	if err != nil {
+		return fmt.Errorf("chaos: worker: %w", err)
+	}
+	defer hpool.Close()
 	rdb := redis.NewClient(&redis.Options{
 		Addr: cfg.RedisAddr, DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1,
@@ -98,7 +114,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		cfg: cfg, pool: pool, guard: guard, starts: starts,
 		hb: heartbeat.New(guard, heartbeat.Config{Interval: cfg.Timing.Heartbeat, Logger: cfg.Logger}),
 	}
-	w.rec = NewRecorder(WorkerProcess(cfg.Incarnation), w.bookkeeping)
+	w.rec = NewRecorder(WorkerProcess(cfg.Incarnation), func(sql string, args ...any) { keep(hpool, sql, args...) })
 	w.settler, err = NewSettler(ctx, guard, pool, cfg.Timing, true, w.rec, cfg.Logger)
 	if err != nil {
 		return fmt.Errorf("chaos: worker: %w", err)
@@ -153,7 +169,8 @@ func (w *Worker) claim(ctx context.Context) (d delivery, ok bool, err error) {
 	}
 	if d.delivery > 1 {
 		// Faults are for the first delivery; a redelivery runs plainly.
-		d.plan = Plan{Work: 10 * time.Millisecond, Quantity: d.plan.Quantity, Account: d.plan.Account, Upper: d.plan.Upper}
+		d.plan = Plan{Work: 10 * time.Millisecond, Quantity: d.plan.Quantity, Account: d.plan.Account,
+			Upper: d.plan.Upper, NoUpdates: d.plan.NoUpdates}
 	}
 	return d, true, nil
 }
@@ -390,10 +407,14 @@ func setActor(ctx context.Context, tx pgx.Tx, actor string, gen int64) error {
 
 // bookkeeping runs the queue and event writes on a context of their own:
 // they must happen even while the job's context ends.
-func (w *Worker) bookkeeping(sql string, args ...any) {
+func (w *Worker) bookkeeping(sql string, args ...any) { keep(w.pool, sql, args...) }
+
+// keep runs a statement on pool, on a context of its own, until it lands
+// (twenty tries).
+func keep(pool *pgxpool.Pool, sql string, args ...any) {
 	for range 20 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := w.pool.Exec(ctx, sql, args...)
+		_, err := pool.Exec(ctx, sql, args...)
 		cancel()
 		if err == nil {
 			return

@@ -272,11 +272,19 @@ func TestCheck_CrashedInvokeIsIndeterminate(t *testing.T) {
 		require.Equal(t, 1, stats.Indeterminate)
 	}
 
-	// A failed outcome (the commit's answer was lost) is indeterminate too.
+	// A statement sent just before the kill may be appended after the
+	// crash: its invoke is indeterminate too.
 	b := newBuilder().op(history.OpStart, "j1", 1)
+	b.add(history.Event{Process: "w1", Op: "kill", Kind: history.KindCrashed})
+	b.add(history.Event{Call: 7, Op: history.OpComplete, Kind: history.KindInvoke, JobID: "j1", Generation: 1})
+	vs, _ := history.Check(b.events, only("PROCESSING", 1), rules)
+	require.Empty(t, vs)
+
+	// A failed outcome (the commit's answer was lost) is indeterminate too.
+	b = newBuilder().op(history.OpStart, "j1", 1)
 	b.add(history.Event{Call: 7, Op: history.OpComplete, Kind: history.KindInvoke, JobID: "j1", Generation: 1})
 	b.add(history.Event{Call: 7, Op: history.OpComplete, Kind: history.KindFailed, JobID: "j1", Generation: 1, Detail: "conn closed"})
-	vs, _ := history.Check(b.events, only("COMPLETED", 1), rules)
+	vs, _ = history.Check(b.events, only("COMPLETED", 1), rules)
 	require.Empty(t, vs)
 
 	// A crashed start may have made a new generation.

@@ -180,11 +180,14 @@ func (c *checker) calls(events []Event) Stats {
 	invokes := map[key]Event{}
 	var order []key
 	outcomes := map[key][]Event{}
-	crashed := map[string]int64{} // process → seq of its last crash
+	// A process name is one incarnation: once it crashed, every invoke of
+	// it may be cut short, even one the database appended after the crash
+	// (a statement sent just before the kill runs after it).
+	crashed := map[string]bool{}
 	for _, e := range events {
 		switch {
 		case e.Kind == KindCrashed:
-			crashed[e.Process] = e.Seq
+			crashed[e.Process] = true
 		case e.Call == 0:
 		case e.Kind == KindInvoke:
 			invokes[key{e.Process, e.Call}] = e
@@ -197,7 +200,7 @@ func (c *checker) calls(events []Event) Stats {
 	for _, k := range order {
 		inv, outs := invokes[k], outcomes[k]
 		switch {
-		case len(outs) == 0 && crashed[k.process] > inv.Seq:
+		case len(outs) == 0 && crashed[k.process]:
 			stats.Indeterminate++
 			c.job(inv.JobID).maybe = append(c.job(inv.JobID).maybe, inv)
 		case len(outs) == 0:

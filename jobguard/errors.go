@@ -102,6 +102,10 @@ const (
 	ReasonStatus
 	// ReasonSuperseded: a newer execution owns the job (its generation moved).
 	ReasonSuperseded
+	// ReasonUnread: the read that would explain the refusal failed (the
+	// connection died, the transaction was aborted); the write still
+	// affected zero rows, so it is a refusal all the same.
+	ReasonUnread
 )
 
 // String returns the reason in a word or two, for logs.
@@ -113,6 +117,8 @@ func (r Reason) String() string {
 		return "status"
 	case ReasonSuperseded:
 		return "superseded"
+	case ReasonUnread:
+		return "unread"
 	default:
 		return "unknown"
 	}
@@ -143,6 +149,8 @@ func (e *StateError) Error() string {
 		why = "job is " + e.Status
 	case ReasonSuperseded:
 		why = fmt.Sprintf("superseded: job is at generation %d, execution has %d", e.Generation, e.Want)
+	case ReasonUnread:
+		why = "not explained, the job could not be read"
 	default:
 		why = "job changed concurrently"
 	}

@@ -215,3 +215,45 @@ func withoutTime(r fixture.Row) fixture.Row {
 	r.UpdatedAt = time.Time{}
 	return r
 }
+
+// killedBeforeRead is a transaction whose connection the server ends just
+// before its next read, so that the read explaining a refused write fails
+// for real.
+type killedBeforeRead struct {
+	pgx.Tx
+	t   *testing.T
+	env *testenv.Env
+}
+
+func (k killedBeforeRead) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	var pid int32
+	require.NoError(k.t, k.Tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	var ok bool
+	require.NoError(k.t, k.env.Pool.QueryRow(ctx, `SELECT pg_terminate_backend($1, 5000)`, pid).Scan(&ok))
+	require.True(k.t, ok, "the backend was terminated")
+	return k.Tx.QueryRow(ctx, sql, args...)
+}
+
+// A refused write whose explaining read fails is still a refusal (the
+// write affected zero rows), but it must not claim a reason it never saw:
+// "the row changed concurrently" is what a read that succeeded found.
+func TestFaults_RefusalWhoseExplanationCannotBeReadSaysSo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	id := jobs.Insert(t, fixture.Job{Status: "FAILED", Generation: 1, Reason: jobguard.ReclaimedReasonDefault})
+
+	worker := env.Connect(testenv.Config{MaxConns: 1})
+	tx, err := worker.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	err = jobs.Guard.Fail(ctx, killedBeforeRead{Tx: tx, t: t, env: env}, jobguard.Execution{JobID: id, Generation: 1}, "late")
+
+	require.ErrorIs(t, err, jobguard.ErrJobTerminal, "zero rows is a refusal, explained or not")
+	var se *jobguard.StateError
+	require.ErrorAs(t, err, &se)
+	require.NotEqual(t, jobguard.ReasonUnknown, se.Reason, "a read that failed saw no concurrent change: %v", err)
+	require.NotContains(t, err.Error(), "changed concurrently")
+	require.Equal(t, jobguard.ReasonUnread, se.Reason)
+}

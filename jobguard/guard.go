@@ -249,7 +249,8 @@ func (g *Guard) refusal(ctx context.Context, db DB, w guarded, id any, exec Exec
 	switch {
 	case err != nil:
 		// The write's answer stands; only the explanation is missing.
-		return fmt.Errorf("%w (reading the job to explain: %v)", e, err)
+		e.Reason = ReasonUnread
+		return fmt.Errorf("%w (%v)", e, err)
 	case !found:
 		e.Reason = ReasonNotFound
 	default:

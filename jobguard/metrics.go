@@ -35,6 +35,7 @@ func newGuardMetrics(mp metric.MeterProvider) *guardMetrics {
 			ReasonNotFound:   refused("not_found"),
 			ReasonStatus:     refused("terminal"),
 			ReasonSuperseded: refused("superseded"),
+			ReasonUnread:     refused("unread"),
 		},
 	}
 	metrics.Zero(g.completions, g.accepted, g.errored)

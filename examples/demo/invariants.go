@@ -23,7 +23,7 @@ type invariant struct {
 // visibility of refusals, against what the callers and the log saw), prints
 // one line each, and reports whether all held.
 func (d *demo) invariants(ctx context.Context) (bool, error) {
-	d.tl.heading("Invariants, computed from the database")
+	d.tl.heading("Invariants, computed from the database (docs/guarantees.md: the tests behind each)")
 	all := true
 	for _, inv := range d.checks() {
 		held, detail, err := inv.check(ctx)
@@ -39,7 +39,8 @@ func (d *demo) invariants(ctx context.Context) (bool, error) {
 	return all, nil
 }
 
-// checks are the invariants in the design's order.
+// checks are the invariants in their numbered order, the numbering of
+// docs/guarantees.md, which names the tests and checkers behind each.
 func (d *demo) checks() []invariant {
 	return []invariant{
 		{1, "A job never leaves FAILED except through Retry", d.failedStaysFailed},

@@ -665,7 +665,7 @@ func TestParseInstruments_ReadsTheDocsTable(t *testing.T) {
 	}
 	require.Equal(t, instrument{Name: "jobguard.completions", Kind: "counter", Unit: "{completion}",
 		Attrs: map[string][]string{"outcome": {"accepted", "refused", "error"},
-			"reason": {"terminal", "superseded", "not_found", "unknown"}}}, byName["jobguard.completions"])
+			"reason": {"terminal", "superseded", "not_found", "unread", "unknown"}}}, byName["jobguard.completions"])
 	require.Equal(t, instrument{Name: "jobguard.reclaim.sweep.duration", Kind: "histogram", Unit: "s",
 		Attrs: map[string][]string{"result": {"ok", "error"}}}, byName["jobguard.reclaim.sweep.duration"])
 	require.Equal(t, map[string][]string{}, byName["jobguard.reclaim.marker_errors"].Attrs)

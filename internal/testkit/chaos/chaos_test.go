@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/testkit/chaos"
+	"github.com/jobguard/jobguard/internal/testkit/history"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
@@ -159,12 +160,14 @@ func TestChaos(t *testing.T) {
 
 	chaosCtx, stopChaos := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	rec1, rec2 := r.newReclaimer(1), r.newReclaimer(2)
-	wg.Go(func() { r.reclaimer(chaosCtx, 1, rec1) })
-	wg.Go(func() { r.reclaimer(chaosCtx, 2, rec2) })
-	set1, set2 := r.newSettler(1), r.newSettler(2)
-	wg.Go(func() { r.settler(chaosCtx, 1, set1) })
-	wg.Go(func() { r.settler(chaosCtx, 2, set2) })
+	rec1, hist1 := r.newReclaimer(1)
+	rec2, hist2 := r.newReclaimer(2)
+	wg.Go(func() { r.reclaimer(chaosCtx, 1, rec1, hist1) })
+	wg.Go(func() { r.reclaimer(chaosCtx, 2, rec2, hist2) })
+	set1, shist1 := r.newSettler(1)
+	set2, shist2 := r.newSettler(2)
+	wg.Go(func() { r.settler(chaosCtx, 1, set1, shist1) })
+	wg.Go(func() { r.settler(chaosCtx, 2, set2, shist2) })
 	wg.Go(func() { r.killer(chaosCtx, workers) })
 	wg.Go(func() { r.terminator(chaosCtx) })
 	wg.Go(func() { r.redisOutages(chaosCtx) })
@@ -208,7 +211,7 @@ func TestChaos(t *testing.T) {
 	r.stopWorkers()
 	// Settle: what the killed workers and the failed updates left, the
 	// sweeps finish; each record is settled or given up.
-	r.settleAll(set1)
+	r.settleAll(set1, shist1)
 	elapsed := time.Since(start)
 
 	r.mu.Lock()
@@ -216,7 +219,10 @@ func TestChaos(t *testing.T) {
 	r.mu.Unlock()
 	violations, err := chaos.Check(ctx, env.Pool, rdb, env.Prefix, rep)
 	require.NoError(t, err)
-	t.Log("\n" + r.table(waves*jobs, elapsed, len(violations)))
+	events, final, err := history.Load(ctx, env.Pool, chaos.FinalState)
+	require.NoError(t, err)
+	judged, stats := history.Check(events, final, history.Rules{Limit: r.timing.Limit, NoProgress: r.timing.NoProgress})
+	t.Log("\n" + r.table(waves*jobs, elapsed, len(violations), stats, len(judged)))
 	for i, e := range r.sweepErrs {
 		if i == 5 {
 			break
@@ -231,6 +237,13 @@ func TestChaos(t *testing.T) {
 	}
 	if jobs >= 1000 {
 		r.requireExercised()
+	}
+	if len(judged) > 0 {
+		var all strings.Builder
+		for _, v := range judged {
+			fmt.Fprintf(&all, "%s\n", v)
+		}
+		t.Errorf("seed %d: the history checker found %d violations:\n%s(replay: %s=%d)", seed, len(judged), all.String(), envSeed, seed)
 	}
 	if len(violations) > 0 {
 		var others strings.Builder
@@ -277,6 +290,19 @@ func envInt(t *testing.T, name string, def int) int {
 	require.NoError(t, err, name)
 	require.Positive(t, n, name)
 	return n
+}
+
+// record writes a history event for the driver's goroutines, retrying
+// while a connection is being terminated.
+func (r *run) record(sql string, args ...any) {
+	var err error
+	for range 20 {
+		if _, err = r.pool.Exec(context.Background(), sql, args...); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.t.Errorf("record history: %v", err)
 }
 
 func (r *run) exec(sql string, args ...any) {
@@ -392,6 +418,7 @@ func (r *run) stopWorkers() {
 		case <-time.After(10 * time.Second):
 			_ = w.cmd.Process.Kill()
 			<-w.exited
+			chaos.Crashed(r.record, chaos.WorkerProcess(w.incarnation))
 		}
 	}
 }
@@ -431,8 +458,9 @@ func every(ctx context.Context, rng *rand.Rand, lo, hi time.Duration, fn func())
 
 // newReclaimer builds one of the two reclaimers: real short limits, its
 // own pool and Redis client, parent rules that name their writes.
-func (r *run) newReclaimer(n int) *reclaim.Reclaimer {
+func (r *run) newReclaimer(n int) (*reclaim.Reclaimer, *chaos.Recorder) {
 	t := r.t
+	rec := chaos.NewRecorder("reclaimer-"+strconv.Itoa(n), r.record)
 	pool := r.env.Connect(testenv.Config{MaxConns: 2})
 	logf, err := os.Create(filepath.Join(r.dir, fmt.Sprintf("reclaimer-%d.log", n)))
 	require.NoError(t, err)
@@ -447,24 +475,46 @@ func (r *run) newReclaimer(n int) *reclaim.Reclaimer {
 			if _, err := tx.Exec(ctx, `SELECT set_config('chaos.actor', 'reclaim', true)`); err != nil {
 				return err
 			}
+			// The reclaims of the page are in this transaction: so is
+			// their history.
+			for _, j := range jobs {
+				if err := rec.OK(ctx, tx, 0, history.OpReclaim, j.ID, j.Generation, ""); err != nil {
+					return err
+				}
+			}
 			return set(ctx, tx, jobs)
 		}
 	}
-	rec, err := reclaim.New(reclaim.Config{
+	recl, err := reclaim.New(reclaim.Config{
 		Guard: r.guard, DB: pool, Redis: rdb,
 		Limits:     reclaim.StaticLimits{chaos.KindChapter: r.timing.Limit, chaos.KindVideo: r.timing.Limit},
 		NoProgress: r.timing.NoProgress,
-		OnReclaim:  map[string]reclaim.ParentRule{chaos.KindChapter: rule("courses"), chaos.KindVideo: rule("videos")},
-		Logger:     slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		// The second reclaimer runs on a machine whose clock is two
+		// seconds ahead: the run's decisions must not depend on it.
+		Now:       clock(n),
+		OnReclaim: map[string]reclaim.ParentRule{chaos.KindChapter: rule("courses"), chaos.KindVideo: rule("videos")},
+		Logger:    slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	require.NoError(t, err)
-	return rec
+	return recl, rec
+}
+
+// clock is reclaimer n's clock: the second one's runs ahead.
+func clock(n int) func() time.Time {
+	if n == 2 {
+		return func() time.Time { return time.Now().Add(2 * time.Second) }
+	}
+	return time.Now
 }
 
 // reclaimer sweeps every 20-80ms until ctx ends, beside the other one.
-func (r *run) reclaimer(ctx context.Context, n int, rec *reclaim.Reclaimer) {
+func (r *run) reclaimer(ctx context.Context, n int, rec *reclaim.Reclaimer, hist *chaos.Recorder) {
 	every(ctx, rand.New(rand.NewPCG(r.seed, 100+uint64(n))), 20*time.Millisecond, 80*time.Millisecond, func() {
 		rep, err := rec.Sweep(ctx)
+		if rep.Reclaimed+rep.LostRace+rep.Locked+rep.RuleErrors+rep.MarkerErrors > 0 || err != nil {
+			hist.Sweep(map[string]int{"reclaimed": rep.Reclaimed, "lost_race": rep.LostRace, "locked": rep.Locked,
+				"rule_errors": rep.RuleErrors, "marker_errors": rep.MarkerErrors}, err)
+		}
 		if ctx.Err() != nil {
 			return // the run is over; a sweep cut short is not an error of the sweep
 		}
@@ -488,32 +538,39 @@ func (r *run) reclaimer(ctx context.Context, n int, rec *reclaim.Reclaimer) {
 }
 
 // newSettler builds one of the two settle sweepers, on its own pool.
-func (r *run) newSettler(n int) *settle.Settler {
+func (r *run) newSettler(n int) (*settle.Settler, *chaos.Recorder) {
 	t := r.t
+	rec := chaos.NewRecorder("settler-"+strconv.Itoa(n), r.record)
 	pool := r.env.Connect(testenv.Config{MaxConns: 3})
 	logf, err := os.Create(filepath.Join(r.dir, fmt.Sprintf("settler-%d.log", n)))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = logf.Close() })
-	s, err := chaos.NewSettler(context.Background(), r.guard, pool, r.timing, false,
+	s, err := chaos.NewSettler(context.Background(), r.guard, pool, r.timing, false, rec,
 		slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	require.NoError(t, err)
-	return s
+	return s, rec
 }
 
 // settler sweeps every 20-80ms until ctx ends, beside the other one and
 // the reclaimers.
-func (r *run) settler(ctx context.Context, n int, s *settle.Settler) {
+func (r *run) settler(ctx context.Context, n int, s *settle.Settler, hist *chaos.Recorder) {
 	every(ctx, rand.New(rand.NewPCG(r.seed, 600+uint64(n))), 20*time.Millisecond, 80*time.Millisecond, func() {
 		rep, err := s.Sweep(ctx)
 		if ctx.Err() != nil {
 			rep.Taken = 0 // the run is over; a sweep cut short is not an error of the sweep
 			err = nil
 		}
-		r.addSettled(rep, err)
+		r.addSettled(hist, rep, err)
 	})
 }
 
-func (r *run) addSettled(rep settle.Report, err error) {
+// addSettled adds a settle sweep's report to the run's, and to the
+// history when it did anything.
+func (r *run) addSettled(hist *chaos.Recorder, rep settle.Report, err error) {
+	if rep.Taken > 0 || err != nil {
+		hist.Sweep(map[string]int{"taken": rep.Taken, "settled": rep.Settled, "raced": rep.Raced, "retrying": rep.Retrying,
+			"given_up": rep.GivenUp, "accrued": rep.Accrued}, err)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
@@ -529,7 +586,7 @@ func (r *run) addSettled(rep settle.Report, err error) {
 
 // settleAll sweeps until no finalize record is pending, waiting out their
 // grace and backoffs, for as long as records keep settling.
-func (r *run) settleAll(s *settle.Settler) {
+func (r *run) settleAll(s *settle.Settler, hist *chaos.Recorder) {
 	ctx := context.Background()
 	pending := func() int {
 		var n int
@@ -539,7 +596,7 @@ func (r *run) settleAll(s *settle.Settler) {
 	moved := newProgress(-pending())
 	for {
 		rep, err := s.Sweep(ctx)
-		r.addSettled(rep, err)
+		r.addSettled(hist, rep, err)
 		n := pending()
 		if n == 0 {
 			return
@@ -610,6 +667,7 @@ func (r *run) killer(ctx context.Context, workers int) {
 			WHERE application_name = $1 AND state IN ('active', 'idle in transaction')`, w.app).Scan(&midTx)
 		_ = w.cmd.Process.Kill()
 		<-w.exited
+		chaos.Crashed(r.record, chaos.WorkerProcess(w.incarnation))
 		r.killed.Add(1)
 		if midTx {
 			r.killedMidTx.Add(1)
@@ -666,11 +724,13 @@ func (r *run) redisOutages(ctx context.Context) {
 // queues them again.
 func (r *run) operator(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(r.seed, 500))
+	hist := chaos.NewRecorder("operator", r.record)
 	budget := max(1, r.jobs/100)
 	every(ctx, rng, 200*time.Millisecond, 600*time.Millisecond, func() {
 		if r.retries.Load() >= int64(budget) {
 			return
 		}
+		var call *chaos.Call
 		err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 			var id string
 			err := tx.QueryRow(ctx, `SELECT id::text FROM jobs WHERE status = 'FAILED' AND failure_reason LIKE 'reclaimed%'
@@ -681,7 +741,13 @@ func (r *run) operator(ctx context.Context) {
 			if _, err := tx.Exec(ctx, `SELECT set_config('chaos.actor', 'retry', true)`); err != nil {
 				return err
 			}
-			if _, err := r.guard.Retry(ctx, tx, id); err != nil {
+			c := hist.Invoke(history.OpRetry, id, 0) // on a connection of its own: committed before the retry
+			call = &c
+			gen, err := r.guard.Retry(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			if err := call.OK(ctx, tx, gen); err != nil {
 				return err
 			}
 			// The operator's retry puts the parent back to work with the job:
@@ -700,13 +766,16 @@ func (r *run) operator(ctx context.Context) {
 				ON CONFLICT (job_id) DO UPDATE SET visible_at = now(), token = NULL`, id)
 			return err
 		})
+		if err != nil && call != nil {
+			call.Outcome(err)
+		}
 		if err == nil {
 			r.retries.Add(1)
 		}
 	})
 }
 
-func (r *run) table(jobs int, elapsed time.Duration, violations int) string {
+func (r *run) table(jobs int, elapsed time.Duration, violations int, hist history.Stats, judged int) string {
 	ctx := context.Background()
 	count := func(sql string) int {
 		var n int
@@ -746,6 +815,8 @@ func (r *run) table(jobs int, elapsed time.Duration, violations int) string {
 		{"Redis outages survived", strconv.Itoa(int(r.outages.Load()))},
 		{"terminated connections", strconv.Itoa(int(r.terminated.Load()))},
 		{"invariant violations", strconv.Itoa(violations)},
+		{"history", hist.String()},
+		{"history checker violations", strconv.Itoa(judged)},
 	}
 	var b strings.Builder
 	for _, l := range lines {

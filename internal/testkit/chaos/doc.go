@@ -1,8 +1,10 @@
 // Package chaos is the reliability run of jobguard: several worker
 // processes process chapter and video jobs through the public API while
 // workers are killed, connections are terminated, Redis goes away, calls
-// hang past their limit and two reclaimers sweep at once; then every
-// invariant of the design is checked from the database and Redis.
+// hang past their limit and two reclaimers sweep at once, one of them on a
+// clock two seconds ahead, and some jobs' ids are handed over in upper
+// case; then every invariant of the design is checked from the database
+// and Redis.
 //
 // The run itself is TestChaos (go test ./internal/testkit/chaos/). The test binary
 // re-executes itself as the worker processes; this package holds what both
@@ -16,8 +18,9 @@
 //     through Retry" are read from real history, not from what a worker
 //     believed.
 //   - Plan: each job's faults (hang, slow, very slow, a pause inside the save
-//     transaction, a deleted video, a failing metadata update), drawn from
-//     the run's seed and stored in the job's payload.
+//     transaction, a deleted video, a failing metadata update) and inputs (an
+//     id in upper case, a video finalized with no metadata update), drawn
+//     from the run's seed and stored in the job's payload.
 //   - RunWorker: the worker loop. StartGuard.Start, progress heartbeats,
 //     CompleteTx writing chapters and lessons and the course's READY, or
 //     settle's Finalize: a finalize record with the completion, parallel
@@ -30,6 +33,22 @@
 //     append-only file, that the run stops and starts.
 //   - Check: the invariants, each a query whose rows are violations, plus
 //     the comparison of the markers in Redis with the reclaims in history.
+//   - Recorder: every worker process, reclaimer, settle sweep and the
+//     operator append what they do, as they do it, to the history table of
+//     package history: an invoke before each operation, committed on its
+//     own; its ok in the operation's own transaction (a start, a heartbeat
+//     that wrote, a completion with its product rows, a fail, a retry, a
+//     reclaim with its parent rule, a billing with its ledger row), so it
+//     exists exactly when the operation committed; a refusal, with its
+//     typed reason, or a failure right after the call returns; each
+//     sweep's report. The driver records a crashed event for each worker
+//     it kills. A worker's own history statements commit without waiting
+//     for the WAL flush (synchronous_commit off): committed and visible at
+//     once, so no kill of the worker loses one; only a crash of the server
+//     could, which the run never causes. Package history's checker then judges that history and the
+//     final state as data, sharing no code with the guards; the run fails
+//     on what either judge finds, and its summary gives the history's
+//     figures (events, outcomes by kind, operations by kind, violations).
 //
 // What it does not show: timing is not replayed. A seed replays every
 // job's plan and the driver's random choices, but which transaction a kill

@@ -71,6 +71,11 @@ type Plan struct {
 	Quantity int64 `json:"quantity,omitempty"`
 	// Account is billed for a video.
 	Account string `json:"account,omitempty"`
+	// NoUpdates finalizes a video with no metadata update: it only bills.
+	NoUpdates bool `json:"no_updates,omitempty"`
+	// Upper hands the job's id to the library in upper case, at every
+	// delivery, as a caller that keeps its uuids so would.
+	Upper bool `json:"upper,omitempty"`
 }
 
 // NewPlan draws a job's plan.
@@ -88,6 +93,7 @@ func NewPlan(r *rand.Rand, kind string, t Timing) Plan {
 	if r.Float64() < 0.15 {
 		p.Pause = time.Duration(5+r.IntN(40)) * time.Millisecond
 	}
+	p.Upper = r.Float64() < 0.1
 	if kind == KindVideo {
 		p.Quantity = int64(1000 + r.IntN(600000))
 		p.Account = "acct-" + strconv.Itoa(r.IntN(Accounts))
@@ -100,6 +106,8 @@ func NewPlan(r *rand.Rand, kind string, t Timing) Plan {
 			p.FailUpdate = "content"
 		case x < 0.09:
 			p.FailUpdate, p.FailForGood = "content", true
+		case x < 0.12:
+			p.NoUpdates = true
 		}
 		if r.Float64() < 0.2 {
 			p.SlowUpdate = time.Duration(200+r.IntN(400)) * time.Millisecond

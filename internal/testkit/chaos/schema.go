@@ -1,5 +1,7 @@
 package chaos
 
+import "github.com/jobguard/jobguard/internal/testkit/history"
+
 // Schema is the SQL of the run's own tables, applied after the jobs table
 // (jobguard.Migration) and the usage ledger (usage.Migration):
 //
@@ -14,6 +16,8 @@ package chaos
 //     that every writer of the run sets: chaos.actor (start, worker,
 //     reclaim, retry) and chaos.writer_gen (the generation of the execution
 //     that wrote). A write with no actor is itself a violation;
+//   - history (package history): one event per operation of every
+//     process, written as it happens, for the independent checker;
 //   - events, kills and confirmed: what the workers and the run's driver
 //     saw (refusals, rejected completions, killed worker incarnations,
 //     finalizes the worker saw confirmed, recorded right after Finalize
@@ -150,7 +154,7 @@ CREATE TABLE confirmed (
     incarnation int    NOT NULL,
     PRIMARY KEY (job_id, generation)
 );
-`
+` + history.Schema
 
 // Event kinds the workers record.
 const (

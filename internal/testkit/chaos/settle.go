@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobguard/jobguard/internal/testkit/history"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
@@ -37,10 +38,12 @@ const (
 )
 
 // NewSettler builds the run's settler over pool, with the two metadata
-// updates of a video ("asset", "content") and its increment. inWorker says
-// whose process it is: a transient fault fails the worker's run of an
-// update and spares the sweep's, as a store that was down for a moment.
-func NewSettler(ctx context.Context, guard *jobguard.Guard, pool *pgxpool.Pool, t Timing, inWorker bool, log *slog.Logger) (*settle.Settler, error) {
+// updates of a video ("asset", "content") and its increment, which records
+// its billing in the history with rec, in the billing's transaction.
+// inWorker says whose process it is: a transient fault fails the worker's
+// run of an update and spares the sweep's, as a store that was down for a
+// moment.
+func NewSettler(ctx context.Context, guard *jobguard.Guard, pool *pgxpool.Pool, t Timing, inWorker bool, rec *Recorder, log *slog.Logger) (*settle.Settler, error) {
 	update := func(sql string) settle.Handler {
 		return func(ctx context.Context, exec jobguard.Execution, raw json.RawMessage) error {
 			var a updateArgs
@@ -74,12 +77,15 @@ func NewSettler(ctx context.Context, guard *jobguard.Guard, pool *pgxpool.Pool, 
 				ON CONFLICT (video_id) DO UPDATE SET published = true`),
 		},
 		Increments: map[string]settle.Increment{
-			MeterVideo: func(ctx context.Context, tx pgx.Tx, _ jobguard.Execution, e usage.Entry) error {
+			MeterVideo: func(ctx context.Context, tx pgx.Tx, exec jobguard.Execution, e usage.Entry) error {
 				tag, err := tx.Exec(ctx, `UPDATE accounts SET video_ms = video_ms + $2 WHERE id = $1`, e.Account, e.Quantity)
 				if err == nil && tag.RowsAffected() != 1 {
 					err = fmt.Errorf("account %s: %d rows", e.Account, tag.RowsAffected())
 				}
-				return err
+				if err != nil {
+					return err
+				}
+				return rec.OK(ctx, tx, 0, history.OpBill, exec.JobID, exec.Generation, e.Meter)
 			},
 		},
 		Grace:         t.SettleGrace,
@@ -106,8 +112,9 @@ func videoSpec(parent string, p Plan) settle.Spec {
 		}
 		return a
 	}
-	return settle.Spec{
-		Updates: []settle.Update{{Name: "asset", Args: args("asset")}, {Name: "content", Args: args("content")}},
-		Usage:   []usage.Entry{{Account: p.Account, Meter: MeterVideo, Quantity: p.Quantity}},
+	spec := settle.Spec{Usage: []usage.Entry{{Account: p.Account, Meter: MeterVideo, Quantity: p.Quantity}}}
+	if !p.NoUpdates {
+		spec.Updates = []settle.Update{{Name: "asset", Args: args("asset")}, {Name: "content", Args: args("content")}}
 	}
+	return spec
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/jobguard/jobguard/heartbeat"
 	"github.com/jobguard/jobguard/internal/redact"
+	"github.com/jobguard/jobguard/internal/testkit/history"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/settle"
 )
@@ -52,6 +54,8 @@ type Worker struct {
 	// settler finalizes videos with a record the run's settle sweeps
 	// finish.
 	settler *settle.Settler
+	// rec records what the worker does in the run's history.
+	rec *Recorder
 }
 
 // delivery is one claimed queue row.
@@ -77,6 +81,22 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		return fmt.Errorf("chaos: worker: %w", err)
 	}
 	defer pool.Close()
+	// The history's own statements commit without waiting for the WAL
+	// flush: committed and visible at once, so no kill of this process can
+	// lose one; only a crash of the server could, which the run never
+	// causes. The workers' own transactions keep the server's setting.
+	hcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("chaos: worker: %w", redact.New(cfg.DatabaseURL).Error(err))
+	}
+	hcfg.MaxConns = int32(cfg.Concurrency + 1)
+	hcfg.ConnConfig.RuntimeParams["application_name"] = cfg.AppName + "-history"
+	hcfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	hpool, err := pgxpool.NewWithConfig(ctx, hcfg)
+	if err != nil {
+		return fmt.Errorf("chaos: worker: %w", err)
+	}
+	defer hpool.Close()
 	rdb := redis.NewClient(&redis.Options{
 		Addr: cfg.RedisAddr, DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1,
@@ -90,13 +110,14 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if err != nil {
 		return fmt.Errorf("chaos: worker: %w", err)
 	}
-	settler, err := NewSettler(ctx, guard, pool, cfg.Timing, true, cfg.Logger)
+	w := &Worker{
+		cfg: cfg, pool: pool, guard: guard, starts: starts,
+		hb: heartbeat.New(guard, heartbeat.Config{Interval: cfg.Timing.Heartbeat, Logger: cfg.Logger}),
+	}
+	w.rec = NewRecorder(WorkerProcess(cfg.Incarnation), func(sql string, args ...any) { keep(hpool, sql, args...) })
+	w.settler, err = NewSettler(ctx, guard, pool, cfg.Timing, true, w.rec, cfg.Logger)
 	if err != nil {
 		return fmt.Errorf("chaos: worker: %w", err)
-	}
-	w := &Worker{
-		cfg: cfg, pool: pool, guard: guard, starts: starts, settler: settler,
-		hb: heartbeat.New(guard, heartbeat.Config{Interval: cfg.Timing.Heartbeat, Logger: cfg.Logger}),
 	}
 	var wg sync.WaitGroup
 	for range cfg.Concurrency {
@@ -105,6 +126,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	wg.Wait()
 	return nil
 }
+
+// WorkerProcess is the name of a worker incarnation in the history.
+func WorkerProcess(incarnation int) string { return "w" + strconv.Itoa(incarnation) }
 
 func (w *Worker) loop(ctx context.Context) {
 	for ctx.Err() == nil {
@@ -145,19 +169,28 @@ func (w *Worker) claim(ctx context.Context) (d delivery, ok bool, err error) {
 	}
 	if d.delivery > 1 {
 		// Faults are for the first delivery; a redelivery runs plainly.
-		d.plan = Plan{Work: 10 * time.Millisecond, Quantity: d.plan.Quantity, Account: d.plan.Account}
+		d.plan = Plan{Work: 10 * time.Millisecond, Quantity: d.plan.Quantity, Account: d.plan.Account,
+			Upper: d.plan.Upper, NoUpdates: d.plan.NoUpdates}
 	}
 	return d, true, nil
 }
 
 func (w *Worker) process(ctx context.Context, d delivery) {
 	var exec jobguard.Execution
+	call := w.rec.Invoke(history.OpStart, d.id, 0)
 	err := w.inTx(ctx, "start", 0, func(tx pgx.Tx) error {
 		var err error
-		exec, err = w.starts.Start(ctx, tx, d.id)
-		return err
+		id := d.id
+		if d.plan.Upper {
+			id = strings.ToUpper(id)
+		}
+		if exec, err = w.starts.Start(ctx, tx, id); err != nil {
+			return err
+		}
+		return call.OK(ctx, tx, exec.Generation)
 	})
 	if err != nil {
+		call.Outcome(err)
 		if jobguard.IsPermanent(err) {
 			w.event(EventStartRefused, d.id, 0, err.Error())
 			w.done(d)
@@ -198,10 +231,13 @@ func (w *Worker) work(ctx context.Context, d delivery, exec jobguard.Execution) 
 		var res heartbeat.Result
 		err := w.inTx(ctx, "worker", exec.Generation, func(tx pgx.Tx) error {
 			var err error
-			res, err = w.hb.Beat(ctx, tx, exec, ev)
-			return err
+			if res, err = w.hb.Beat(ctx, tx, exec, ev); err != nil || res != heartbeat.Written {
+				return err
+			}
+			return w.rec.OK(ctx, tx, 0, history.OpHeartbeat, d.id, exec.Generation, "")
 		})
 		if res == heartbeat.Lost {
+			w.rec.Outcome(0, history.OpHeartbeat, d.id, exec.Generation, err)
 			w.event(EventHeartbeatLost, d.id, exec.Generation, err.Error())
 			w.rejected(d, exec, err)
 			return false
@@ -211,6 +247,7 @@ func (w *Worker) work(ctx context.Context, d delivery, exec jobguard.Execution) 
 }
 
 func (w *Worker) saveChapters(ctx context.Context, d delivery, exec jobguard.Execution) {
+	call := w.rec.Invoke(history.OpComplete, d.id, exec.Generation)
 	err := w.guard.CompleteTx(ctx, w.pool, exec, func(tx pgx.Tx) error {
 		if err := setActor(ctx, tx, "worker", exec.Generation); err != nil {
 			return err
@@ -233,8 +270,14 @@ func (w *Worker) saveChapters(ctx context.Context, d delivery, exec jobguard.Exe
 		if err == nil && tag.RowsAffected() != 1 {
 			err = fmt.Errorf("course %s: %d rows", d.parent, tag.RowsAffected())
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return call.OK(ctx, tx, exec.Generation)
 	})
+	if err != nil {
+		call.Outcome(err)
+	}
 	switch {
 	case err == nil:
 		w.event(EventCompleted, d.id, exec.Generation, "")
@@ -251,6 +294,7 @@ func (w *Worker) saveChapters(ctx context.Context, d delivery, exec jobguard.Exe
 var errDeleted = errors.New("video was deleted")
 
 func (w *Worker) finalizeVideo(ctx context.Context, d delivery, exec jobguard.Execution) {
+	call := w.rec.Invoke(history.OpComplete, d.id, exec.Generation)
 	spec := videoSpec(d.parent, d.plan)
 	spec.Recheck = func(context.Context) error {
 		if d.plan.Deleted {
@@ -269,15 +313,28 @@ func (w *Worker) finalizeVideo(ctx context.Context, d delivery, exec jobguard.Ex
 		if err == nil && tag.RowsAffected() != 1 {
 			err = fmt.Errorf("video %s: %d rows", d.parent, tag.RowsAffected())
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return call.OK(ctx, tx, exec.Generation)
 	}
 	res, err := w.settler.Finalize(ctx, w.pool, exec, spec)
 	fin := res.Finalized
+	if !fin.Completed() {
+		call.Outcome(err)
+	}
 	switch {
 	case errors.Is(err, jobguard.ErrStopped):
+		fail := w.rec.Invoke(history.OpFail, d.id, exec.Generation)
 		ferr := w.inTx(ctx, "worker", exec.Generation, func(tx pgx.Tx) error {
-			return w.guard.Fail(ctx, tx, exec, "video deleted")
+			if err := w.guard.Fail(ctx, tx, exec, "video deleted"); err != nil {
+				return err
+			}
+			return fail.OK(ctx, tx, exec.Generation)
 		})
+		if ferr != nil {
+			fail.Outcome(ferr)
+		}
 		switch {
 		case ferr == nil:
 			w.event(EventStopped, d.id, exec.Generation, "")
@@ -350,10 +407,14 @@ func setActor(ctx context.Context, tx pgx.Tx, actor string, gen int64) error {
 
 // bookkeeping runs the queue and event writes on a context of their own:
 // they must happen even while the job's context ends.
-func (w *Worker) bookkeeping(sql string, args ...any) {
+func (w *Worker) bookkeeping(sql string, args ...any) { keep(w.pool, sql, args...) }
+
+// keep runs a statement on pool, on a context of its own, until it lands
+// (twenty tries).
+func keep(pool *pgxpool.Pool, sql string, args ...any) {
 	for range 20 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := w.pool.Exec(ctx, sql, args...)
+		_, err := pool.Exec(ctx, sql, args...)
 		cancel()
 		if err == nil {
 			return

@@ -86,9 +86,11 @@ func NewPostgresMarkers(guard *Guard, cfg MarkerConfig) (*PostgresMarkers, error
 	// A marker of a lower generation changes nothing while the one it
 	// meets is live: two reclaimers writing out of order must not move a
 	// marker backwards. An expired marker says nothing, and is replaced.
+	// Rows are written in the order of their ids, so that two writers of
+	// overlapping batches lock them in one order and never deadlock.
 	s.sql.write = fmt.Sprintf(`INSERT INTO %s AS m (jobs_table, job_id, generation, reason, reclaimed_at, expires_at)`+
 		` SELECT $1, u.job_id, u.generation, u.reason, statement_timestamp(), statement_timestamp() + %s`+
-		` FROM unnest($2::text[], $3::int8[], $4::text[]) AS u(job_id, generation, reason)`+
+		` FROM unnest($2::text[], $3::int8[], $4::text[]) AS u(job_id, generation, reason) ORDER BY u.job_id`+
 		` ON CONFLICT (jobs_table, job_id) DO UPDATE SET generation = excluded.generation, reason = excluded.reason,`+
 		` reclaimed_at = excluded.reclaimed_at, expires_at = excluded.expires_at`+
 		` WHERE m.generation <= excluded.generation OR m.expires_at <= statement_timestamp()`,

@@ -33,10 +33,7 @@ var MarkerMigrationFiles, MarkerMigration = sqlfile.Load(markerEmbedded, "marker
 // lookupMarkerTable returns the marker table the search_path finds, as the
 // catalog names it, or "" when there is none.
 func lookupMarkerTable(ctx context.Context, db DB) (string, error) {
-	var schema, rel string
-	err := db.QueryRow(ctx, `SELECT n.nspname::text, c.relname::text FROM pg_catalog.pg_class c`+
-		` JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)`,
-		ident.Quote(MarkerTableName)).Scan(&schema, &rel)
+	schema, rel, err := catalogName(ctx, db, ident.Quote(MarkerTableName))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return "", nil

@@ -89,6 +89,9 @@ func BenchmarkComplete(b *testing.B) {
 	})
 }
 
+// BenchmarkStart runs the plain UPDATE floor beside Start over each marker
+// store: markers=redis reads the marker with a GET before the statement,
+// markers=postgres reads it inside the statement.
 func BenchmarkStart(b *testing.B) {
 	b.Run("op=plain", func(b *testing.B) {
 		e := setupBench(b)
@@ -101,17 +104,23 @@ func BenchmarkStart(b *testing.B) {
 			})
 		}
 	})
-	b.Run("op=guarded", func(b *testing.B) {
-		e := setupBench(b)
-		ids := e.insertJobs(b, b.N, "QUEUED")
-		b.ResetTimer()
-		for i := range b.N {
-			e.inTx(b, ids[i], func(ctx context.Context, tx pgx.Tx) error {
-				_, err := e.sg.Start(ctx, tx, ids[i])
-				return err
-			})
-		}
-	})
+	for _, markers := range []jobguard.MarkerBackend{jobguard.MarkersRedis, jobguard.MarkersPostgres} {
+		b.Run("op=guarded/markers="+markers.String(), func(b *testing.B) {
+			e := setupBench(b)
+			sg, err := jobguard.NewStartGuard(e.jobs.GuardWith(b, jobguard.Shared{Markers: markers}), e.env.Redis, jobguard.StartGuardConfig{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids := e.insertJobs(b, b.N, "QUEUED")
+			b.ResetTimer()
+			for i := range b.N {
+				e.inTx(b, ids[i], func(ctx context.Context, tx pgx.Tx) error {
+					_, err := sg.Start(ctx, tx, ids[i])
+					return err
+				})
+			}
+		})
+	}
 }
 
 // BenchmarkFinalize is Finalize with no re-check and no update beside the

@@ -20,8 +20,10 @@
 //     restarted by any path gets a new generation, so a stale execution can
 //     change nothing even when the status looks right.
 //   - A start guard. StartGuard refuses, with a permanent *ReclaimedError
-//     wrapping ErrReclaimed, a job whose failure reason or Redis marker says
-//     it was reclaimed. Start never moves a FAILED job back to PROCESSING;
+//     wrapping ErrReclaimed, a job whose failure reason or reclaim marker
+//     says it was reclaimed. The markers live where Shared.Markers says: in
+//     a table of the jobs' database (the default; MarkerMigration), which
+//     Start reads inside its conditional statement, or in Redis. Start never moves a FAILED job back to PROCESSING;
 //     only Retry (an operator's explicit retry) does, and it bumps the
 //     generation so old markers stop applying.
 //   - Finalize. A re-check, the conditional completion in its own short
@@ -50,16 +52,20 @@
 //   - A table without a generation column runs in status-only mode: a stale
 //     execution of a job that another path moved back to PROCESSING can still
 //     complete it. Map a generation column (DefaultTable does) to close that.
-//   - Reclaim markers expire (7 days by default), and under the default
-//     FailOpen policy a failed Redis lookup lets a job through with a warning;
-//     the database reason is still checked inside Start's conditional UPDATE.
+//   - Reclaim markers expire (7 days by default). With markers in Redis,
+//     under the default FailOpen policy a failed Redis lookup lets a job
+//     through with a warning; the database reason is still checked inside
+//     Start's conditional UPDATE. With markers in Postgres, Start has no
+//     separate lookup to fail: the marker is read in its statement.
+//     Expired marker rows stay in the table until something deletes them.
 //   - Metadata updates after Finalize's completion are not one transaction
 //     with it: when some fail, the completion and the successful updates stay.
 //
 // # Using it
 //
+//	// once: apply jobguard.Migration (or map your table) and jobguard.MarkerMigration
 //	guard, err := jobguard.New(ctx, pool, jobguard.DefaultTable())
-//	starts, err := jobguard.NewStartGuard(guard, rdb, jobguard.StartGuardConfig{})
+//	starts, err := jobguard.NewStartGuard(guard, nil, jobguard.StartGuardConfig{}) // no Redis needed
 //
 //	exec, err := starts.Start(ctx, pool, jobID) // refuses reclaimed jobs
 //	if jobguard.IsPermanent(err) { /* tell the queue not to retry */ }
@@ -99,8 +105,8 @@
 //
 // # Settings every process shares
 //
-// The reclaimer writes what the workers read: reclaim markers under a Redis
-// prefix, a failure reason, notices on a channel; its replicas elect a
+// The reclaimer writes what the workers read: reclaim markers (in Postgres
+// or under a Redis prefix, Shared.Markers), a failure reason, notices on a channel; its replicas elect a
 // leader with an advisory lock key. These settings are a Shared, set on the
 // Guard with NewWithConfig; the start guard, the reclaimer, the watcher and
 // the notice publisher all take them from the guard they are built with,

@@ -279,11 +279,18 @@ type catalog struct {
 // into values are NOT NULL, a text id column's collation is deterministic,
 // and an enum status column has all four labels. It reads the table's
 // schema and name as the catalog holds them, for Guard.TableKey.
+// catalogName returns the schema and name of the table that name (SQL,
+// quoted as needed) resolves to, as the catalog holds them; pgx.ErrNoRows
+// when there is none.
+func catalogName(ctx context.Context, db DB, name string) (schema, rel string, err error) {
+	err = db.QueryRow(ctx, `SELECT n.nspname::text, c.relname::text FROM pg_catalog.pg_class c`+
+		` JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)`, name).Scan(&schema, &rel)
+	return schema, rel, err
+}
+
 func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 	name := t.QualifiedName()
-	var schema, rel string
-	err := db.QueryRow(ctx, `SELECT n.nspname::text, c.relname::text FROM pg_catalog.pg_class c`+
-		` JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)`, name).Scan(&schema, &rel)
+	schema, rel, err := catalogName(ctx, db, name)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		where := "in search_path"

@@ -68,7 +68,12 @@
 //
 // # Use
 //
-//	starts, err := jobguard.NewStartGuard(guard, rdb, jobguard.StartGuardConfig{})
+// A River shop needs nothing but Postgres: the reclaim markers live in the
+// table jobguard.MarkerMigration creates (Shared.Markers defaults to
+// jobguard.MarkersPostgres), and the watcher's notices travel over
+// LISTEN/NOTIFY (watch.Transport{Postgres: pool}).
+//
+//	starts, err := jobguard.NewStartGuard(guard, nil, jobguard.StartGuardConfig{}) // no Redis
 //	guarded, err := riverguard.New(riverguard.Config{
 //		StartGuard: starts, DB: pool, Watcher: w, Kinds: []string{"chapter"},
 //	})

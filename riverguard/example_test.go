@@ -51,16 +51,16 @@ func Example() {
 	migrateRiver(tb, env)
 	ctx := context.Background()
 	pool := env.Pool
-	if _, err := pool.Exec(ctx, jobguard.Migration+`CREATE TABLE chapters (job_id uuid, title text)`); err != nil {
+	// The jobs table and the reclaim markers' table: River and jobguard
+	// need nothing but Postgres.
+	if _, err := pool.Exec(ctx, jobguard.Migration+jobguard.MarkerMigration+`CREATE TABLE chapters (job_id uuid, title text)`); err != nil {
 		panic(err)
 	}
-	guard, err := jobguard.NewWithConfig(ctx, pool, jobguard.DefaultTable(), jobguard.GuardConfig{
-		Shared: jobguard.Shared{Prefix: env.Prefix},
-	})
+	guard, err := jobguard.New(ctx, pool, jobguard.DefaultTable())
 	if err != nil {
 		panic(err)
 	}
-	starts, err := jobguard.NewStartGuard(guard, env.Redis, jobguard.StartGuardConfig{})
+	starts, err := jobguard.NewStartGuard(guard, nil, jobguard.StartGuardConfig{})
 	if err != nil {
 		panic(err)
 	}

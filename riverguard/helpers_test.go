@@ -82,12 +82,14 @@ func (w *emailWorker) Work(ctx context.Context, _ *river.Job[emailArgs]) error {
 type options struct {
 	// Variant is the jobs table's shape. Defaults to fixture.Default.
 	Variant fixture.Variant
-	// Watch runs a watcher over Redis and gives it to the middleware; the
-	// reclaimer publishes its notices to it.
+	// Watch runs a watcher over LISTEN/NOTIFY and gives it to the
+	// middleware; the reclaimer publishes its notices to it.
 	Watch bool
 	// StartGuard configures the start guard.
 	StartGuard jobguard.StartGuardConfig
-	// Redis, when set, is the start guard's Redis instead of the test's.
+	// Redis, when set, keeps the markers in Redis, in this client. Unset,
+	// the suite runs as a River shop without Redis does: markers in
+	// Postgres, notices over LISTEN/NOTIFY, and no Redis client anywhere.
 	Redis jobguard.Redis
 	// DB, when set, is the middleware's DB instead of the test's pool.
 	DB jobguard.DB
@@ -98,6 +100,7 @@ type options struct {
 // bundle is one test's jobs table, River client and worker.
 type bundle struct {
 	env    *testenv.Env
+	rdb    jobguard.Redis // nil: markers in Postgres
 	jobs   *fixture.Jobs
 	client *river.Client[pgx.Tx]
 	worker *chapterWorker
@@ -120,12 +123,12 @@ func setup(t *testing.T, w work, o options) *bundle {
 	env.Exec(`CREATE TABLE chapters (job_id text NOT NULL, generation bigint NOT NULL)`)
 	migrateRiver(t, env)
 
-	rdb := o.Redis
-	if rdb == nil {
-		rdb = env.Redis
+	b.rdb = o.Redis
+	if b.rdb == nil {
+		b.jobs.Guard = b.jobs.NoRedis(t)
 	}
 	o.StartGuard.Logger = slog.New(slog.DiscardHandler)
-	starts, err := jobguard.NewStartGuard(b.jobs.Guard, rdb, o.StartGuard)
+	starts, err := jobguard.NewStartGuard(b.jobs.Guard, b.rdb, o.StartGuard)
 	require.NoError(t, err)
 	cfg := riverguard.Config{StartGuard: starts, DB: o.DB, Kinds: o.Kinds, Logger: slog.New(slog.DiscardHandler)}
 	if cfg.DB == nil {
@@ -168,11 +171,11 @@ func setup(t *testing.T, w work, o options) *bundle {
 	return b
 }
 
-// startWatcher runs a watcher over Redis until the test ends, and the
-// publisher the reclaimer announces through.
+// startWatcher runs a watcher over LISTEN/NOTIFY until the test ends, and
+// the publisher the reclaimer announces through.
 func startWatcher(t *testing.T, b *bundle) *watch.Watcher {
 	t.Helper()
-	transport := watch.Transport{Redis: b.env.Redis}
+	transport := watch.Transport{Postgres: b.env.Connect(testenv.Config{})}
 	w, err := watch.New(watch.Config{Guard: b.jobs.Guard, DB: b.env.Pool, Transport: transport,
 		Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
@@ -296,7 +299,7 @@ func (b *bundle) reclaim(t *testing.T, id string) {
 	src, err := riversource.New(riversource.Config{DB: b.env.Pool, Schema: b.env.Schema})
 	require.NoError(t, err)
 	cfg := reclaim.Config{
-		Guard: b.jobs.Guard, DB: b.env.Pool, Redis: b.env.Redis, Source: src,
+		Guard: b.jobs.Guard, DB: b.env.Pool, Redis: b.rdb, Source: src,
 		Limits: reclaim.StaticLimits{"chapter": 30 * time.Minute},
 		Logger: slog.New(slog.DiscardHandler),
 	}

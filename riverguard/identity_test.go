@@ -22,7 +22,7 @@ func TestWork_EverySpellingOfARowIDIsOneExecution(t *testing.T) {
 	t.Parallel()
 	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
-		starts, err := jobguard.NewStartGuard(jobs.Guard, jobs.Env.Redis, jobguard.StartGuardConfig{})
+		starts, err := jobguard.NewStartGuard(jobs.NoRedis(t), nil, jobguard.StartGuardConfig{})
 		require.NoError(t, err)
 		mw, err := riverguard.New(riverguard.Config{StartGuard: starts, DB: jobs.Env.Pool, Logger: slog.New(slog.DiscardHandler)})
 		require.NoError(t, err)

@@ -8,11 +8,12 @@
 //
 // The reclaimer publishes a Notice (job id and reclaimed generation) for
 // every job it reclaimed, once its write has committed, through a Publisher:
-// Redis pub/sub, or Postgres LISTEN/NOTIFY, chosen by Transport. The start
-// guard and the reclaimer need Redis for their markers either way; notices
-// over Postgres suit a deployment whose Redis should not carry pub/sub (a
-// managed Redis without it, or one shared with other tenants), and they can
-// be sent inside the reclaim's own transaction. Every worker process runs
+// Redis pub/sub, or Postgres LISTEN/NOTIFY, chosen by Transport. Notices
+// over Postgres, with the reclaim markers in Postgres too (jobguard's
+// Shared.Markers), make a deployment that needs no Redis at all; they also
+// suit one whose Redis should not carry pub/sub (a managed Redis without
+// it, or one shared with other tenants), and they can be sent inside the
+// reclaim's own transaction. Every worker process runs
 // one Watcher with one subscription for all its executions.
 //
 // # What it guarantees

@@ -25,6 +25,9 @@ func eachTransport(t *testing.T, fn func(t *testing.T, kind string)) {
 	for _, kind := range transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
+			if kind == "redis" {
+				testenv.NeedRedis(t)
+			}
 			fn(t, kind)
 		})
 	}

@@ -52,10 +52,15 @@ func openDB(ctx context.Context, s *settings) (*conns, error) {
 	return &conns{pool: pool, where: where}, nil
 }
 
-// openRedis creates the Redis client; with ping, it checks that Redis
+// openRedis creates the Redis client when the settings keep something in
+// Redis (settings.needsRedis), and else leaves it nil: a deployment
+// without Redis needs no Redis URL. With ping, it checks that Redis
 // answers. Without, the client connects at its first command, so a
 // command that may not need Redis does not fail for it.
 func (c *conns) openRedis(ctx context.Context, s *settings, ping bool) error {
+	if !s.needsRedis() {
+		return nil
+	}
 	opt, err := redis.ParseURL(s.RedisURL)
 	if err != nil {
 		return usageErr("%s: %v", s.redisURLName(), err)
@@ -64,7 +69,7 @@ func (c *conns) openRedis(ctx context.Context, s *settings, ping bool) error {
 	opt.MaxRetries = 1
 	c.redis = redis.NewClient(opt)
 	c.redisWhere = opt.Addr
-	c.redisTodo = fmt.Sprintf("check that Redis is up and that %s names it; the reclaim markers live there", s.redisURLName())
+	c.redisTodo = fmt.Sprintf("check that Redis is up and that %s names it (--markers, --notices or --source keep something there)", s.redisURLName())
 	if !ping {
 		return nil
 	}

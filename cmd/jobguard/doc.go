@@ -38,9 +38,13 @@
 // # Settings
 //
 // The servers come from --database-url and --redis-url, else
-// JOBGUARD_DATABASE_URL and JOBGUARD_REDIS_URL. The jobs table's mapping
+// JOBGUARD_DATABASE_URL and JOBGUARD_REDIS_URL. Redis is contacted only
+// when something lives there: the reclaim markers with --markers redis
+// (JOBGUARD_MARKERS, or the config file's "shared": {"markers": ...}; the
+// default, postgres, keeps them in the job_reclaim_markers table), notices
+// with --notices redis, or a BullMQ queue. The jobs table's mapping
 // (jobguard.Table), the settings shared with the workers (jobguard.Shared:
-// the markers' Redis prefix, the reclaimed failure reason, the notice
+// where the markers live, their Redis prefix, the reclaimed failure reason, the notice
 // channel, the leader key), the limits table, the reclaimer's settings, its
 // source and its parent rules come from flags, or from a JSON config file
 // (--config, or JOBGUARD_CONFIG; 'jobguard help config' shows it), which the

@@ -138,10 +138,23 @@ func explain(ctx context.Context, c *cli, s *settings, args []string) error {
 		return err
 	}
 	if e.markerReadError != nil {
+		if starts.Markers() == nil {
+			return fail(exitError, fmt.Errorf("the reclaim marker could not be read from %s: %w", jobguard.MarkerTableName, e.markerReadError),
+				"the rest is printed above; check that jobguard.MarkerMigration was applied in %s", cn.where)
+		}
 		return fail(exitError, fmt.Errorf("the reclaim marker could not be read from Redis at %s: %w", cn.redisWhere, e.markerReadError),
 			"the rest is printed above; %s", cn.redisTodo)
 	}
 	return nil
+}
+
+// markerKey names where job id's marker is kept: its Redis key, or its
+// row of the marker table.
+func markerKey(starts *jobguard.StartGuard, guard *jobguard.Guard, id string) string {
+	if m := starts.Markers(); m != nil {
+		return m.Key(id)
+	}
+	return fmt.Sprintf("%s row (%s, %s)", jobguard.MarkerTableName, guard.TableKey(), id)
 }
 
 // explained gathers the explanation of planned, the one job of src.
@@ -173,12 +186,12 @@ func explained(ctx context.Context, guard *jobguard.Guard, starts *jobguard.Star
 		}
 	}
 
-	m, found, err := starts.Markers().Read(ctx, row.ID)
+	m, found, err := starts.Marker(ctx, src.db, row.ID)
 	switch {
 	case err != nil:
 		e.MarkerError, e.markerReadError = err.Error(), err
 	case found:
-		e.Marker = &marker{Key: starts.Markers().Key(row.ID), Generation: m.Generation, Reason: m.Reason, At: m.At}
+		e.Marker = &marker{Key: markerKey(starts, guard, row.ID), Generation: m.Generation, Reason: m.Reason, At: m.At}
 	}
 	e.StartGuard, e.StartGuardWhy = startVerdict(starts.Check(ctx, src.db, row.ID), row, t)
 

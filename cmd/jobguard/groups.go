@@ -36,7 +36,7 @@ func (f *flags) serversGroup(s *settings) {
 	f.section("Servers")
 	f.str(&s.DatabaseURL, "database-url", "PostgreSQL URL or key=value string (env "+envDatabaseURL+
 		"; without either, libpq's PG* variables and defaults)")
-	f.str(&s.RedisURL, "redis-url", "Redis URL, where the reclaim markers live (env "+envRedisURL+")")
+	f.str(&s.RedisURL, "redis-url", "Redis URL, used only for --markers redis, --notices redis or --source bullmq (env "+envRedisURL+")")
 }
 
 // tableGroup is the jobs table's mapping (jobguard.Table).
@@ -63,6 +63,7 @@ func (f *flags) tableGroup(s *settings) {
 // sharedGroup is what the workers must agree on (jobguard.Shared).
 func (f *flags) sharedGroup(s *settings) {
 	f.section("Shared with the workers (jobguard.Shared: set them as the workers' guard does)")
+	f.str(&s.Markers, "markers", "where the reclaim markers live: postgres (the job_reclaim_markers table) or redis (env "+envMarkers+")")
 	f.str(&s.Shared.Prefix, "prefix", "Redis prefix of the reclaim markers and notices")
 	f.str(&s.Shared.ReclaimedReason, "reclaimed-reason", "failure reason a reclaim writes, which the start guard looks for")
 	f.str(&s.Shared.NoticeChannel, "notice-channel", "Postgres LISTEN/NOTIFY channel of the reclaim notices")

@@ -22,7 +22,8 @@ Every command takes --help. Settings come from the flags, else a JSON config
 file (--config, or JOBGUARD_CONFIG; 'jobguard help config'), else the
 defaults, which are the bundled migrations' table and the library's own.
 The servers: --database-url (JOBGUARD_DATABASE_URL) and --redis-url
-(JOBGUARD_REDIS_URL).
+(JOBGUARD_REDIS_URL), which is needed only for --markers redis
+(JOBGUARD_MARKERS), --notices redis or --source bullmq.
 
 Exit codes:
   0  done
@@ -63,7 +64,8 @@ A Prisma-style table:
       "prefix": "jobguard",
       "reclaimed_reason": "reclaimed: exceeded runtime limit without progress",
       "notice_channel": "jobguard_reclaim_notices",
-      "leader_key": 29958816148054892
+      "leader_key": 29958816148054892,
+      "markers": "postgres"
     },
     "limits": {"schema": "", "table": "job_type_limits"},
     "reclaim": {"no_progress": "15m", "interval": "1m", "sweep_timeout": "1m",
@@ -82,7 +84,9 @@ A Prisma-style table:
   }
 
 shared must match what the workers' guards use (jobguard.Shared): the start
-guard reads the markers under "prefix" and the failure reason
+guard reads the markers where "markers" says (postgres: the table
+job_reclaim_markers, which jobguard.MarkerMigration creates; redis: under
+"prefix") and the failure reason
 "reclaimed_reason"; the reclaimers of one jobs table elect their leader on
 "leader_key". parent_rules are reclaim.SetParent rules, by job type: when a
 job of that type is reclaimed, its parent row's column is set to value, only

@@ -180,6 +180,9 @@ func (s *settings) fromEnv(getenv func(string) string, f *flags) {
 	case v != "":
 		s.DatabaseURL, s.DatabaseURLFrom = v, envDatabaseURL
 	}
+	if v := getenv(envMarkers); v != "" && !set["markers"] {
+		s.Markers = v
+	}
 	switch v := getenv(envRedisURL); {
 	case set["redis-url"]:
 		s.RedisURLFrom = "--redis-url"

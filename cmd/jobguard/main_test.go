@@ -105,9 +105,10 @@ func setup(t *testing.T, v fixture.Variant) *bundle {
 }
 
 // args are the flags that reach the bundle's servers, schema and Redis
-// prefix, and map its table, followed by extra.
+// prefix, with the markers in Redis as the fixture's guards keep them, and
+// map its table, followed by extra.
 func (b *bundle) args(extra ...string) []string {
-	args := []string{"--database-url", b.env.DatabaseURL, "--redis-url", b.env.RedisURL,
+	args := []string{"--database-url", b.env.DatabaseURL, "--redis-url", b.env.RedisURL, "--markers", "redis",
 		"--prefix", b.env.Prefix, "--notice-channel", b.env.Schema}
 	args = append(args, tableArgs(b.jobs.Table)...)
 	if b.jobs.Table.Schema == "" {

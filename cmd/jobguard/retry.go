@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -40,8 +42,10 @@ func retry(ctx context.Context, c *cli, s *settings, args []string) error {
 	}
 	defer cn.close()
 	// Without a generation the marker must go too: check Redis first, so
-	// that the retry is not left half done.
-	if !guard.Fenced() {
+	// that the retry is not left half done. A marker in Postgres goes in
+	// the retry's own transaction.
+	pgMarkers := !guard.Fenced() && guard.Shared().Markers == jobguard.MarkersPostgres
+	if !guard.Fenced() && !pgMarkers {
 		if err := cn.openRedis(ctx, s, true); err != nil {
 			return err
 		}
@@ -50,7 +54,21 @@ func retry(ctx context.Context, c *cli, s *settings, args []string) error {
 	if err != nil {
 		return err
 	}
-	gen, err := guard.Retry(ctx, cn.pool, id)
+	var gen int64
+	if pgMarkers {
+		markers, err := jobguard.NewPostgresMarkers(guard, jobguard.MarkerConfig{})
+		if err != nil {
+			return fail(exitError, err, "")
+		}
+		err = pgx.BeginFunc(ctx, cn.pool, func(tx pgx.Tx) error {
+			if gen, err = guard.Retry(ctx, tx, id); err != nil {
+				return err
+			}
+			return markers.Delete(ctx, tx, id)
+		})
+	} else {
+		gen, err = guard.Retry(ctx, cn.pool, id)
+	}
 	var se *jobguard.StateError
 	switch {
 	case errors.As(err, &se) && se.Reason == jobguard.ReasonNotFound:
@@ -62,8 +80,8 @@ func retry(ctx context.Context, c *cli, s *settings, args []string) error {
 	case err != nil:
 		return err
 	}
-	markerDeleted := false
-	if !guard.Fenced() {
+	markerDeleted := pgMarkers
+	if !guard.Fenced() && !pgMarkers {
 		markers, err := jobguard.NewMarkerStore(guard, cn.redis, jobguard.MarkerConfig{})
 		if err != nil {
 			return fail(exitError, fmt.Errorf("job %s was retried, but its reclaim marker was not deleted: %w", id, err), "")

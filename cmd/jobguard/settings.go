@@ -24,7 +24,14 @@ const (
 	envDatabaseURL = "JOBGUARD_DATABASE_URL"
 	envRedisURL    = "JOBGUARD_REDIS_URL"
 	envConfig      = "JOBGUARD_CONFIG"
+	envMarkers     = "JOBGUARD_MARKERS"
 )
+
+// The marker stores of --markers (jobguard.Shared.Markers).
+var markerStores = map[string]jobguard.MarkerBackend{
+	jobguard.MarkersPostgres.String(): jobguard.MarkersPostgres,
+	jobguard.MarkersRedis.String():    jobguard.MarkersRedis,
+}
 
 // redisURLDefault is the Redis of --redis-url when neither the flag nor
 // JOBGUARD_REDIS_URL names one.
@@ -51,7 +58,9 @@ type settings struct {
 	// DatabaseURL reaches PostgreSQL; empty leaves it to libpq's PG*
 	// variables and defaults.
 	DatabaseURL string
-	// RedisURL reaches Redis, where the reclaim markers live.
+	// RedisURL reaches Redis, when something lives there: the reclaim
+	// markers (--markers redis), the notices (--notices redis) or a
+	// BullMQ queue (--source bullmq). Otherwise no Redis is contacted.
 	RedisURL string
 	// DatabaseURLFrom and RedisURLFrom say where the URLs came from, for
 	// the messages about them: a flag, an environment variable, or "" for
@@ -62,8 +71,11 @@ type settings struct {
 	ConfigFrom, ConfigPath string
 	// Table maps the jobs table. Starts as jobguard.DefaultTable().
 	Table jobguard.Table
-	// Shared are the settings the workers must agree on.
+	// Shared are the settings the workers must agree on. Its Markers is
+	// set by check, from Markers.
 	Shared jobguard.Shared
+	// Markers names Shared.Markers: postgres or redis.
+	Markers string
 	// LimitsSchema and LimitsTable say where the per-type limits live. An
 	// empty schema is the jobs table's.
 	LimitsSchema, LimitsTable string
@@ -101,7 +113,8 @@ func defaultSettings() settings {
 		RedisURL: redisURLDefault,
 		Table:    jobguard.DefaultTable(),
 		Shared: jobguard.Shared{Prefix: jobguard.PrefixDefault, ReclaimedReason: jobguard.ReclaimedReasonDefault,
-			NoticeChannel: jobguard.NoticeChannelDefault, LeaderKey: jobguard.LeaderKeyDefault},
+			NoticeChannel: jobguard.NoticeChannelDefault, LeaderKey: jobguard.LeaderKeyDefault, Markers: jobguard.MarkersDefault},
+		Markers:     jobguard.MarkersDefault.String(),
 		LimitsTable: reclaim.LimitsTableDefault,
 		NoProgress:  reclaim.NoProgressDefault,
 		Interval:    reclaim.IntervalDefault,
@@ -115,6 +128,11 @@ func defaultSettings() settings {
 		LogFormat:   "text",
 		LogLevel:    "warn",
 	}
+}
+
+// needsRedis reports whether anything the settings name lives in Redis.
+func (s *settings) needsRedis() bool {
+	return s.Shared.Markers == jobguard.MarkersRedis || s.Notices == noticesRedis || s.Source == sourceBullMQ
 }
 
 // limitsSchema is the schema of the limits table: its own, else the jobs
@@ -222,6 +240,7 @@ type configFile struct {
 		ReclaimedReason *string `json:"reclaimed_reason"`
 		NoticeChannel   *string `json:"notice_channel"`
 		LeaderKey       *int64  `json:"leader_key"`
+		Markers         *string `json:"markers"`
 	} `json:"shared"`
 	Limits *struct {
 		Schema *string `json:"schema"`
@@ -308,6 +327,7 @@ func (s *settings) applyConfig(data []byte) error {
 		set(&s.Shared.ReclaimedReason, sh.ReclaimedReason)
 		set(&s.Shared.NoticeChannel, sh.NoticeChannel)
 		set(&s.Shared.LeaderKey, sh.LeaderKey)
+		set(&s.Markers, sh.Markers)
 	}
 	if l := c.Limits; l != nil {
 		set(&s.LimitsSchema, l.Schema)
@@ -383,6 +403,11 @@ func (s *settings) check() error {
 	default:
 		return usageErr("--notices %q: want off, redis or postgres", s.Notices)
 	}
+	m, ok := markerStores[s.Markers]
+	if !ok {
+		return usageErr("--markers %q: want postgres or redis (as the workers' jobguard.Shared.Markers)", s.Markers)
+	}
+	s.Shared.Markers = m
 	if s.Source == sourceBullMQ && s.BullMQ.Queue == "" {
 		return usageErr("--source bullmq needs --bullmq-queue, the queue's name")
 	}

@@ -66,10 +66,11 @@ func (c Config) withDefaults() Config {
 // Shared returns the settings that the guard of every process of the
 // examples carries (jobguard.GuardConfig.Shared), so that the reclaimer
 // and the processors agree on them: the Redis prefix of the markers and
-// notices, and the reclaimers' leader key, derived from the schema.
+// notices, and the reclaimers' leader key, derived from the schema. The
+// examples keep their markers in Redis, which they tell the story with.
 func (c Config) Shared() jobguard.Shared {
 	c = c.withDefaults()
-	return jobguard.Shared{Prefix: c.Prefix, LeaderKey: leaderKey(c.Schema)}
+	return jobguard.Shared{Prefix: c.Prefix, LeaderKey: leaderKey(c.Schema), Markers: jobguard.MarkersRedis}
 }
 
 // leaderKey derives the reclaimer's advisory lock key from the schema, so

@@ -142,7 +142,7 @@ func TestChaos(t *testing.T) {
 		env.Exec(sql)
 	}
 	ctx := context.Background()
-	guard, err := jobguard.NewWithConfig(ctx, env.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix}})
+	guard, err := jobguard.NewWithConfig(ctx, env.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix, Markers: jobguard.MarkersRedis}})
 	require.NoError(t, err)
 
 	r := &run{

@@ -260,7 +260,7 @@ var markerKey = regexp.MustCompile(`:reclaimed:\{([^}]*)\}`)
 // Redis refused the write), and no marker without a reclaim of that
 // generation (invariant 4: a lost race writes none).
 func checkMarkers(ctx context.Context, db jobguard.DB, rdb *redis.Client, prefix string, rep Reported) ([]Violation, error) {
-	guard, err := jobguard.NewWithConfig(ctx, db, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: prefix}})
+	guard, err := jobguard.NewWithConfig(ctx, db, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: prefix, Markers: jobguard.MarkersRedis}})
 	if err != nil {
 		return nil, fmt.Errorf("chaos: check markers: %w", err)
 	}

@@ -92,7 +92,7 @@ func TestCheck_ReportsEachBrokenInvariant(t *testing.T) {
 		VALUES ('"' || current_schema() || '"."jobs"', $1, 'video_ms', 5, 'acct-0', 10)`, stale)
 	// 4: a parent failed and a marker written for a reclaim that never happened.
 	write(t, env, "reclaim", 0, `UPDATE courses SET status = 'FAILED' WHERE id = 'course-2'`)
-	guard, err := jobguard.NewWithConfig(ctx, env.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix}})
+	guard, err := jobguard.NewWithConfig(ctx, env.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix, Markers: jobguard.MarkersRedis}})
 	require.NoError(t, err)
 	markers, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
 	require.NoError(t, err)

@@ -102,7 +102,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1,
 	})
 	defer rdb.Close()
-	guard, err := jobguard.NewWithConfig(ctx, pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: cfg.Prefix}})
+	guard, err := jobguard.NewWithConfig(ctx, pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: cfg.Prefix, Markers: jobguard.MarkersRedis}})
 	if err != nil {
 		return fmt.Errorf("chaos: worker: %w", err)
 	}

@@ -7,6 +7,9 @@
 //     redis://127.0.0.1:6379/0) when they answer;
 //  3. a container started with testcontainers when a Docker engine answers;
 //  4. otherwise an error that says exactly what to set.
+//
+// JOBGUARD_REDIS_URL=none (NoRedis) resolves no Redis at all: RedisURL is
+// empty, for the runs that prove a deployment without Redis works.
 package endpoint
 
 import (
@@ -29,6 +32,9 @@ const (
 	DatabaseEnv = "JOBGUARD_DATABASE_URL"
 	RedisEnv    = "JOBGUARD_REDIS_URL"
 )
+
+// NoRedis, as RedisEnv, resolves no Redis server.
+const NoRedis = "none"
 
 // Local defaults, tried when the environment names no server.
 const (
@@ -72,6 +78,11 @@ func Resolve(ctx context.Context, log func(format string, args ...any)) (Endpoin
 	}
 	if closeDB != nil {
 		closers = append(closers, closeDB)
+	}
+	if os.Getenv(RedisEnv) == NoRedis {
+		log("Redis: none (%s=%s)", RedisEnv, NoRedis)
+		ep.DatabaseURL = db
+		return ep, nil
 	}
 	rd, closeRedis, err := resolve(ctx, log, server{
 		name: "Redis", env: RedisEnv, local: RedisDefault,

@@ -5,7 +5,9 @@
 //
 // The servers are found by package endpoint: JOBGUARD_DATABASE_URL and
 // JOBGUARD_REDIS_URL, else the local defaults, else containers where a
-// Docker engine answers, else the test fails saying what to set.
+// Docker engine answers, else the test fails saying what to set. With
+// JOBGUARD_REDIS_URL=none there is no Redis at all: Env.Redis is nil, and
+// only the suites that need no Redis can run.
 package testenv
 
 import (
@@ -14,6 +16,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -42,7 +45,8 @@ type Env struct {
 	// DatabaseURL reaches the same schema (search_path included), for child
 	// processes and extra connections.
 	DatabaseURL string
-	// Redis is a client of the shared server; keep to Prefix.
+	// Redis is a client of the shared server; keep to Prefix. It is nil
+	// when the run has no Redis (endpoint.NoRedis).
 	Redis *redis.Client
 	// RedisURL reaches the same Redis server.
 	RedisURL string
@@ -100,6 +104,9 @@ func connect(ctx context.Context, ep endpoint.Endpoints) (*pgxpool.Pool, *redis.
 	if err != nil {
 		return nil, nil, red.Error(fmt.Errorf("PostgreSQL at %s: %w (set %s)", ep.DatabaseURL, err, endpoint.DatabaseEnv))
 	}
+	if ep.RedisURL == "" {
+		return admin, nil, nil // endpoint.NoRedis
+	}
 	opt, err := redis.ParseURL(ep.RedisURL)
 	if err != nil {
 		admin.Close()
@@ -149,6 +156,16 @@ func New(t testing.TB, opts ...Config) *Env {
 	e.DatabaseURL = u.String()
 	e.Pool = e.Connect(o)
 	return e
+}
+
+// NeedRedis skips t when the run has no Redis (endpoint.NoRedis): a test
+// of what only Redis does says so, and the run without Redis proves the
+// rest works without it.
+func NeedRedis(t testing.TB) {
+	t.Helper()
+	if os.Getenv(endpoint.RedisEnv) == endpoint.NoRedis {
+		t.Skipf("%s=%s: this test needs Redis", endpoint.RedisEnv, endpoint.NoRedis)
+	}
 }
 
 // Connect opens another pool on the test's schema, closed at cleanup.
@@ -221,6 +238,9 @@ func (e *Env) Key(parts ...string) string {
 }
 
 func (e *Env) deleteKeys(ctx context.Context) {
+	if e.Redis == nil {
+		return
+	}
 	iter := e.Redis.Scan(ctx, 0, e.Prefix+"*", 500).Iterator()
 	var keys []string
 	for iter.Next(ctx) {

@@ -2,6 +2,8 @@ package reclaim_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
@@ -181,5 +183,50 @@ func TestRun_PanickingSourceLoggerAndMeterDoNotStopTheSweeps(t *testing.T) {
 		require.NoError(t, err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return after its context ended")
+	}
+}
+
+// refusingRule fails, by an error or a panic, for a page that holds bad,
+// and writes nothing otherwise.
+func refusingRule(bad string, panics bool) reclaim.ParentRule {
+	return func(_ context.Context, _ pgx.Tx, jobs []jobguard.JobState) error {
+		if !slices.ContainsFunc(jobs, func(j jobguard.JobState) bool { return j.ID == bad }) {
+			return nil
+		}
+		if panics {
+			panic("boom")
+		}
+		return errors.New("parent refused")
+	}
+}
+
+// A table without a type column lists every job under the empty type, and
+// its parent rule is OnReclaim[""]. A rule of that type that fails, by an
+// error or a panic, holds back only the job it failed for: the empty type
+// is a type like any other, not "no rule failed".
+func TestSweep_UntypedTableRuleThatFailsHoldsBackOnlyItsJob(t *testing.T) {
+	t.Parallel()
+	for _, panics := range []bool{false, true} {
+		t.Run(fmt.Sprintf("panics=%v", panics), func(t *testing.T) {
+			t.Parallel()
+			env := testenv.New(t)
+			jobs := fixture.Create(t, env, fixture.NoGeneration)
+			require.Empty(t, jobs.Table.TypeColumn)
+			bad := jobs.Insert(t, fixture.Job{UpdatedAgo: 2 * time.Hour})
+			good := jobs.Insert(t, fixture.Job{UpdatedAgo: 2 * time.Hour})
+			started := time.Now().Add(-2 * time.Hour)
+			r, logs := newReclaimer(t, jobs, reclaim.Config{
+				Source:    listSource{{ID: bad, StartedAt: started}, {ID: good, StartedAt: started}},
+				Limits:    reclaim.StaticLimits{"": 30 * time.Minute},
+				OnReclaim: map[string]reclaim.ParentRule{"": refusingRule(bad, panics)},
+			})
+
+			rep, err := r.Sweep(context.Background())
+			require.NoError(t, err, "one job's rule does not fail the page; logs:\n%s", logs)
+			require.Equal(t, []string{good}, rep.ReclaimedIDs)
+			require.Equal(t, 1, rep.RuleErrors)
+			require.Equal(t, "FAILED", jobs.Read(t, good).Status)
+			require.Equal(t, "PROCESSING", jobs.Read(t, bad).Status)
+		})
 	}
 }

@@ -66,17 +66,18 @@ func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobSta
 		}
 		batch := chosen
 		for len(batch) > 0 {
-			res, failedType, err := r.attempt(ctx, tx, p, outer, batch, typeOf)
+			res, err := r.attempt(ctx, tx, p, outer, batch, typeOf)
 			if err == nil {
 				out.add(res)
 				return nil
 			}
-			if failedType == "" || ctx.Err() != nil {
+			re := asRuleError(err)
+			if re == nil || ctx.Err() != nil {
 				return err
 			}
 			var rest []jobguard.JobState
 			for _, c := range batch {
-				if typeOf[c.ID] == failedType {
+				if typeOf[c.ID] == re.typ {
 					aside = append(aside, c)
 				} else {
 					rest = append(rest, c)
@@ -91,19 +92,19 @@ func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobSta
 	}
 	for _, c := range aside {
 		var res jobguard.FailResult
-		var failedType string
 		err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
 			outer, err := r.waitAtMost(ctx, tx, p)
 			if err != nil {
 				return err
 			}
-			res, failedType, err = r.attempt(ctx, tx, p, outer, []jobguard.JobState{c}, typeOf)
+			res, err = r.attempt(ctx, tx, p, outer, []jobguard.JobState{c}, typeOf)
 			return err
 		})
+		re := asRuleError(err)
 		switch {
 		case err == nil:
 			out.add(res)
-		case failedType == "" || ctx.Err() != nil:
+		case re == nil || ctx.Err() != nil:
 			return out, err
 		default:
 			out.ruleErrors++
@@ -114,10 +115,33 @@ func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobSta
 				out.panicked = fmt.Errorf("job %s: %w", c.ID, err)
 			}
 			r.log.DebugContext(ctx, "reclaim: parent rule failed; job left for the next sweep",
-				slog.String("job_id", c.ID), slog.String("job_type", failedType), slog.Any("error", err))
+				slog.String("job_id", c.ID), slog.String("job_type", re.typ), slog.Any("error", err))
 		}
 	}
 	return out, nil
+}
+
+// ruleError is the failure of the parent rule of the jobs of type typ, as
+// opposed to a failure of the sweep's own statements: it holds back only
+// those jobs. The type is a field, not a sentinel value: a table without a
+// type column lists every job under the empty type, whose rule is
+// OnReclaim[""].
+type ruleError struct {
+	typ string
+	err error
+}
+
+func (e *ruleError) Error() string { return fmt.Sprintf("OnReclaim[%q]: %v", e.typ, e.err) }
+
+func (e *ruleError) Unwrap() error { return e.err }
+
+// asRuleError returns the *ruleError err wraps, or nil.
+func asRuleError(err error) *ruleError {
+	var re *ruleError
+	if errors.As(err, &re) {
+		return re
+	}
+	return nil
 }
 
 // waitAtMost sets how long the statements of tx may wait for a row another
@@ -149,17 +173,17 @@ func (r *Reclaimer) waitLeft(ctx context.Context, p *pass, floor time.Duration) 
 
 // attempt fails batch and runs the parent rules of the rows it changed, in a
 // savepoint of tx. When a rule fails, everything the attempt wrote is rolled
-// back and the rule's job type is returned with the error; any other error
-// returns no type. outer is tx's statement_timeout.
-func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer string, batch []jobguard.JobState, typeOf map[string]string) (jobguard.FailResult, string, error) {
+// back and the error is a *ruleError that names the rule's job type; any
+// other error is the page's own. outer is tx's statement_timeout.
+func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer string, batch []jobguard.JobState, typeOf map[string]string) (jobguard.FailResult, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
-		return jobguard.FailResult{}, "", err
+		return jobguard.FailResult{}, err
 	}
 	defer func() { _ = sp.Rollback(ctx) }() // a no-op once released
 	res, err := r.cfg.Guard.Batch().FailIfUnchanged(ctx, sp, batch, r.cfg.Guard.Shared().ReclaimedReason)
 	if err != nil {
-		return jobguard.FailResult{}, "", err
+		return jobguard.FailResult{}, err
 	}
 	byType := map[string][]jobguard.JobState{}
 	for _, f := range res.Failed {
@@ -176,16 +200,16 @@ func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer strin
 		}
 		ruleErr, err := r.rule(ctx, sp, p, outer, parentRule, byType[typ])
 		if err != nil {
-			return jobguard.FailResult{}, "", err
+			return jobguard.FailResult{}, err
 		}
 		if ruleErr != nil {
-			return jobguard.FailResult{}, typ, fmt.Errorf("OnReclaim[%q]: %w", typ, ruleErr)
+			return jobguard.FailResult{}, &ruleError{typ: typ, err: ruleErr}
 		}
 	}
 	if err := sp.Commit(ctx); err != nil {
-		return jobguard.FailResult{}, "", err
+		return jobguard.FailResult{}, err
 	}
-	return res, "", nil
+	return res, nil
 }
 
 // rule runs parentRule for jobs in a savepoint of its own, so that what it

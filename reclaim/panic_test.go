@@ -230,3 +230,59 @@ func TestSweep_UntypedTableRuleThatFailsHoldsBackOnlyItsJob(t *testing.T) {
 		})
 	}
 }
+
+// openRowsRule runs rule, but for a page that holds bad it leaves a query's
+// rows open on the transaction and then panics or returns an error: the
+// connection is busy until those rows are closed, which nobody can do.
+func openRowsRule(rule reclaim.ParentRule, bad string, panics bool) reclaim.ParentRule {
+	return func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
+		if !slices.ContainsFunc(jobs, func(j jobguard.JobState) bool { return j.ParentID == bad }) {
+			return rule(ctx, tx, jobs)
+		}
+		rows, err := tx.Query(ctx, `SELECT generate_series(1, 100000)`)
+		if err != nil {
+			return err
+		}
+		_ = rows // left open
+		if panics {
+			panic("boom")
+		}
+		return errors.New("gave up half way through its rows")
+	}
+}
+
+// A parent rule that fails while its query's rows are still open leaves
+// the reclaim's transaction on a busy connection, where no statement can
+// run, not even the rollback to its savepoint. Its job is held back; the
+// other jobs of the page, of its type and of others, are reclaimed in a
+// transaction that works, with their parents.
+func TestSweep_ParentRuleThatFailsWithItsRowsOpenHoldsBackOnlyItsJob(t *testing.T) {
+	t.Parallel()
+	for _, panics := range []bool{false, true} {
+		t.Run(fmt.Sprintf("panics=%v", panics), func(t *testing.T) {
+			t.Parallel()
+			env := testenv.New(t)
+			jobs := fixture.Create(t, env, fixture.Default)
+			courses(t, env, "poison", "course-a")
+			poisoned := jobs.Insert(t, fixture.Job{Generation: 1, ParentID: "poison", UpdatedAgo: 2 * time.Hour})
+			a := jobs.Insert(t, fixture.Job{Generation: 1, ParentID: "course-a", UpdatedAgo: 2 * time.Hour})
+			video := jobs.Insert(t, fixture.Job{Type: "video", Generation: 1, UpdatedAgo: 2 * time.Hour})
+			r, logs := newReclaimer(t, jobs, reclaim.Config{
+				Limits:    reclaim.StaticLimits{"chapter": 30 * time.Minute, "video": time.Hour},
+				OnReclaim: map[string]reclaim.ParentRule{"chapter": openRowsRule(failCourse(t), "poison", panics)},
+			})
+
+			rep, err := r.Sweep(context.Background())
+			require.NoError(t, err, "logs:\n%s", logs)
+			require.ElementsMatch(t, []string{a, video}, rep.ReclaimedIDs)
+			require.Equal(t, 1, rep.RuleErrors)
+			require.Equal(t, "PROCESSING", jobs.Read(t, poisoned).Status, "not failed without its parent")
+			require.False(t, hasMarker(t, jobs, poisoned))
+			require.True(t, hasMarker(t, jobs, a))
+			status, _, _ := courseStatus(t, env, "course-a")
+			require.Equal(t, "FAILED", status)
+			status, _, _ = courseStatus(t, env, "poison")
+			require.Equal(t, "GENERATING", status)
+		})
+	}
+}

@@ -2,6 +2,8 @@ package compensate_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,5 +142,55 @@ func TestRun_PanickingLoggerAndMeterDoNotStopTheSweeps(t *testing.T) {
 		require.NoError(t, err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return after its context ended")
+	}
+}
+
+// A compensator that fails, by a panic or an error, while its query's rows
+// are still open leaves its transaction on a busy connection, where not
+// even the rollback to its savepoint can run. Its artifact stays owed with
+// the cause recorded, and the sweep goes on to compensate the next one.
+func TestCompensate_CompensatorThatFailsWithItsRowsOpenLeavesOnlyItsArtifactOwed(t *testing.T) {
+	t.Parallel()
+	for _, panics := range []bool{false, true} {
+		t.Run(fmt.Sprintf("panics=%v", panics), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ctx := context.Background()
+			bad := b.lostExecution(t, "bad.mp4")
+			good := b.lostExecution(t, "good.mp4")
+			openRows := func(ctx context.Context, tx pgx.Tx, a compensate.Artifact) error {
+				if a.Ref != "bad.mp4" {
+					return b.files.compensate(ctx, tx, a)
+				}
+				rows, err := tx.Query(ctx, `SELECT generate_series(1, 100000)`)
+				if err != nil {
+					return err
+				}
+				_ = rows // left open
+				if panics {
+					panic("boom")
+				}
+				return errors.New("gave up half way through its rows")
+			}
+			logs := &testenv.Logs{}
+			arts, err := compensate.New(ctx, compensate.Config{
+				Guard: b.jobs.Guard, DB: b.env.Pool, Logger: logs.Logger(),
+				Compensators: map[string]compensate.Func{"file": openRows},
+			})
+			require.NoError(t, err)
+
+			rep, err := arts.Compensate(ctx)
+			require.NoError(t, err, "logs:\n%s", logs)
+			require.Equal(t, 1, rep.Compensated)
+			require.Equal(t, 1, rep.Failed)
+			require.Equal(t, map[string]string{"good.mp4": "done"}, b.states(t, good))
+			require.Equal(t, map[string]string{"bad.mp4": "rejected"}, b.states(t, bad), "still owed")
+			var lastError string
+			var attempts int
+			require.NoError(t, b.env.Pool.QueryRow(ctx,
+				`SELECT last_error, attempts FROM job_artifacts WHERE ref = 'bad.mp4'`).Scan(&lastError, &attempts))
+			require.Contains(t, lastError, map[bool]string{true: "panic: boom", false: "half way"}[panics])
+			require.Equal(t, 1, attempts)
+		})
 	}
 }

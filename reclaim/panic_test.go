@@ -232,34 +232,44 @@ func TestSweep_UntypedTableRuleThatFailsHoldsBackOnlyItsJob(t *testing.T) {
 }
 
 // openRowsRule runs rule, but for a page that holds bad it leaves a query's
-// rows open on the transaction and then panics or returns an error: the
-// connection is busy until those rows are closed, which nobody can do.
-func openRowsRule(rule reclaim.ParentRule, bad string, panics bool) reclaim.ParentRule {
+// rows open on the transaction and then panics, returns an error, or
+// returns nil, as how says: the connection is busy until those rows are
+// closed, which nobody can do.
+func openRowsRule(rule reclaim.ParentRule, bad, how string) reclaim.ParentRule {
 	return func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
 		if !slices.ContainsFunc(jobs, func(j jobguard.JobState) bool { return j.ParentID == bad }) {
 			return rule(ctx, tx, jobs)
 		}
-		rows, err := tx.Query(ctx, `SELECT generate_series(1, 100000)`)
-		if err != nil {
-			return err
-		}
-		_ = rows // left open
-		if panics {
-			panic("boom")
-		}
-		return errors.New("gave up half way through its rows")
+		return leaveRowsOpen(ctx, tx, how)
 	}
 }
 
-// A parent rule that fails while its query's rows are still open leaves
-// the reclaim's transaction on a busy connection, where no statement can
-// run, not even the rollback to its savepoint. Its job is held back; the
+// leaveRowsOpen starts a query on tx, leaves its rows open, and panics,
+// returns an error or returns nil, as how says.
+func leaveRowsOpen(ctx context.Context, tx pgx.Tx, how string) error {
+	rows, err := tx.Query(ctx, `SELECT generate_series(1, 100000)`)
+	if err != nil {
+		return err
+	}
+	_ = rows // left open
+	switch how {
+	case "panics":
+		panic("boom")
+	case "fails":
+		return errors.New("gave up half way through its rows")
+	}
+	return nil
+}
+
+// A parent rule that fails, or even returns, while its query's rows are
+// still open leaves the reclaim's transaction on a busy connection, where
+// no statement can run, not even the rollback to its savepoint. Its job is held back; the
 // other jobs of the page, of its type and of others, are reclaimed in a
 // transaction that works, with their parents.
 func TestSweep_ParentRuleThatFailsWithItsRowsOpenHoldsBackOnlyItsJob(t *testing.T) {
 	t.Parallel()
-	for _, panics := range []bool{false, true} {
-		t.Run(fmt.Sprintf("panics=%v", panics), func(t *testing.T) {
+	for _, how := range []string{"panics", "fails", "returns"} {
+		t.Run(how, func(t *testing.T) {
 			t.Parallel()
 			env := testenv.New(t)
 			jobs := fixture.Create(t, env, fixture.Default)
@@ -269,7 +279,7 @@ func TestSweep_ParentRuleThatFailsWithItsRowsOpenHoldsBackOnlyItsJob(t *testing.
 			video := jobs.Insert(t, fixture.Job{Type: "video", Generation: 1, UpdatedAgo: 2 * time.Hour})
 			r, logs := newReclaimer(t, jobs, reclaim.Config{
 				Limits:    reclaim.StaticLimits{"chapter": 30 * time.Minute, "video": time.Hour},
-				OnReclaim: map[string]reclaim.ParentRule{"chapter": openRowsRule(failCourse(t), "poison", panics)},
+				OnReclaim: map[string]reclaim.ParentRule{"chapter": openRowsRule(failCourse(t), "poison", how)},
 			})
 
 			rep, err := r.Sweep(context.Background())

@@ -1,0 +1,30 @@
+package jobguard_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/internal/testkit/fixture"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// A worker fails its job with what went wrong, often an error's or a
+// panic's text, which may hold U+0000 or bytes that are not UTF-8. The job
+// is failed all the same, its reason stored as text can hold it: a reason
+// is a message, and a write that the server refuses would leave the job
+// PROCESSING until a reclaim.
+func TestFail_ReasonThatTextCannotHoldIsStoredAsItCan(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	ctx := context.Background()
+	exec := jobguard.Execution{JobID: jobs.Insert(t, fixture.Job{Generation: 1}), Generation: 1}
+
+	require.NoError(t, jobs.Guard.Fail(ctx, env.Pool, exec, "model said \x00 at \xff"))
+	row := jobs.Read(t, exec.JobID)
+	require.Equal(t, jobs.Table.Statuses.Failed, row.Status)
+	require.Equal(t, "model said \\x00 at \uFFFD", row.Reason)
+}

@@ -28,3 +28,15 @@ func TestFail_ReasonThatTextCannotHoldIsStoredAsItCan(t *testing.T) {
 	require.Equal(t, jobs.Table.Statuses.Failed, row.Status)
 	require.Equal(t, "model said \\x00 at \uFFFD", row.Reason)
 }
+
+// The reclaimer's reason is compared as stored by every start guard: one
+// that text cannot hold as it is is refused when the guard is made.
+func TestNewWithConfig_RefusesAReclaimedReasonTextCannotHold(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	_, err := jobguard.NewWithConfig(context.Background(), env.Pool, jobs.Table,
+		jobguard.GuardConfig{Shared: jobguard.Shared{ReclaimedReason: "reclaimed\x00"}})
+	require.ErrorIs(t, err, jobguard.ErrUnstorable)
+	require.ErrorContains(t, err, "Shared.ReclaimedReason")
+}

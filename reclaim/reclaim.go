@@ -210,7 +210,8 @@ func (cfg Config) withDefaults() (Config, error) {
 // committed: a notice cancels work at once, so it must never announce a
 // reclaim that rolled back. watch's *Publisher satisfies it. A Publish that
 // fails or panics is counted in Report.NoticeErrors; its context ends 10
-// seconds after the commit, and Publish must return then.
+// seconds after the commit, and Publish must return then: one that has not
+// a second later is abandoned, its notices counted as errors.
 type Notifier interface {
 	Publish(ctx context.Context, reclaimed ...jobguard.Execution) error
 }

@@ -196,3 +196,33 @@ func TestCompensate_CompensatorThatFailsWithItsRowsOpenLeavesOnlyItsArtifactOwed
 		})
 	}
 }
+
+// A logger that panics cannot stall the sweeps at an artifact whose
+// compensator keeps failing: the artifacts after it are still compensated.
+func TestCompensate_PanickingLoggerDoesNotStallTheArtifactsAfterAFailingOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.lostExecution(t, "failing.mp4")
+	good := b.lostExecution(t, "good.mp4")
+	b.files.failLeft["failing.mp4"] = 1 << 30
+	for name, cfg := range map[string]func(*panicky.Switch) compensate.Config{
+		"logger": func(sw *panicky.Switch) compensate.Config { return compensate.Config{Logger: sw.Logger()} },
+		"meter":  func(sw *panicky.Switch) compensate.Config { return compensate.Config{MeterProvider: sw.MeterProvider()} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			var sw panicky.Switch
+			c := cfg(&sw)
+			c.Guard, c.DB = b.jobs.Guard, b.env.Pool
+			c.Compensators = map[string]compensate.Func{"file": b.files.compensate}
+			arts, err := compensate.New(ctx, c)
+			require.NoError(t, err)
+			sw.Arm()
+			var rep compensate.Report
+			require.NotPanics(t, func() { rep, err = arts.Compensate(ctx) })
+			require.NoError(t, err)
+			require.Equal(t, 1, rep.Failed, "%+v", rep)
+		})
+	}
+	require.Equal(t, map[string]string{"good.mp4": "done"}, b.states(t, good))
+}

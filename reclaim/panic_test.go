@@ -296,3 +296,35 @@ func TestSweep_ParentRuleThatFailsWithItsRowsOpenHoldsBackOnlyItsJob(t *testing.
 		})
 	}
 }
+
+// A logger and a meter that panic cannot undo what a sweep does after its
+// reclaim commits: the markers are written and the notices published, the
+// report counts the reclaim, and the sweep returns as it would have.
+func TestSweep_PanickingLoggerAndMeterSkipNoMarkerOrNotice(t *testing.T) {
+	t.Parallel()
+	for name, broken := range map[string]func(*panicky.Switch) reclaim.Config{
+		"logger": func(sw *panicky.Switch) reclaim.Config { return reclaim.Config{Logger: sw.Logger()} },
+		"meter":  func(sw *panicky.Switch) reclaim.Config { return reclaim.Config{MeterProvider: sw.MeterProvider()} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			env := testenv.New(t)
+			jobs := fixture.Create(t, env, fixture.Default)
+			id := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
+			var sw panicky.Switch
+			pub := &recordingPublisher{}
+			cfg := broken(&sw)
+			cfg.Notices = pub
+			r, _ := newReclaimer(t, jobs, cfg)
+			sw.Arm()
+
+			var rep reclaim.Report
+			var err error
+			require.NotPanics(t, func() { rep, err = r.Sweep(context.Background()) })
+			require.NoError(t, err)
+			require.Equal(t, []string{id}, rep.ReclaimedIDs)
+			require.True(t, hasMarker(t, jobs, id), "the marker is written")
+			require.Len(t, pub.got, 1, "the notice is published")
+		})
+	}
+}

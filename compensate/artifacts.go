@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/interval"
+	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -197,9 +198,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.RecheckAfter == 0 {
 		cfg.RecheckAfter = RecheckAfterDefault
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	// The logger is the caller's code, called right after the state
+	// changes it reports: its panic must not undo them.
+	cfg.Logger = safe.Logger(cfg.Logger)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -208,7 +208,9 @@ func TestCompensate_PanickingLoggerDoesNotStallTheArtifactsAfterAFailingOne(t *t
 	b.files.failLeft["failing.mp4"] = 1 << 30
 	for name, cfg := range map[string]func(*panicky.Switch) compensate.Config{
 		"logger": func(sw *panicky.Switch) compensate.Config { return compensate.Config{Logger: sw.Logger()} },
-		"meter":  func(sw *panicky.Switch) compensate.Config { return compensate.Config{MeterProvider: sw.MeterProvider()} },
+		"meter": func(sw *panicky.Switch) compensate.Config {
+			return compensate.Config{MeterProvider: sw.MeterProvider()}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var sw panicky.Switch

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jobguard/jobguard/internal/safe"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -72,9 +73,9 @@ func NewStartGuard(guard *Guard, rdb Redis, opts StartGuardConfig) (*StartGuard,
 	if opts.OnLookupError != FailOpen && opts.OnLookupError != FailClosed {
 		return nil, fmt.Errorf("jobguard: start guard: OnLookupError %d is not a LookupPolicy", opts.OnLookupError)
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
+	// The logger is the caller's code, called right after the state
+	// changes it reports: its panic must not undo them.
+	opts.Logger = safe.Logger(opts.Logger)
 	return &StartGuard{guard: guard, markers: markers, reason: guard.Shared().ReclaimedReason, policy: opts.OnLookupError, log: opts.Logger,
 		met: newStartMetrics(opts.MeterProvider, opts.OnLookupError)}, nil
 }

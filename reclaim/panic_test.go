@@ -164,7 +164,8 @@ func TestRun_PanickingSourceLoggerAndMeterDoNotStopTheSweeps(t *testing.T) {
 	var calls atomic.Int64
 	r, _ := newReclaimer(t, jobs, reclaim.Config{
 		Guard: guard, Source: flakySource{Source: table, calls: &calls}, Interval: 20 * time.Millisecond,
-		Logger: sw.Logger(), MeterProvider: sw.MeterProvider(),
+		SweepTimeout: 10 * time.Second, // a deadline a loaded machine meets
+		Logger:       sw.Logger(), MeterProvider: sw.MeterProvider(),
 	})
 	sw.Arm()
 	ctx, cancel := context.WithCancel(context.Background())

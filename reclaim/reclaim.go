@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/internal/interval"
+	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -197,9 +198,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.PageSize == 0 {
 		cfg.PageSize = PageSizeDefault
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	// The logger is the caller's code, called right after the state
+	// changes it reports: its panic must not undo them.
+	cfg.Logger = safe.Logger(cfg.Logger)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

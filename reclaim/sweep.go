@@ -217,10 +217,10 @@ func (r *Reclaimer) page(ctx context.Context, p *pass, listed []ActiveJob, limit
 		return nil
 	}
 	out, err := r.write(ctx, p, chosen, typeOf)
-	// What committed is counted and announced, also when the write stopped
-	// part way.
-	r.tally(ctx, &p.rep, &p.notes, out, typeOf)
+	// What committed is announced and counted, also when the write stopped
+	// part way: the markers and notices first, before any log line.
 	r.announce(ctx, out.failed, &p.rep, &p.notes)
+	r.tally(ctx, &p.rep, &p.notes, out, typeOf)
 	if err != nil {
 		return fmt.Errorf("write: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/interval"
+	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -197,9 +198,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.RecheckAfter == 0 {
 		cfg.RecheckAfter = RecheckAfterDefault
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	// The logger is the caller's code, called right after the state
+	// changes it reports: its panic must not undo them.
+	cfg.Logger = safe.Logger(cfg.Logger)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -346,9 +347,12 @@ func buildStatements(cfg Config, cat catalogFacts) statements {
 		` updated_at = $2 WHERE id = $1 AND state IN ('rejected', 'done')`
 	s.spare = `UPDATE ` + art + ` SET state = 'done', last_error = NULL, recheck_at = NULL, updated_at = $2` +
 		` WHERE id = $1 AND state IN ('rejected', 'done')`
-	// A failed compensation, first or second, leaves the artifact owed.
+	// A failed compensation, first or second, leaves the artifact owed. It
+	// is conditional on the attempts read ($4), so that when it runs
+	// outside the transaction that locked the row (that one broke) it
+	// writes nothing over another sweep's later attempt.
 	s.retry = `UPDATE ` + art + ` SET state = 'rejected', attempts = attempts + 1, last_error = $3, recheck_at = NULL,` +
-		` updated_at = $2 WHERE id = $1 AND state IN ('rejected', 'done')`
+		` updated_at = $2 WHERE id = $1 AND attempts = $4 AND state IN ('rejected', 'done')`
 	return s
 }
 

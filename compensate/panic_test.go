@@ -2,6 +2,7 @@ package compensate_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -141,4 +142,89 @@ func TestRun_PanickingLoggerAndMeterDoNotStopTheSweeps(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return after its context ended")
 	}
+}
+
+// A compensator that fails, by a panic or an error, or even returns, while
+// its query's rows are still open leaves its transaction on a busy
+// connection, where not even the rollback to its savepoint can run. Its artifact stays owed with
+// the cause recorded, and the sweep goes on to compensate the next one.
+func TestCompensate_CompensatorThatFailsWithItsRowsOpenLeavesOnlyItsArtifactOwed(t *testing.T) {
+	t.Parallel()
+	for how, cause := range map[string]string{"panics": "panic: boom", "fails": "half way", "returns": "conn busy"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ctx := context.Background()
+			bad := b.lostExecution(t, "bad.mp4")
+			good := b.lostExecution(t, "good.mp4")
+			openRows := func(ctx context.Context, tx pgx.Tx, a compensate.Artifact) error {
+				if a.Ref != "bad.mp4" {
+					return b.files.compensate(ctx, tx, a)
+				}
+				rows, err := tx.Query(ctx, `SELECT generate_series(1, 100000)`)
+				if err != nil {
+					return err
+				}
+				_ = rows // left open
+				switch how {
+				case "panics":
+					panic("boom")
+				case "fails":
+					return errors.New("gave up half way through its rows")
+				}
+				return nil
+			}
+			logs := &testenv.Logs{}
+			arts, err := compensate.New(ctx, compensate.Config{
+				Guard: b.jobs.Guard, DB: b.env.Pool, Logger: logs.Logger(),
+				Compensators: map[string]compensate.Func{"file": openRows},
+			})
+			require.NoError(t, err)
+
+			rep, err := arts.Compensate(ctx)
+			require.NoError(t, err, "logs:\n%s", logs)
+			require.Equal(t, 1, rep.Compensated)
+			require.Equal(t, 1, rep.Failed)
+			require.Equal(t, map[string]string{"good.mp4": "done"}, b.states(t, good))
+			require.Equal(t, map[string]string{"bad.mp4": "rejected"}, b.states(t, bad), "still owed")
+			var lastError string
+			var attempts int
+			require.NoError(t, b.env.Pool.QueryRow(ctx,
+				`SELECT last_error, attempts FROM job_artifacts WHERE ref = 'bad.mp4'`).Scan(&lastError, &attempts))
+			require.Contains(t, lastError, cause)
+			require.Equal(t, 1, attempts)
+		})
+	}
+}
+
+// A logger that panics cannot stall the sweeps at an artifact whose
+// compensator keeps failing: the artifacts after it are still compensated.
+func TestCompensate_PanickingLoggerDoesNotStallTheArtifactsAfterAFailingOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.lostExecution(t, "failing.mp4")
+	good := b.lostExecution(t, "good.mp4")
+	b.files.failLeft["failing.mp4"] = 1 << 30
+	for name, cfg := range map[string]func(*panicky.Switch) compensate.Config{
+		"logger": func(sw *panicky.Switch) compensate.Config { return compensate.Config{Logger: sw.Logger()} },
+		"meter": func(sw *panicky.Switch) compensate.Config {
+			return compensate.Config{MeterProvider: sw.MeterProvider()}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var sw panicky.Switch
+			c := cfg(&sw)
+			c.Guard, c.DB = b.jobs.Guard, b.env.Pool
+			c.Compensators = map[string]compensate.Func{"file": b.files.compensate}
+			arts, err := compensate.New(ctx, c)
+			require.NoError(t, err)
+			sw.Arm()
+			var rep compensate.Report
+			require.NotPanics(t, func() { rep, err = arts.Compensate(ctx) })
+			require.NoError(t, err)
+			require.Equal(t, 1, rep.Failed, "%+v", rep)
+		})
+	}
+	require.Equal(t, map[string]string{"good.mp4": "done"}, b.states(t, good))
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/internal/safe"
+	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -186,10 +187,21 @@ func (a *Artifacts) next(ctx context.Context, tx pgx.Tx, p pass, after int64, ex
 // database's clock), or owed still with the compensator's error. undoErr is
 // the compensator's; err, the record's.
 func (a *Artifacts) undoAndRecord(ctx context.Context, tx pgx.Tx, p pass, art Artifact, now time.Time) (undoErr, err error) {
-	undoErr = a.undo(ctx, tx, art)
+	undoErr, broken := a.undo(ctx, tx, art)
 	if undoErr != nil {
 		// The message is the compensator's: text may not hold it as it is.
-		return undoErr, a.finish(ctx, tx, art, a.sql.retry, art.ID, now, pgvalue.StorableText(undoErr.Error()))
+		msg := pgvalue.StorableText(undoErr.Error())
+		if !broken {
+			return undoErr, a.finish(ctx, tx, art, a.sql.retry, art.ID, now, msg, art.Attempts)
+		}
+		// No statement runs on tx any more: give it up (its session ends,
+		// and the row's lock with it) and record the failure in a
+		// statement of its own.
+		_ = tx.Rollback(ctx)
+		if _, err := a.cfg.DB.Exec(ctx, a.sql.retry, art.ID, now, msg, art.Attempts); err != nil {
+			return undoErr, fmt.Errorf("compensate: artifact %d: %w", art.ID, err)
+		}
+		return undoErr, nil
 	}
 	var recheckIn *int64 // the second compensation is the last
 	if p == passOwed {
@@ -284,22 +296,30 @@ func artAttrs(art Artifact) []any {
 
 // undo runs art's compensator inside a savepoint of tx, so that a failing
 // compensator's writes roll back while the attempt is still recorded.
-func (a *Artifacts) undo(ctx context.Context, tx pgx.Tx, art Artifact) error {
+// broken is set when the compensator left tx where no statement runs (it
+// returned or panicked with a query's rows still open on the connection):
+// the attempt must be recorded outside it.
+func (a *Artifacts) undo(ctx context.Context, tx pgx.Tx, art Artifact) (err error, broken bool) {
 	fn, ok := a.cfg.Compensators[art.Kind]
 	if !ok {
-		return fmt.Errorf("no compensator for kind %q", art.Kind)
+		return fmt.Errorf("no compensator for kind %q", art.Kind), false
 	}
 	sp, err := tx.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("savepoint: %w", err)
+		return fmt.Errorf("savepoint: %w", err), false
 	}
 	// A compensator that panics fails like one that returns an error: its
 	// writes roll back and the artifact stays owed.
-	if err := safe.Call(func() error { return fn(ctx, sp, art) }); err != nil {
-		_ = sp.Rollback(ctx)
-		return err
+	err = safe.Call(func() error { return fn(ctx, sp, art) })
+	if err == nil {
+		if err = sp.Commit(ctx); err == nil {
+			return nil, false
+		}
 	}
-	return sp.Commit(ctx)
+	if rerr := sp.Rollback(ctx); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
+		err = errors.Join(err, fmt.Errorf("roll back the compensator's savepoint: %w", rerr))
+	}
+	return err, txstate.Broken(tx)
 }
 
 func reportAttrs(r Report) []any {

@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -95,9 +96,9 @@ func New(guard *jobguard.Guard, cfg Config) *Heartbeat {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	// The logger is the caller's code, called right after the state
+	// changes it reports: its panic must not undo them.
+	cfg.Logger = safe.Logger(cfg.Logger)
 	h := &Heartbeat{guard: guard, now: cfg.Now, base: cfg.Now(), logger: cfg.Logger, met: newBeatMetrics(cfg.MeterProvider)}
 	h.lim = newLimiter(int64(cfg.Interval), 0)
 	return h

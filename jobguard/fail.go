@@ -6,14 +6,21 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/internal/pgvalue"
 )
 
 // Fail writes FAILED with reason, only while the job is QUEUED or PROCESSING
 // and, on a fenced table, still at exec's generation. Zero rows returns a
 // *StateError wrapping ErrJobTerminal: a stale execution cannot fail a job it
 // no longer owns.
+//
+// The reason is a message, often an error's or a panic's text: what text
+// cannot hold of it (U+0000, bytes that are not UTF-8) is stored as the
+// four characters \x00 and as U+FFFD, so that the job is failed whatever
+// the message says.
 func (g *Guard) Fail(ctx context.Context, db DB, exec Execution, reason string) error {
-	return g.run(ctx, db, g.sql.fail, exec, reason)
+	return g.run(ctx, db, g.sql.fail, exec, pgvalue.StorableText(reason))
 }
 
 // Retry is an operator's explicit retry of a FAILED job: back to QUEUED, the

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/pgvalue"
 )
 
 // The defaults of Shared.
@@ -120,6 +121,11 @@ func (s Shared) withDefaults() (Shared, error) {
 	}
 	if err := ident.Check("Shared.NoticeChannel", s.NoticeChannel); err != nil {
 		return s, err
+	}
+	// The start guard compares the stored reason with it: it must be
+	// stored as it is.
+	if err := pgvalue.CheckText(s.ReclaimedReason); err != nil {
+		return s, fmt.Errorf("Shared.ReclaimedReason %w: %w", err, ErrUnstorable)
 	}
 	return s, nil
 }

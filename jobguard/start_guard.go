@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jobguard/jobguard/internal/safe"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -87,10 +88,9 @@ func NewStartGuard(guard *Guard, rdb Redis, opts StartGuardConfig) (*StartGuard,
 	if opts.OnLookupError != FailOpen && opts.OnLookupError != FailClosed {
 		return nil, fmt.Errorf("jobguard: start guard: OnLookupError %d is not a LookupPolicy", opts.OnLookupError)
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	sg.reason, sg.policy, sg.log = guard.Shared().ReclaimedReason, opts.OnLookupError, opts.Logger
+	// The logger is the caller's code, called right after the state
+	// changes it reports: its panic must not undo them.
+	sg.reason, sg.policy, sg.log = guard.Shared().ReclaimedReason, opts.OnLookupError, safe.Logger(opts.Logger)
 	sg.met = newStartMetrics(opts.MeterProvider, opts.OnLookupError)
 	return sg, nil
 }

@@ -43,8 +43,11 @@ func (r *Reclaimer) announce(ctx context.Context, reclaimed []jobguard.JobState,
 		}
 	}
 	if r.cfg.Notices != nil {
-		// A notifier that panics loses its notices, as one that fails does.
-		if err := safe.Call(func() error { return r.cfg.Notices.Publish(ctx, execs...) }); err != nil {
+		// A notifier that panics, or outlives its context and safe.Grace,
+		// loses its notices, as one that fails does.
+		if err := safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
+			return r.cfg.Notices.Publish(ctx, execs...)
+		}); err != nil {
 			rep.NoticeErrors += len(execs)
 			if n.noticeErr == nil {
 				n.noticeErr = err

@@ -26,7 +26,10 @@ import (
 // Config.LivenessTimeout; once it is spent, a held row fails at once and a
 // statement has 100ms): a statement that waits or runs past it, or one
 // the rule let fail and went on (its savepoint no longer releases), fails
-// the rule, never the page. A rule
+// the rule, never the page. So does a rule that returns or panics with a
+// query's rows still open on tx, which leaves the transaction where no
+// statement runs: the sweep gives that transaction up and reclaims the
+// rest of the page in a new one. A rule
 // must therefore be safe to run again for a job it saw before.
 // A rule that panics fails as one that returns an error does (the error
 // wraps a *jobguard.PanicError; the sweep's summary logs its stack). A rule

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/internal/interval"
+	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -206,9 +207,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.PageSize == 0 {
 		cfg.PageSize = PageSizeDefault
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	// The logger is the caller's code, called right after the state
+	// changes it reports: its panic must not undo them.
+	cfg.Logger = safe.Logger(cfg.Logger)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -219,7 +220,8 @@ func (cfg Config) withDefaults() (Config, error) {
 // committed: a notice cancels work at once, so it must never announce a
 // reclaim that rolled back. watch's *Publisher satisfies it. A Publish that
 // fails or panics is counted in Report.NoticeErrors; its context ends 10
-// seconds after the commit, and Publish must return then.
+// seconds after the commit, and Publish must return then: one that has not
+// a second later is abandoned, its notices counted as errors.
 type Notifier interface {
 	Publish(ctx context.Context, reclaimed ...jobguard.Execution) error
 }

@@ -107,10 +107,11 @@ func (l *leaderLock) lead(ctx context.Context) bool {
 		if err == nil {
 			return true
 		}
+		// The lead is dropped before it is told.
+		l.closeConn(ctx)
 		if ctx.Err() == nil {
 			l.r.log.WarnContext(ctx, "reclaim: leader connection lost; leadership dropped", slog.Any("error", err))
 		}
-		l.closeConn(ctx)
 	}
 	if ctx.Err() != nil {
 		return false
@@ -128,10 +129,10 @@ func (l *leaderLock) lead(ctx context.Context) bool {
 		return l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", l.r.leaderKey()).Scan(&got)
 	})
 	if err != nil {
+		l.closeConn(ctx)
 		if ctx.Err() == nil {
 			l.r.log.WarnContext(ctx, "reclaim: cannot try the leader lock", slog.Any("error", err))
 		}
-		l.closeConn(ctx)
 		return false
 	}
 	if got {

@@ -2,8 +2,10 @@ package reclaim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jobguard/jobguard/internal/safe"
@@ -37,7 +39,10 @@ import (
 // line, not returned. A panic in the code the sweep was given is one of
 // these: a parent rule's fails its jobs, a notifier's its notices, and a
 // source's or the limits' the sweep (the error wraps a
-// *jobguard.PanicError); none reaches the caller as a panic.
+// *jobguard.PanicError); none reaches the caller as a panic. So is a source,
+// the limits, a count or a notifier that ignores its context: it is
+// abandoned a second (safe.Grace) after its context ends, and the error
+// says so.
 //
 // A source that never lists the active jobs without a start time (an
 // UnstartedCounter, as TableSource is) is asked for their number after the
@@ -92,9 +97,20 @@ func (r *Reclaimer) run(ctx context.Context, p *pass) error {
 	return safe.Call(func() error { return r.list(ctx, p) })
 }
 
-// list reads the limits and hands the source's pages to page.
+// list reads the limits and hands the source's pages to page. The limits,
+// the source and its count are the caller's code, called through
+// safe.Bounded: one that ignores its context is abandoned safe.Grace past
+// the sweep's deadline, and the sweep fails (or, for the count, notes it)
+// with an error wrapping safe.ErrAbandoned.
 func (r *Reclaimer) list(ctx context.Context, p *pass) error {
-	limits, err := r.cfg.Limits.Limits(ctx)
+	var limits map[string]time.Duration
+	err := safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
+		l, err := r.cfg.Limits.Limits(ctx)
+		if err == nil {
+			limits = l
+		}
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -103,9 +119,15 @@ func (r *Reclaimer) list(ctx context.Context, p *pass) error {
 	}
 	p.notes.noLimits = len(limits) == 0
 	q := Query{Limits: limits, PageSize: r.cfg.PageSize}
-	err = r.cfg.Source.Active(ctx, q, func(page []ActiveJob) error {
-		return r.page(ctx, p, page, limits)
+	// An abandoned source may still call page: the gate turns it away once
+	// the sweep has stopped waiting, and waits for a page under way.
+	var g gate
+	err = safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
+		return r.cfg.Source.Active(ctx, q, func(page []ActiveJob) error {
+			return g.run(func() error { return r.page(ctx, p, page, limits) })
+		})
 	})
+	g.close()
 	if err != nil {
 		return err
 	}
@@ -113,15 +135,49 @@ func (r *Reclaimer) list(ctx context.Context, p *pass) error {
 	// the reclaims, which matter more, and a count that fails is noted, not
 	// the sweep's failure.
 	if c, ok := r.cfg.Source.(UnstartedCounter); ok {
-		n, err := c.CountUnstarted(ctx)
+		var n int
+		err := safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
+			m, err := c.CountUnstarted(ctx)
+			if err == nil {
+				n = m
+			}
+			return err
+		})
 		switch {
 		case err == nil:
 			p.rep.NoStartTime += n
-		case ctx.Err() == nil:
+		case ctx.Err() == nil || errors.Is(err, safe.ErrAbandoned):
 			p.notes.unstartedErr = err
 		}
 	}
 	return nil
+}
+
+// gate lets the calls of an abandoned source's page callback through one
+// at a time, and none once closed.
+type gate struct {
+	mu     sync.Mutex
+	closed bool
+}
+
+// errGateClosed is what a page handed over after the sweep stopped
+// waiting for its source gets back.
+var errGateClosed = errors.New("the sweep has stopped waiting for its source")
+
+func (g *gate) run(fn func() error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return errGateClosed
+	}
+	return fn()
+}
+
+// close turns away every later call, once the one under way has returned.
+func (g *gate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
 }
 
 // page reads, decides, writes and announces one page of listings.
@@ -161,10 +217,10 @@ func (r *Reclaimer) page(ctx context.Context, p *pass, listed []ActiveJob, limit
 		return nil
 	}
 	out, err := r.write(ctx, p, chosen, typeOf)
-	// What committed is counted and announced, also when the write stopped
-	// part way.
-	r.tally(ctx, &p.rep, &p.notes, out, typeOf)
+	// What committed is announced and counted, also when the write stopped
+	// part way: the markers and notices first, before any log line.
 	r.announce(ctx, out.failed, &p.rep, &p.notes)
+	r.tally(ctx, &p.rep, &p.notes, out, typeOf)
 	if err != nil {
 		return fmt.Errorf("write: %w", err)
 	}

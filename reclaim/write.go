@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/safe"
+	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -40,7 +41,9 @@ func (o *outcome) add(res jobguard.FailResult) {
 // aside is tried alone, in a transaction of its own, so that one parent
 // that refuses a write holds back only its own job, which the next sweep
 // tries again, and never a job without its parent; and what commits stands
-// whatever follows.
+// whatever follows. A rule that breaks the page's transaction (see
+// ruleError.broken) sets its jobs aside too, and the rest of the page goes
+// on in a new transaction.
 //
 // A parent row another transaction holds is being written: a rule waits
 // for it, but the waits of a whole sweep are bounded together (see
@@ -76,51 +79,60 @@ func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobSta
 	}
 	var out outcome
 	var aside []jobguard.JobState
-	err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
-		outer, err := r.waitAtMost(ctx, tx, p)
-		if err != nil {
-			return err
-		}
-		batch := chosen
-		for len(batch) > 0 {
-			res, failedType, err := r.attempt(ctx, tx, p, outer, batch, typeOf)
-			if err == nil {
-				out.add(res)
-				return nil
-			}
-			if failedType == "" || ctx.Err() != nil {
-				return err
-			}
-			var rest []jobguard.JobState
-			for _, c := range batch {
-				if typeOf[c.ID] == failedType {
-					aside = append(aside, c)
-				} else {
-					rest = append(rest, c)
-				}
-			}
-			batch = rest
-		}
-		return nil
-	})
-	if err != nil {
-		return outcome{}, err
-	}
-	for _, c := range aside {
-		var res jobguard.FailResult
-		var failedType string
+	// A rule that leaves its transaction broken (a result still open on
+	// its connection, where not even the rollback to a savepoint can run)
+	// ends that transaction: what is left of the page goes on in a new one.
+	for batch := chosen; len(batch) > 0; {
 		err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
 			outer, err := r.waitAtMost(ctx, tx, p)
 			if err != nil {
 				return err
 			}
-			res, failedType, err = r.attempt(ctx, tx, p, outer, []jobguard.JobState{c}, typeOf)
+			for len(batch) > 0 {
+				res, err := r.attempt(ctx, tx, p, outer, batch, typeOf)
+				if err == nil {
+					out.add(res)
+					batch = nil
+					return nil
+				}
+				re := asRuleError(err)
+				if re == nil || ctx.Err() != nil {
+					return err
+				}
+				var rest []jobguard.JobState
+				for _, c := range batch {
+					if typeOf[c.ID] == re.typ {
+						aside = append(aside, c)
+					} else {
+						rest = append(rest, c)
+					}
+				}
+				batch = rest
+				if re.broken {
+					return err
+				}
+			}
+			return nil
+		})
+		if re := asRuleError(err); err != nil && (re == nil || !re.broken || ctx.Err() != nil) {
+			return outcome{}, err
+		}
+	}
+	for _, c := range aside {
+		var res jobguard.FailResult
+		err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
+			outer, err := r.waitAtMost(ctx, tx, p)
+			if err != nil {
+				return err
+			}
+			res, err = r.attempt(ctx, tx, p, outer, []jobguard.JobState{c}, typeOf)
 			return err
 		})
+		re := asRuleError(err)
 		switch {
 		case err == nil:
 			out.add(res)
-		case failedType == "" || ctx.Err() != nil:
+		case re == nil || ctx.Err() != nil:
 			return out, err
 		default:
 			out.ruleErrors++
@@ -131,7 +143,7 @@ func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobSta
 				out.panicked = fmt.Errorf("job %s: %w", c.ID, err)
 			}
 			r.log.DebugContext(ctx, "reclaim: parent rule failed; job left for the next sweep",
-				slog.String("job_id", c.ID), slog.String("job_type", failedType), slog.Any("error", err))
+				slog.String("job_id", c.ID), slog.String("job_type", re.typ), slog.Any("error", err))
 		}
 	}
 	return out, nil
@@ -149,6 +161,35 @@ func (r *Reclaimer) mark(ctx context.Context, tx pgx.Tx, reclaimed []jobguard.Jo
 		markers[i] = jobguard.Marker{JobID: c.ID, Generation: c.Generation, Reason: r.cfg.Guard.Shared().ReclaimedReason}
 	}
 	return r.table.Write(ctx, tx, markers...)
+}
+
+// ruleError is the failure of the parent rule of the jobs of type typ, as
+// opposed to a failure of the sweep's own statements: it holds back only
+// those jobs. The type is a field, not a sentinel value: a table without a
+// type column lists every job under the empty type, whose rule is
+// OnReclaim[""].
+type ruleError struct {
+	typ string
+	err error
+	// broken: the rule left its transaction where no statement can run,
+	// not even the rollback to its savepoint (it returned or panicked with
+	// a query's rows still open on the connection; see txstate.Broken).
+	// The transaction must be given up; the work that remains goes on in
+	// another.
+	broken bool
+}
+
+func (e *ruleError) Error() string { return fmt.Sprintf("OnReclaim[%q]: %v", e.typ, e.err) }
+
+func (e *ruleError) Unwrap() error { return e.err }
+
+// asRuleError returns the *ruleError err wraps, or nil.
+func asRuleError(err error) *ruleError {
+	var re *ruleError
+	if errors.As(err, &re) {
+		return re
+	}
+	return nil
 }
 
 // waitAtMost sets how long the statements of tx may wait for a row another
@@ -180,20 +221,20 @@ func (r *Reclaimer) waitLeft(ctx context.Context, p *pass, floor time.Duration) 
 
 // attempt fails batch and runs the parent rules of the rows it changed, in a
 // savepoint of tx. When a rule fails, everything the attempt wrote is rolled
-// back and the rule's job type is returned with the error; any other error
-// returns no type. outer is tx's statement_timeout.
-func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer string, batch []jobguard.JobState, typeOf map[string]string) (jobguard.FailResult, string, error) {
+// back and the error is a *ruleError that names the rule's job type; any
+// other error is the page's own. outer is tx's statement_timeout.
+func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer string, batch []jobguard.JobState, typeOf map[string]string) (jobguard.FailResult, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
-		return jobguard.FailResult{}, "", err
+		return jobguard.FailResult{}, err
 	}
 	defer func() { _ = sp.Rollback(ctx) }() // a no-op once released
 	res, err := r.cfg.Guard.Batch().FailIfUnchanged(ctx, sp, batch, r.cfg.Guard.Shared().ReclaimedReason)
 	if err != nil {
-		return jobguard.FailResult{}, "", err
+		return jobguard.FailResult{}, err
 	}
 	if err := r.mark(ctx, sp, res.Failed); err != nil {
-		return jobguard.FailResult{}, "", err
+		return jobguard.FailResult{}, err
 	}
 	byType := map[string][]jobguard.JobState{}
 	for _, f := range res.Failed {
@@ -208,18 +249,18 @@ func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer strin
 		if parentRule == nil {
 			continue
 		}
-		ruleErr, err := r.rule(ctx, sp, p, outer, parentRule, byType[typ])
+		ruleErr, broken, err := r.rule(ctx, sp, p, outer, parentRule, byType[typ])
 		if err != nil {
-			return jobguard.FailResult{}, "", err
+			return jobguard.FailResult{}, err
 		}
 		if ruleErr != nil {
-			return jobguard.FailResult{}, typ, fmt.Errorf("OnReclaim[%q]: %w", typ, ruleErr)
+			return jobguard.FailResult{}, &ruleError{typ: typ, err: ruleErr, broken: broken}
 		}
 	}
 	if err := sp.Commit(ctx); err != nil {
-		return jobguard.FailResult{}, "", err
+		return jobguard.FailResult{}, err
 	}
-	return res, "", nil
+	return res, nil
 }
 
 // rule runs parentRule for jobs in a savepoint of its own, so that what it
@@ -229,18 +270,19 @@ func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer strin
 // are set to what is left of the sweep's budget for waits, at least
 // ruleFloor for a statement, and the statement_timeout is set back to
 // outer after it. ruleErr is the rule's failure: its error or panic, or
-// a savepoint it left that cannot be released or rolled back. err is one
-// of the page's own statements failing before the rule ran.
-func (r *Reclaimer) rule(ctx context.Context, sp pgx.Tx, p *pass, outer string, parentRule ParentRule, jobs []jobguard.JobState) (ruleErr, err error) {
+// a savepoint it left that cannot be released or rolled back; broken, that
+// the rule left sp where no statement runs (txstate.Broken). err
+// is one of the page's own statements failing before the rule ran.
+func (r *Reclaimer) rule(ctx context.Context, sp pgx.Tx, p *pass, outer string, parentRule ParentRule, jobs []jobguard.JobState) (ruleErr error, broken bool, err error) {
 	rsp, err := sp.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	_, err = rsp.Exec(ctx, `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`,
 		interval.Millis(r.waitLeft(ctx, p, 0)), interval.Millis(r.waitLeft(ctx, p, ruleFloor)))
 	if err != nil {
 		_ = rsp.Rollback(ctx)
-		return nil, err
+		return nil, false, err
 	}
 	// A rule that panics fails like one that returns an error.
 	ruleErr = safe.Call(func() error { return parentRule(ctx, rsp, jobs) })
@@ -257,6 +299,7 @@ func (r *Reclaimer) rule(ctx context.Context, sp pgx.Tx, p *pass, outer string, 
 		if err := rsp.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 			ruleErr = errors.Join(ruleErr, fmt.Errorf("roll back the rule's savepoint: %w", err))
 		}
+		broken = txstate.Broken(sp)
 	}
-	return ruleErr, nil
+	return ruleErr, broken, nil
 }

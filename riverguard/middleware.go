@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim/riversource"
@@ -97,9 +98,9 @@ func New(cfg Config) (*Middleware, error) {
 		}
 		kinds[k] = struct{}{}
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	// The logger is the caller's code, called right after the state
+	// changes it reports: its panic must not undo them.
+	cfg.Logger = safe.Logger(cfg.Logger)
 	return &Middleware{starts: cfg.StartGuard, db: cfg.DB, watcher: cfg.Watcher,
 		key: cfg.RowIDKey, kinds: kinds, log: cfg.Logger}, nil
 }

@@ -285,3 +285,29 @@ func TestRun_PanickingLoggerAndMeterDoNotStopTheSweeps(t *testing.T) {
 		t.Fatal("Run did not return after its context ended")
 	}
 }
+
+// A meter or a logger that panics hides nothing of a sweep: the report
+// counts every record it settled, and the sweep returns as it would have.
+func TestSweep_PanickingMeterOrLoggerHidesNoRecord(t *testing.T) {
+	t.Parallel()
+	for name, cfg := range map[string]func(*panicky.Switch) settle.Config{
+		"logger": func(sw *panicky.Switch) settle.Config { return settle.Config{Logger: sw.Logger()} },
+		"meter":  func(sw *panicky.Switch) settle.Config { return settle.Config{MeterProvider: sw.MeterProvider()} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			exec := b.pendingRecord(t, b.s, 1000)
+			var sw panicky.Switch
+			s := b.settler(t, quick(cfg(&sw)))
+			sw.Arm()
+			var rep settle.Report
+			var err error
+			require.NotPanics(t, func() { rep, err = s.Sweep(context.Background()) })
+			require.NoError(t, err)
+			require.Equal(t, 1, rep.Settled, "%+v", rep)
+			rec, _ := b.record(t, exec)
+			require.Equal(t, "confirmed", rec.State)
+		})
+	}
+}

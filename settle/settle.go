@@ -15,6 +15,7 @@ import (
 	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/pgvalue"
+	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/usage"
 )
@@ -327,9 +328,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	defInt(&cfg.MaxAttempts, MaxAttemptsDefault)
 	defInt(&cfg.MaxPerSweep, MaxPerSweepDefault)
 	defInt(&cfg.Concurrency, ConcurrencyDefault)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	// The logger is the caller's code, called right after the state
+	// changes it reports: its panic must not undo them.
+	cfg.Logger = safe.Logger(cfg.Logger)
 	return cfg, nil
 }
 

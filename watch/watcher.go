@@ -126,9 +126,9 @@ func New(cfg Config) (*Watcher, error) {
 	if cfg.ReconnectMax < cfg.ReconnectMin {
 		return nil, fmt.Errorf("watch: new: ReconnectMax %v is below ReconnectMin %v", cfg.ReconnectMax, cfg.ReconnectMin)
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	// The logger is the caller's code, called right after the state
+	// changes it reports: its panic must not undo them.
+	cfg.Logger = safe.Logger(cfg.Logger)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -10,6 +10,8 @@ package metrics
 
 import (
 	"context"
+	"fmt"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -81,34 +83,79 @@ const (
 // that span a few milliseconds (an empty sweep) to tens of seconds.
 var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
-// Meter returns pkg's meter of mp, or a no-op meter when mp is nil.
+// Meter returns pkg's meter of mp, or a no-op meter when mp is nil (or
+// its Meter panics).
 func Meter(mp metric.MeterProvider, pkg string) metric.Meter {
 	if mp == nil {
 		return noop.Meter{}
 	}
-	return mp.Meter(ScopePrefix + pkg)
+	var m metric.Meter
+	if err := recovering(func() error { m = mp.Meter(ScopePrefix + pkg); return nil }); err != nil || m == nil {
+		return noop.Meter{}
+	}
+	return m
 }
 
 // Counter returns the named counter of m. A provider that cannot create it
 // (the names are fixed, so only a broken provider) yields a no-op counter:
-// metrics must never stop the guard from working.
+// metrics must never stop the guard from working. For the same reason a
+// recording that panics is dropped (see recovering).
 func Counter(m metric.Meter, name, unit, desc string) metric.Int64Counter {
-	c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	var c metric.Int64Counter
+	err := recovering(func() (err error) {
+		c, err = m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		return err
+	})
 	if err != nil || c == nil {
 		return noop.Int64Counter{}
 	}
-	return c
+	return safeCounter{c}
 }
 
 // Histogram returns the named histogram of m, in seconds, with
-// DurationBuckets. Like Counter, it falls back to a no-op histogram.
+// DurationBuckets. Like Counter, it falls back to a no-op histogram, and
+// drops a recording that panics.
 func Histogram(m metric.Meter, name, desc string) metric.Float64Histogram {
-	h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
-		metric.WithExplicitBucketBoundaries(DurationBuckets...))
+	var h metric.Float64Histogram
+	err := recovering(func() (err error) {
+		h, err = m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(DurationBuckets...))
+		return err
+	})
 	if err != nil || h == nil {
 		return noop.Float64Histogram{}
 	}
-	return h
+	return safeHistogram{h}
+}
+
+// recovering runs fn and turns its panic into an error. A meter is the
+// caller's code, run by the library's loops right after the state changes
+// it counts: a panic there must not skip what follows (the report, the
+// summary line, the next item), so a recording that panics is lost, and
+// the instruments built here record through this.
+func recovering(fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("metrics: the meter panicked: %v", p)
+		}
+	}()
+	return fn()
+}
+
+// safeCounter is a counter whose Add recovers from a panic of the
+// provider's.
+type safeCounter struct{ metric.Int64Counter }
+
+func (c safeCounter) Add(ctx context.Context, incr int64, opts ...metric.AddOption) {
+	_ = recovering(func() error { c.Int64Counter.Add(ctx, incr, opts...); return nil })
+}
+
+// safeHistogram is a histogram whose Record recovers from a panic of the
+// provider's.
+type safeHistogram struct{ metric.Float64Histogram }
+
+func (h safeHistogram) Record(ctx context.Context, v float64, opts ...metric.RecordOption) {
+	_ = recovering(func() error { h.Float64Histogram.Record(ctx, v, opts...); return nil })
 }
 
 // Add returns the options that record one attribute set. Build them once

@@ -64,3 +64,13 @@ func (s State) String() string {
 		return "a handle outside any transaction"
 	}
 }
+
+// Broken reports whether no statement can run on tx any more: its
+// connection is closed, or busy with a result no one will read (code
+// handed tx returned, or panicked, with a query's rows still open). Not
+// even a rollback to a savepoint runs then: the transaction can only be
+// given up, which closes its connection.
+func Broken(tx pgx.Tx) bool {
+	c := tx.Conn()
+	return c == nil || c.IsClosed() || c.PgConn().IsBusy()
+}

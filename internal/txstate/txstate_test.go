@@ -69,3 +69,22 @@ func BenchmarkOf(b *testing.B) {
 		})
 	}
 }
+
+func TestBroken_ATransactionWithRowsLeftOpen(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	tx, err := env.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	require.False(t, txstate.Broken(tx))
+	rows, err := tx.Query(ctx, `SELECT generate_series(1, 10)`)
+	require.NoError(t, err)
+	require.True(t, txstate.Broken(tx), "busy with rows no one reads")
+	sp, err := tx.Begin(ctx)
+	require.Error(t, err, "not even a savepoint")
+	require.Nil(t, sp)
+	rows.Close()
+	require.False(t, txstate.Broken(tx), "the rows closed, the transaction works again")
+	require.NoError(t, tx.Rollback(ctx))
+}

@@ -108,6 +108,7 @@ func (c *cli) main(ctx context.Context, args []string) int {
 	}
 	if err == nil {
 		s.fromEnv(c.getenv, f)
+		s.ownTable(f)
 		err = s.check()
 	}
 	if err == nil {

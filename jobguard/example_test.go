@@ -20,19 +20,18 @@ func Example() {
 	ctx := context.Background()
 	pool := env.Pool
 
-	if _, err := pool.Exec(ctx, jobguard.Migration+`
+	if _, err := pool.Exec(ctx, jobguard.Migration+jobguard.MarkerMigration+`
 		CREATE TABLE chapters (job_id uuid, title text)`); err != nil {
 		panic(err)
 	}
 	// Every process of the table builds its guard with the same shared
-	// settings: here, where the reclaim markers live in Redis.
-	guard, err := jobguard.NewWithConfig(ctx, pool, jobguard.DefaultTable(), jobguard.GuardConfig{
-		Shared: jobguard.Shared{Prefix: env.Prefix},
-	})
+	// settings. Left at their defaults, the reclaim markers live in the
+	// database, beside the jobs: no Redis is needed.
+	guard, err := jobguard.New(ctx, pool, jobguard.DefaultTable())
 	if err != nil {
 		panic(err)
 	}
-	starts, err := jobguard.NewStartGuard(guard, env.Redis, jobguard.StartGuardConfig{})
+	starts, err := jobguard.NewStartGuard(guard, nil, jobguard.StartGuardConfig{})
 	if err != nil {
 		panic(err)
 	}

@@ -55,6 +55,9 @@ type Guard struct {
 	// unmapped are the table's columns under an optional column's default
 	// name that the mapping leaves out.
 	unmapped []UnmappedColumn
+	// markerTable is the table of reclaim markers (MarkerTableName) as
+	// the catalog names it, or "" when the search_path had none at New.
+	markerTable string
 }
 
 type idKind int
@@ -76,7 +79,11 @@ type statements struct {
 	touchProgress      guarded // $1 id, $2 progress [, $3 generation]
 	retry              guarded // $1 id → generation
 	start              string  // $1 id, $2 reclaimed reason [, $3 marker generation] → generation
-	inspect            string  // $1 id → status, failure_reason, generation
+	// startMarked is start with the marker table's evidence read in the
+	// same statement: $1 id, $2 reclaimed reason, $3 table key, $4
+	// canonical id → generation. Empty without a marker table.
+	startMarked string
+	inspect     string // $1 id → status, failure_reason, generation
 }
 
 // New validates table against the database's catalog and builds every
@@ -114,7 +121,10 @@ func newGuard(ctx context.Context, db DB, table Table) (*Guard, error) {
 	case id.name == "bpchar":
 		g.idKind = idChar
 	}
-	g.sql = buildStatements(table, cat)
+	if g.markerTable, err = lookupMarkerTable(ctx, db); err != nil {
+		return nil, fmt.Errorf("jobguard: new: %w", err)
+	}
+	g.sql = buildStatements(table, cat, g.markerTable)
 	g.batch = buildBatchStatements(table, cat)
 	g.set = &Batch{g: g}
 	return g, nil
@@ -164,7 +174,7 @@ func nowExpr(ti typeInfo) string {
 	return "statement_timestamp()"
 }
 
-func buildStatements(t Table, cat catalog) statements {
+func buildStatements(t Table, cat catalog, markerTable string) statements {
 	q := ident.Quote
 	tbl := t.QualifiedName()
 	id, status, reason := q(t.IDColumn), q(t.StatusColumn), q(t.FailureReasonColumn)
@@ -217,15 +227,26 @@ func buildStatements(t Table, cat catalog) statements {
 	s.retry = guarded{op: OpRetry, allowed: []string{st.Failed}, sql: fmt.Sprintf(
 		`UPDATE %s SET %s = %s, %s = NULL, %s%s%s%s WHERE %s = $1 AND %s = %s RETURNING %s`,
 		tbl, status, lit(st.Queued), reason, touch, bump, reset, unstart, id, status, lit(st.Failed), genOut)}
-	markerFence := ""
+	// start moves a job that is not reclaimed to PROCESSING; fence adds
+	// what the markers say.
+	start := func(fence string) string {
+		return fmt.Sprintf(
+			`UPDATE %s SET %s = %s, %s%s%s WHERE %s = $1 AND %s IN (%s, %s)`+
+				` AND (%s IS NULL OR NOT starts_with(%s, $2))%s RETURNING %s`,
+			tbl, status, lit(st.Processing), touch, bump, started, id, status, lit(st.Queued), lit(st.Processing),
+			reason, reason, fence, genOut)
+	}
+	markerFence, liveFence := "", ""
 	if t.GenerationColumn != "" {
 		markerFence = fmt.Sprintf(" AND %s > $3", q(t.GenerationColumn))
+		// A marker of an older generation was bumped past by a Retry.
+		liveFence = fmt.Sprintf(" AND m.generation >= %s.%s", tbl, q(t.GenerationColumn))
 	}
-	s.start = fmt.Sprintf(
-		`UPDATE %s SET %s = %s, %s%s%s WHERE %s = $1 AND %s IN (%s, %s)`+
-			` AND (%s IS NULL OR NOT starts_with(%s, $2))%s RETURNING %s`,
-		tbl, status, lit(st.Processing), touch, bump, started, id, status, lit(st.Queued), lit(st.Processing),
-		reason, reason, markerFence, genOut)
+	s.start = start(markerFence)
+	if markerTable != "" {
+		s.startMarked = start(fmt.Sprintf(` AND NOT EXISTS (SELECT FROM %s m WHERE m.jobs_table = $3 AND m.job_id = $4`+
+			` AND m.expires_at > statement_timestamp()%s)`, markerTable, liveFence))
+	}
 	s.inspect = fmt.Sprintf(
 		`SELECT %s::text, %s::text, %s FROM %s WHERE %s = $1`,
 		status, reason, genOut, tbl, id)

@@ -229,7 +229,7 @@ func TestStartGuard_MarkerOfAnotherJobsTableRefusesNothing(t *testing.T) {
 		    updated_at timestamptz NOT NULL DEFAULT now())`, name))
 		env.Exec(sqlf(`INSERT INTO %s (id, status) VALUES (42, 'QUEUED')`, name))
 		g, err := jobguard.NewWithConfig(ctx, env.Pool, jobguard.Table{Name: name, GenerationColumn: "generation"},
-			jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix}})
+			jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix, Markers: jobguard.MarkersRedis}})
 		require.NoError(t, err)
 		sg, err := jobguard.NewStartGuard(g, env.Redis, jobguard.StartGuardConfig{})
 		require.NoError(t, err)
@@ -267,7 +267,7 @@ func TestCanonicalID_CharColumnIgnoresTrailingSpaces(t *testing.T) {
 	    updated_at timestamptz NOT NULL DEFAULT now())`)
 	env.Exec(`INSERT INTO padded (id, status) VALUES ('abc', 'QUEUED'), (' x', 'QUEUED')`)
 	g, err := jobguard.NewWithConfig(ctx, env.Pool, jobguard.Table{Name: "padded", GenerationColumn: "generation"},
-		jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix}})
+		jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix, Markers: jobguard.MarkersRedis}})
 	require.NoError(t, err)
 	for in, want := range map[string]string{"abc": "abc", "abc ": "abc", "abc         ": "abc", " x": " x", " x  ": " x"} {
 		got, err := g.CanonicalID(in)

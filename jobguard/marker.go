@@ -69,13 +69,11 @@ func NewMarkerStore(guard *Guard, rdb Redis, cfg MarkerConfig) (*MarkerStore, er
 	if rdb == nil {
 		return nil, errors.New("jobguard: marker store: redis client is nil")
 	}
-	if cfg.TTL == 0 {
-		cfg.TTL = MarkerTTLDefault
+	ttl, err := markerTTL(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("jobguard: marker store: %w", err)
 	}
-	if cfg.TTL < time.Second {
-		return nil, fmt.Errorf("jobguard: marker store: TTL %v is shorter than a second", cfg.TTL)
-	}
-	return &MarkerStore{guard: guard, rdb: rdb, prefix: guard.Shared().Prefix, ttl: cfg.TTL}, nil
+	return &MarkerStore{guard: guard, rdb: rdb, prefix: guard.Shared().Prefix, ttl: ttl}, nil
 }
 
 // Key returns the Redis key of jobID's marker. An id the column cannot

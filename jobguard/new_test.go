@@ -88,7 +88,7 @@ func TestNewStartGuard_RejectsBadOptions(t *testing.T) {
 	_, err := jobguard.NewStartGuard(nil, env.Redis, jobguard.StartGuardConfig{})
 	require.ErrorContains(t, err, "guard is nil")
 	_, err = jobguard.NewStartGuard(jobs.Guard, nil, jobguard.StartGuardConfig{})
-	require.ErrorContains(t, err, "redis client is nil")
+	require.ErrorContains(t, err, "Shared.Markers is MarkersRedis, but the Redis client is nil")
 	_, err = jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{OnLookupError: 7})
 	require.ErrorContains(t, err, "OnLookupError 7")
 }
@@ -108,10 +108,11 @@ func TestNewWithConfig_SharedSettings(t *testing.T) {
 	require.Equal(t, jobguard.Shared{
 		Prefix: jobguard.PrefixDefault, ReclaimedReason: jobguard.ReclaimedReasonDefault,
 		NoticeChannel: jobguard.NoticeChannelDefault, LeaderKey: jobguard.LeaderKeyDefault,
+		Markers: jobguard.MarkersPostgres,
 	}, g.Shared())
 
 	g, err = jobguard.NewWithConfig(ctx, env.Pool, jobs.Table, jobguard.GuardConfig{
-		Shared: jobguard.Shared{Prefix: "shop", LeaderKey: 42}})
+		Shared: jobguard.Shared{Prefix: "shop", LeaderKey: 42, Markers: jobguard.MarkersRedis}})
 	require.NoError(t, err)
 	require.Equal(t, "shop", g.Shared().Prefix)
 	require.EqualValues(t, 42, g.Shared().LeaderKey)
@@ -253,7 +254,7 @@ func TestGuard_RefusesIntegerIDOutOfTheColumnsRange(t *testing.T) {
 				guard, err := jobguard.NewWithConfig(ctx, env.Pool, jobguard.Table{Name: "Job",
 					UpdatedAtColumn: "updatedAt", FailureReasonColumn: "failureReason",
 					GenerationColumn: "generation", ProgressColumn: "progress"},
-					jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix}})
+					jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix, Markers: jobguard.MarkersRedis}})
 				require.NoError(t, err)
 				starts, err := jobguard.NewStartGuard(guard, env.Redis, jobguard.StartGuardConfig{})
 				require.NoError(t, err)

@@ -56,6 +56,40 @@ type Shared struct {
 	// database need different keys, or only one table is swept. Defaults to
 	// LeaderKeyDefault.
 	LeaderKey int64
+	// Markers says where the reclaimer writes its reclaim markers and the
+	// start guards read them: MarkersPostgres, a table in the jobs table's
+	// database (MarkerMigration), or MarkersRedis, keys under Prefix.
+	// Every process working the table must agree on it, or a start guard
+	// looks for markers where the reclaimer never wrote them. Defaults to
+	// MarkersDefault (MarkersPostgres): a deployment needs no Redis.
+	Markers MarkerBackend
+}
+
+// MarkerBackend says where reclaim markers live (Shared.Markers).
+type MarkerBackend int
+
+const (
+	// MarkersPostgres keeps the markers in the table MarkerTableName
+	// (MarkerMigration creates it), found on the search_path when the
+	// guard is built. The reclaimer writes them in the reclaim's own
+	// transaction, and Start reads them inside its conditional statement.
+	MarkersPostgres MarkerBackend = iota + 1
+	// MarkersRedis keeps the markers in Redis, one key per job under
+	// Shared.Prefix, written after the reclaim commits (MarkerStore).
+	MarkersRedis
+)
+
+// MarkersDefault is the marker store of a Shared left at its zero value.
+const MarkersDefault = MarkersPostgres
+
+func (b MarkerBackend) String() string {
+	switch b {
+	case MarkersPostgres:
+		return "postgres"
+	case MarkersRedis:
+		return "redis"
+	}
+	return fmt.Sprintf("MarkerBackend(%d)", int(b))
 }
 
 // withDefaults fills in every field left at its zero value and validates
@@ -74,7 +108,12 @@ func (s Shared) withDefaults() (Shared, error) {
 	if s.LeaderKey == 0 {
 		s.LeaderKey = LeaderKeyDefault
 	}
+	if s.Markers == 0 {
+		s.Markers = MarkersDefault
+	}
 	switch {
+	case s.Markers != MarkersPostgres && s.Markers != MarkersRedis:
+		return s, fmt.Errorf("Shared.Markers %d is neither MarkersPostgres nor MarkersRedis", int(s.Markers))
 	case strings.ContainsAny(s.Prefix, "{}"):
 		return s, fmt.Errorf("Shared.Prefix %q must not contain braces (the job id is the hash tag)", s.Prefix)
 	case strings.ContainsAny(s.Prefix, "*?["):

@@ -52,7 +52,8 @@ type StartGuardConfig struct {
 // as a new execution. Use one per process; it is safe for concurrent use.
 type StartGuard struct {
 	guard   *Guard
-	markers *MarkerStore
+	markers *MarkerStore     // Shared.Markers = MarkersRedis
+	table   *PostgresMarkers // Shared.Markers = MarkersPostgres
 	reason  string
 	policy  LookupPolicy
 	log     *slog.Logger
@@ -60,12 +61,26 @@ type StartGuard struct {
 }
 
 // NewStartGuard returns a start guard over guard's table and the reclaim
-// markers in rdb.
+// markers where guard's Shared.Markers says they are. With MarkersPostgres
+// (the default) it needs the marker table (MarkerMigration) on the
+// search_path when guard was built, and no Redis: rdb may be nil, and is
+// not used. With MarkersRedis it reads the markers in rdb, which must not
+// be nil.
 func NewStartGuard(guard *Guard, rdb Redis, opts StartGuardConfig) (*StartGuard, error) {
 	if guard == nil {
 		return nil, errors.New("jobguard: start guard: guard is nil")
 	}
-	markers, err := NewMarkerStore(guard, rdb, MarkerConfig{})
+	sg := &StartGuard{guard: guard}
+	var err error
+	switch guard.Shared().Markers {
+	case MarkersRedis:
+		if rdb == nil {
+			return nil, errors.New("jobguard: start guard: Shared.Markers is MarkersRedis, but the Redis client is nil")
+		}
+		sg.markers, err = NewMarkerStore(guard, rdb, MarkerConfig{})
+	default:
+		sg.table, err = NewPostgresMarkers(guard, MarkerConfig{})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: start guard: %w", err)
 	}
@@ -75,12 +90,27 @@ func NewStartGuard(guard *Guard, rdb Redis, opts StartGuardConfig) (*StartGuard,
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &StartGuard{guard: guard, markers: markers, reason: guard.Shared().ReclaimedReason, policy: opts.OnLookupError, log: opts.Logger,
-		met: newStartMetrics(opts.MeterProvider, opts.OnLookupError)}, nil
+	sg.reason, sg.policy, sg.log = guard.Shared().ReclaimedReason, opts.OnLookupError, opts.Logger
+	sg.met = newStartMetrics(opts.MeterProvider, opts.OnLookupError)
+	return sg, nil
 }
 
-// Markers returns the marker store the guard reads.
+// Markers returns the Redis marker store the guard reads, or nil when its
+// markers are in Postgres (see PostgresMarkers).
 func (s *StartGuard) Markers() *MarkerStore { return s.markers }
+
+// PostgresMarkers returns the marker table the guard reads, or nil when
+// its markers are in Redis (see Markers).
+func (s *StartGuard) PostgresMarkers() *PostgresMarkers { return s.table }
+
+// Marker returns jobID's marker from wherever the guard reads them; db is
+// used when they are in Postgres. found is false when there is none.
+func (s *StartGuard) Marker(ctx context.Context, db DB, jobID string) (m Marker, found bool, err error) {
+	if s.table != nil {
+		return s.table.Read(ctx, db, jobID)
+	}
+	return s.markers.Read(ctx, jobID)
+}
 
 // Check is the original design's guard: it returns a *ReclaimedError
 // wrapping ErrReclaimed when the job's failure reason says it was reclaimed,
@@ -107,7 +137,7 @@ func (s *StartGuard) check(ctx context.Context, db DB, jobID string) error {
 	} else if s.reclaimed(r.reason) {
 		return &ReclaimedError{JobID: jobID, Source: "database", Reason: r.reason}
 	}
-	m, ok, err := s.markers.Read(ctx, jobID)
+	m, ok, err := s.Marker(ctx, db, jobID)
 	if err != nil {
 		return s.lookupFailed(ctx, jobID, "marker", err)
 	}
@@ -146,6 +176,9 @@ func (s *StartGuard) start(ctx context.Context, db DB, jobID string) (Execution,
 		return Execution{}, fmt.Errorf("jobguard: start: %w", err)
 	}
 	jobID = canonicalID(id) // the marker is keyed by the canonical id
+	if s.table != nil {
+		return s.startMarked(ctx, db, id, jobID)
+	}
 	m, marked, err := s.markers.Read(ctx, jobID)
 	if err != nil {
 		if err := s.lookupFailed(ctx, jobID, "marker", err); err != nil {
@@ -166,6 +199,25 @@ func (s *StartGuard) start(ctx context.Context, db DB, jobID string) (Execution,
 	var gen int64
 	err = db.QueryRow(ctx, g.sql.start, args...).Scan(&gen)
 	if errors.Is(err, pgx.ErrNoRows) {
+		return Execution{}, s.startRefusal(ctx, db, id, jobID, m, marked)
+	}
+	if err != nil {
+		return Execution{}, fmt.Errorf("jobguard: start: %w", err)
+	}
+	return Execution{JobID: jobID, Generation: gen}, nil
+}
+
+// startMarked is start over markers in Postgres: one statement reads the
+// marker and starts the job, so there is no separate lookup to fail. The
+// marker is read only to explain a refusal.
+func (s *StartGuard) startMarked(ctx context.Context, db DB, id any, jobID string) (Execution, error) {
+	var gen int64
+	err := db.QueryRow(ctx, s.guard.sql.startMarked, id, s.reason, s.guard.TableKey(), jobID).Scan(&gen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		m, marked, err := s.table.Read(ctx, db, jobID)
+		if err != nil {
+			return Execution{}, fmt.Errorf("jobguard: start: job %s was not started (reading its marker to explain: %w)", jobID, err)
+		}
 		return Execution{}, s.startRefusal(ctx, db, id, jobID, m, marked)
 	}
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 // committed reclaim, which run even when the sweep's context has ended.
 const afterCommitTimeout = 10 * time.Second
 
-// announce writes the markers of the reclaimed jobs in one pipelined round
-// trip, then publishes their notices. The reclaim has committed: both must
+// announce writes the Redis markers of the reclaimed jobs in one pipelined
+// round trip, then publishes their notices. The reclaim has committed: both must
 // go out even if the sweep's context has ended (Run shutting down, the
 // sweep's deadline), or a redelivered job would be refused by the database
 // reason alone and its worker would run on until its next check.
@@ -24,17 +24,22 @@ func (r *Reclaimer) announce(ctx context.Context, reclaimed []jobguard.JobState,
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCommitTimeout)
 	defer cancel()
-	now := r.cfg.Now()
-	markers := make([]jobguard.Marker, len(reclaimed))
 	execs := make([]jobguard.Execution, len(reclaimed))
 	for i, c := range reclaimed {
-		markers[i] = jobguard.Marker{JobID: c.ID, Generation: c.Generation, Reason: r.cfg.Guard.Shared().ReclaimedReason, At: now}
 		execs[i] = jobguard.Execution{JobID: c.ID, Generation: c.Generation}
 	}
-	if err := r.markers.Write(ctx, markers...); err != nil {
-		rep.MarkerErrors += countJoined(err, len(markers))
-		if n.markerErr == nil {
-			n.markerErr = err
+	// Markers in Postgres committed with the reclaim (see mark).
+	if r.markers != nil {
+		now := r.cfg.Now()
+		markers := make([]jobguard.Marker, len(reclaimed))
+		for i, c := range reclaimed {
+			markers[i] = jobguard.Marker{JobID: c.ID, Generation: c.Generation, Reason: r.cfg.Guard.Shared().ReclaimedReason, At: now}
+		}
+		if err := r.markers.Write(ctx, markers...); err != nil {
+			rep.MarkerErrors += countJoined(err, len(markers))
+			if n.markerErr == nil {
+				n.markerErr = err
+			}
 		}
 	}
 	if r.cfg.Notices != nil {

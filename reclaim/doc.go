@@ -49,9 +49,12 @@
 // statements run: once that is spent, a held parent fails its rule at
 // once, and a statement that runs longer than 100ms fails its rule. However many parents are held, the jobs
 // whose parents are free, and those of types without a rule, commit within
-// the deadline. After the commit, the Redis markers that the start guard
-// reads are written in one pipelined round trip (a marker never lowers the
-// generation it records), and the notices follow. Several reclaimers
+// the deadline. The reclaim markers that the start guard reads go where
+// the guard's Shared.Markers says: in Postgres (the default) they are
+// written in the reclaim's own transaction, so a marker commits with its
+// reclaim or not at all, and no Redis is needed; in Redis they are written
+// after the commit, in one pipelined round trip. Either way a marker never
+// lowers the generation it records, and the notices follow the commit. Several reclaimers
 // sweeping the same jobs at once reclaim each job once.
 //
 // What a sweep costs grows with the stuck jobs, not the running ones: the
@@ -122,8 +125,10 @@
 // paged through may show a job on no page (it is seen at the next sweep) or
 // on two; without a start column in the table and a generation from the
 // source, two listings of one row on different pages are judged each on its
-// own page. A marker write that fails is counted and logged; the database
-// reason still refuses the job at start.
+// own page. A Redis marker write that fails is counted and logged; the
+// database reason still refuses the job at start. A Postgres marker that
+// cannot be written fails its page's reclaim, which the next sweep tries
+// again.
 //
 // # Transactions
 //
@@ -131,15 +136,17 @@
 // and each page's write commits on its own (one statement; or, with parent
 // rules, one transaction, then one for each job whose rule failed, tried
 // alone). Parent rules run inside that transaction, each in a savepoint
-// of its own, and see the rows it changed. Markers and
-// notices go out only after it has committed.
+// of its own, and see the rows it changed. Markers in Postgres are written
+// inside it (without parent rules the page's write then is a transaction
+// of two statements); Redis markers and notices go out only after it has
+// committed.
 //
 // # Usage
 //
 //	r, err := reclaim.New(reclaim.Config{
 //		Guard:  guard,
 //		DB:     pool,
-//		Redis:  rdb,
+//		// Redis: rdb, only with Shared.Markers = jobguard.MarkersRedis
 //		Limits: reclaim.StaticLimits{"chapter": 30 * time.Minute},
 //		OnReclaim: map[string]reclaim.ParentRule{
 //			"chapter": failCourse, // reclaim.SetParent(...)

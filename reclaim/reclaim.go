@@ -35,7 +35,10 @@ type Config struct {
 	// the leader lock on a connection of its own, opened with the pool's
 	// connection settings. Required.
 	DB *pgxpool.Pool
-	// Redis receives the reclaim markers. Required.
+	// Redis receives the reclaim markers when Guard's Shared.Markers is
+	// MarkersRedis, and is required then. With MarkersPostgres (the
+	// default) the markers are written to the marker table in the
+	// reclaim's own transaction, and Redis is not used: leave it nil.
 	Redis jobguard.Redis
 	// Source lists the active jobs. Defaults to a TableSource over Guard and
 	// DB, which needs the mapping's StartedAtColumn.
@@ -116,7 +119,8 @@ type Config struct {
 // conditional).
 type Reclaimer struct {
 	cfg     Config
-	markers *jobguard.MarkerStore
+	markers *jobguard.MarkerStore     // Shared.Markers = MarkersRedis
+	table   *jobguard.PostgresMarkers // Shared.Markers = MarkersPostgres
 	log     *slog.Logger
 	met     *sweepMetrics
 }
@@ -130,11 +134,16 @@ func New(cfg Config) (*Reclaimer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: new: %w", err)
 	}
-	markers, err := jobguard.NewMarkerStore(cfg.Guard, cfg.Redis, cfg.Markers)
+	r := &Reclaimer{cfg: cfg, log: cfg.Logger, met: newSweepMetrics(cfg.MeterProvider, cfg.Shadow)}
+	if cfg.Guard.Shared().Markers == jobguard.MarkersRedis {
+		r.markers, err = jobguard.NewMarkerStore(cfg.Guard, cfg.Redis, cfg.Markers)
+	} else {
+		r.table, err = jobguard.NewPostgresMarkers(cfg.Guard, cfg.Markers)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: new: Markers: %w", err)
 	}
-	return &Reclaimer{cfg: cfg, markers: markers, log: cfg.Logger, met: newSweepMetrics(cfg.MeterProvider, cfg.Shadow)}, nil
+	return r, nil
 }
 
 // validate checks what New cannot default, naming the field.
@@ -144,8 +153,8 @@ func (cfg Config) validate() error {
 		return errors.New("Guard is nil")
 	case cfg.DB == nil:
 		return errors.New("DB is nil")
-	case cfg.Redis == nil:
-		return errors.New("Redis is nil")
+	case cfg.Redis == nil && cfg.Guard.Shared().Markers == jobguard.MarkersRedis:
+		return errors.New("Redis is nil, and Guard's Shared.Markers is MarkersRedis")
 	}
 	for _, d := range []struct {
 		field string

@@ -48,8 +48,25 @@ func (o *outcome) add(res jobguard.FailResult) {
 // the deadline however many parents are held. When it returns an error,
 // the outcome still holds what committed before.
 func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobState, typeOf map[string]string) (outcome, error) {
-	if len(r.cfg.OnReclaim) == 0 {
+	if len(r.cfg.OnReclaim) == 0 && r.table == nil {
 		res, err := r.cfg.Guard.Batch().FailIfUnchanged(ctx, r.cfg.DB, chosen, r.cfg.Guard.Shared().ReclaimedReason)
+		if err != nil {
+			return outcome{}, err
+		}
+		var out outcome
+		out.add(res)
+		return out, nil
+	}
+	if len(r.cfg.OnReclaim) == 0 {
+		// The markers commit with the reclaim, in its transaction.
+		var res jobguard.FailResult
+		err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
+			var err error
+			if res, err = r.cfg.Guard.Batch().FailIfUnchanged(ctx, tx, chosen, r.cfg.Guard.Shared().ReclaimedReason); err != nil {
+				return err
+			}
+			return r.mark(ctx, tx, res.Failed)
+		})
 		if err != nil {
 			return outcome{}, err
 		}
@@ -120,6 +137,20 @@ func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobSta
 	return out, nil
 }
 
+// mark writes the markers of the reclaimed jobs in tx, the reclaim's own
+// transaction, when they are kept in Postgres; with Redis, announce writes
+// them after the commit.
+func (r *Reclaimer) mark(ctx context.Context, tx pgx.Tx, reclaimed []jobguard.JobState) error {
+	if r.table == nil || len(reclaimed) == 0 {
+		return nil
+	}
+	markers := make([]jobguard.Marker, len(reclaimed))
+	for i, c := range reclaimed {
+		markers[i] = jobguard.Marker{JobID: c.ID, Generation: c.Generation, Reason: r.cfg.Guard.Shared().ReclaimedReason}
+	}
+	return r.table.Write(ctx, tx, markers...)
+}
+
 // waitAtMost sets how long the statements of tx may wait for a row another
 // transaction holds (lock_timeout) to what is left of the sweep's budget
 // for waits (see waitLeft), and returns the statement_timeout tx runs
@@ -159,6 +190,9 @@ func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer strin
 	defer func() { _ = sp.Rollback(ctx) }() // a no-op once released
 	res, err := r.cfg.Guard.Batch().FailIfUnchanged(ctx, sp, batch, r.cfg.Guard.Shared().ReclaimedReason)
 	if err != nil {
+		return jobguard.FailResult{}, "", err
+	}
+	if err := r.mark(ctx, sp, res.Failed); err != nil {
 		return jobguard.FailResult{}, "", err
 	}
 	byType := map[string][]jobguard.JobState{}

@@ -1,0 +1,191 @@
+package jobguard
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/interval"
+	"github.com/jobguard/jobguard/internal/sqlfile"
+)
+
+// MarkerTableName is the table of reclaim markers that MarkerMigration
+// creates. A guard looks for it on the search_path when it is built.
+const MarkerTableName = "job_reclaim_markers"
+
+//go:embed markermigrations/*.sql
+var markerEmbedded embed.FS
+
+// MarkerMigrationFiles holds the SQL files that create the table of reclaim
+// markers (MarkerTableName), named in the order they apply. Each file is
+// plain SQL that can be run more than once. They create no jobs table, so
+// they apply beside a table of your own as well as beside Migration's.
+//
+// MarkerMigration is the SQL of every file in MarkerMigrationFiles, in
+// order, as one string.
+var MarkerMigrationFiles, MarkerMigration = sqlfile.Load(markerEmbedded, "markermigrations")
+
+// lookupMarkerTable returns the marker table the search_path finds, as the
+// catalog names it, or "" when there is none.
+func lookupMarkerTable(ctx context.Context, db DB) (string, error) {
+	var schema, rel string
+	err := db.QueryRow(ctx, `SELECT n.nspname::text, c.relname::text FROM pg_catalog.pg_class c`+
+		` JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)`,
+		ident.Quote(MarkerTableName)).Scan(&schema, &rel)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("look up table %s: %w", MarkerTableName, err)
+	}
+	return ident.Quote(schema, rel), nil
+}
+
+// PostgresMarkers reads and writes reclaim markers in the table
+// MarkerMigration creates, for Shared.Markers = MarkersPostgres. A row is
+// keyed by the job's canonical id (Guard.CanonicalID), whatever spelling a
+// call is given, and its jobs table's Guard.TableKey, so that several jobs
+// tables share the table. Every time it holds is the database's: a marker
+// is stamped and expires on the database's clock, and reads ignore a
+// marker past its expiry. Expired rows stay until something deletes them
+// (see the migration).
+//
+// Its methods take the DB to work on: the reclaimer passes its
+// transaction, so that a marker commits with its reclaim, or not at all.
+type PostgresMarkers struct {
+	guard *Guard
+	ttl   int64 // microseconds
+	sql   struct {
+		write string // $1 table key, $2 ids, $3 generations, $4 reasons, $5 TTL in µs
+		read  string // $1 table key, $2 id → generation, reason, reclaimed_at
+		del   string // $1 table key, $2 id
+	}
+}
+
+// NewPostgresMarkers returns a store of guard's markers in the marker
+// table, which must have been on the search_path when guard was built.
+func NewPostgresMarkers(guard *Guard, cfg MarkerConfig) (*PostgresMarkers, error) {
+	if guard == nil {
+		return nil, errors.New("jobguard: marker table: guard is nil")
+	}
+	if guard.markerTable == "" {
+		return nil, fmt.Errorf("jobguard: marker table: %s does not exist in search_path when the guard was built"+
+			" (apply jobguard.MarkerMigration first, or set Shared.Markers to MarkersRedis)", MarkerTableName)
+	}
+	ttl, err := markerTTL(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("jobguard: marker table: %w", err)
+	}
+	s := &PostgresMarkers{guard: guard, ttl: interval.Micros(ttl)}
+	tbl := guard.markerTable
+	// A marker of a lower generation changes nothing while the one it
+	// meets is live: two reclaimers writing out of order must not move a
+	// marker backwards. An expired marker says nothing, and is replaced.
+	// Rows are written in the order of their ids, so that two writers of
+	// overlapping batches lock them in one order and never deadlock.
+	s.sql.write = fmt.Sprintf(`INSERT INTO %s AS m (jobs_table, job_id, generation, reason, reclaimed_at, expires_at)`+
+		` SELECT $1, u.job_id, u.generation, u.reason, statement_timestamp(), statement_timestamp() + %s`+
+		` FROM unnest($2::text[], $3::int8[], $4::text[]) AS u(job_id, generation, reason) ORDER BY u.job_id`+
+		` ON CONFLICT (jobs_table, job_id) DO UPDATE SET generation = excluded.generation, reason = excluded.reason,`+
+		` reclaimed_at = excluded.reclaimed_at, expires_at = excluded.expires_at`+
+		` WHERE m.generation <= excluded.generation OR m.expires_at <= statement_timestamp()`,
+		tbl, interval.Param("$5"))
+	s.sql.read = fmt.Sprintf(`SELECT generation, reason, reclaimed_at FROM %s`+
+		` WHERE jobs_table = $1 AND job_id = $2 AND expires_at > statement_timestamp()`, tbl)
+	s.sql.del = fmt.Sprintf(`DELETE FROM %s WHERE jobs_table = $1 AND job_id = $2`, tbl)
+	return s, nil
+}
+
+// markerTTL is cfg's TTL with its default, checked.
+func markerTTL(cfg MarkerConfig) (time.Duration, error) {
+	if cfg.TTL == 0 {
+		cfg.TTL = MarkerTTLDefault
+	}
+	if cfg.TTL < time.Second {
+		return 0, fmt.Errorf("TTL %v is shorter than a second", cfg.TTL)
+	}
+	return cfg.TTL, nil
+}
+
+// Write stores the markers in one statement on db, each expiring the
+// store's TTL after the statement's time on the database's clock, which is
+// also the time it records (a Marker's At is not sent). A live marker of a
+// higher generation is kept. A marker whose id the column cannot hold, or
+// whose generation is negative, is refused before anything is sent: the
+// error wraps ErrInvalidJobID or names the generation, and nothing is
+// written, so a transaction db belongs to is left usable.
+func (s *PostgresMarkers) Write(ctx context.Context, db DB, markers ...Marker) error {
+	if len(markers) == 0 {
+		return nil
+	}
+	at := make(map[string]int, len(markers)) // canonical id → index in ids
+	ids := make([]string, 0, len(markers))
+	gens := make([]int64, 0, len(markers))
+	reasons := make([]string, 0, len(markers))
+	var refused []error
+	for _, m := range markers {
+		id, err := s.guard.CanonicalID(m.JobID)
+		switch {
+		case err != nil:
+			refused = append(refused, fmt.Errorf("job %s: %w", m.JobID, err))
+			continue
+		case m.Generation < 0:
+			refused = append(refused, fmt.Errorf("job %s: generation %d is negative", id, m.Generation))
+			continue
+		}
+		// One statement cannot write a row twice: two spellings of one
+		// job keep the higher generation, as two writes would.
+		if i, ok := at[id]; ok {
+			if m.Generation >= gens[i] {
+				gens[i], reasons[i] = m.Generation, m.Reason
+			}
+			continue
+		}
+		at[id] = len(ids)
+		ids, gens, reasons = append(ids, id), append(gens, m.Generation), append(reasons, m.Reason)
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("jobguard: write markers: %w", errors.Join(refused...))
+	}
+	if _, err := db.Exec(ctx, s.sql.write, s.guard.TableKey(), ids, gens, reasons, s.ttl); err != nil {
+		return fmt.Errorf("jobguard: write markers: %w", err)
+	}
+	return nil
+}
+
+// Read returns jobID's live marker, under its canonical id; found is false
+// when there is none, or it has expired. An id the column cannot hold
+// returns an error wrapping ErrInvalidJobID.
+func (s *PostgresMarkers) Read(ctx context.Context, db DB, jobID string) (m Marker, found bool, err error) {
+	id, err := s.guard.CanonicalID(jobID)
+	if err != nil {
+		return Marker{}, false, fmt.Errorf("jobguard: read marker: %w", err)
+	}
+	err = db.QueryRow(ctx, s.sql.read, s.guard.TableKey(), id).Scan(&m.Generation, &m.Reason, &m.At)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Marker{}, false, nil
+	}
+	if err != nil {
+		return Marker{}, false, fmt.Errorf("jobguard: read marker of job %s: %w", id, err)
+	}
+	m.JobID = id
+	return m, true, nil
+}
+
+// Delete removes jobID's marker. An id the column cannot hold returns an
+// error wrapping ErrInvalidJobID.
+func (s *PostgresMarkers) Delete(ctx context.Context, db DB, jobID string) error {
+	id, err := s.guard.CanonicalID(jobID)
+	if err != nil {
+		return fmt.Errorf("jobguard: delete marker: %w", err)
+	}
+	if _, err := db.Exec(ctx, s.sql.del, s.guard.TableKey(), id); err != nil {
+		return fmt.Errorf("jobguard: delete marker of job %s: %w", id, err)
+	}
+	return nil
+}

@@ -281,7 +281,7 @@ func TestRun_SweepsUntilContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- arts.Run(ctx) }()
-	require.Eventually(t, func() bool { return b.files.undoneRefs()["f"] == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return b.files.undoneRefs()["f"] == 1 }, testenv.Patience, 5*time.Millisecond)
 	cancel()
 	select {
 	case err := <-done:

@@ -133,7 +133,7 @@ func TestRun_PanickingLoggerAndMeterDoNotStopTheSweeps(t *testing.T) {
 	go func() { done <- arts.Run(ctx) }()
 	for _, ref := range []string{"first.mp4", "second.mp4"} { // a later pass runs too
 		b.lostExecution(t, ref)
-		require.Eventually(t, func() bool { return b.files.undoneRefs()[ref] >= 1 }, 30*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return b.files.undoneRefs()[ref] >= 1 }, testenv.Patience, 5*time.Millisecond)
 	}
 	cancel()
 	select {

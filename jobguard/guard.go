@@ -52,6 +52,9 @@ type Guard struct {
 	set    *Batch
 	shared Shared
 	met    *guardMetrics
+	// unmapped are the table's columns under an optional column's default
+	// name that the mapping leaves out.
+	unmapped []UnmappedColumn
 	// markerTable is the table of reclaim markers (MarkerTableName) as
 	// the catalog names it, or "" when the search_path had none at New.
 	markerTable string
@@ -86,12 +89,21 @@ type statements struct {
 // New validates table against the database's catalog and builds every
 // statement the guard will run. A missing table or column, a column of an
 // unusable type, or status labels that an enum lacks are reported here, not
-// at the first completion.
+// at the first completion. A column under an optional column's default
+// name that table leaves out is warned of on slog's default logger (see
+// Table); NewWithConfig takes a logger of its own. New is NewWithConfig
+// with the zero GuardConfig.
 func New(ctx context.Context, db DB, table Table) (*Guard, error) {
+	return NewWithConfig(ctx, db, table, GuardConfig{})
+}
+
+// newGuard is New's work: the mapping checked against the catalog and
+// every statement built.
+func newGuard(ctx context.Context, db DB, table Table) (*Guard, error) {
 	if db == nil {
 		return nil, errors.New("jobguard: new: db is nil")
 	}
-	table = table.withDefaults()
+	table = table.WithDefaults()
 	if err := table.validate(); err != nil {
 		return nil, fmt.Errorf("jobguard: new: Table: %w", err)
 	}
@@ -99,7 +111,7 @@ func New(ctx context.Context, db DB, table Table) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: new: %w", err)
 	}
-	g := &Guard{table: table, cat: cat, shared: sharedDefaults, met: noGuardMetrics}
+	g := &Guard{table: table, cat: cat, unmapped: table.unmapped(cat), shared: sharedDefaults, met: noGuardMetrics}
 	switch id := cat.columns[table.IDColumn]; {
 	case id.name == "uuid":
 		g.idKind = idUUID
@@ -132,6 +144,12 @@ func (g *Guard) Table() Table { return g.table }
 // or moving it to another schema changes it; see the side tables'
 // migrations for how to move their rows along.
 func (g *Guard) TableKey() string { return g.cat.key }
+
+// Unmapped lists the columns of the table under an optional column's
+// default name (GenerationColumnDefault, TypeColumnDefault, ...) that the
+// mapping leaves out, of a type the field would take: New warned of each.
+// Set the field to map one.
+func (g *Guard) Unmapped() []UnmappedColumn { return slices.Clone(g.unmapped) }
 
 // Fenced reports whether the table has a generation column, so that writes
 // of an execution are fenced by its generation. Without one the guard runs in

@@ -3,6 +3,7 @@ package jobguard
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"go.opentelemetry.io/otel/metric"
@@ -143,22 +144,35 @@ type GuardConfig struct {
 	// (terminal, superseded, not_found, unknown). Defaults to nil: no
 	// metrics, at no cost.
 	MeterProvider metric.MeterProvider
+	// Logger receives what New has to say of the mapping: a warning for
+	// each column under an optional column's default name that the mapping
+	// leaves out (Guard.Unmapped). Defaults to slog.Default().
+	Logger *slog.Logger
 }
 
 // NewWithConfig is New with a configuration: it validates and builds the
-// guard exactly like New, then sets its shared settings and instruments
-// it. New is NewWithConfig with the zero GuardConfig.
+// guard exactly like New, with its shared settings, its metrics and its
+// logger. New is NewWithConfig with the zero GuardConfig.
 func NewWithConfig(ctx context.Context, db DB, table Table, cfg GuardConfig) (*Guard, error) {
 	shared, err := cfg.Shared.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: new: %w", err)
 	}
-	g, err := New(ctx, db, table)
+	g, err := newGuard(ctx, db, table)
 	if err != nil {
 		return nil, err
 	}
 	g.shared = shared
 	g.met = newGuardMetrics(cfg.MeterProvider)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	for _, u := range g.unmapped {
+		log.WarnContext(ctx, fmt.Sprintf("jobguard: new: table %s has a column %q that the mapping leaves out; "+
+			"set Table.%s to %q to map it (%s)", g.table.QualifiedName(), u.Column, u.Field, u.Column, unmappedCost[u.Field]),
+			slog.String("table", g.cat.key), slog.String("column", u.Column), slog.String("field", u.Field))
+	}
 	return g, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -22,6 +23,16 @@ const (
 	UpdatedAtColumnDefault     = "updated_at"
 	FailureReasonColumnDefault = "failure_reason"
 
+	// The names DefaultTable gives the optional columns. A mapping of its
+	// own leaves an optional column out unless it names it; New warns of a
+	// column under one of these names that the mapping leaves out
+	// (Guard.Unmapped).
+	GenerationColumnDefault = "generation"
+	ProgressColumnDefault   = "progress"
+	TypeColumnDefault       = "type"
+	ParentIDColumnDefault   = "parent_id"
+	StartedAtColumnDefault  = "started_at"
+
 	StatusQueuedDefault     = "QUEUED"
 	StatusProcessingDefault = "PROCESSING"
 	StatusCompletedDefault  = "COMPLETED"
@@ -31,6 +42,19 @@ const (
 // Table maps the caller's own jobs table. Required columns fall back to the
 // bundled migration's names when left empty; optional columns are absent when
 // left empty. DefaultTable returns the full mapping of the bundled migration.
+// The jobguard command reads its config file's "table" and its table flags
+// the same way.
+//
+// An optional column left out is a choice the guard cannot see, and each
+// one costs something: without TypeColumn no per-type limit matches, without
+// StartedAtColumn the table cannot say when an attempt started, without
+// GenerationColumn stale executions are not fenced out. So New looks for a
+// column under an optional column's default name (GenerationColumnDefault,
+// ...) that the mapping leaves out, and warns of it on the guard's logger,
+// naming the field to set (Guard.Unmapped lists them). It warns rather
+// than refuses: a column called "type" may be some other type of the
+// user's, and a Table has no way to say "absent on purpose" but to leave
+// the field empty.
 //
 // A Prisma-style table is mapped by configuration alone:
 //
@@ -104,18 +128,21 @@ type Statuses struct {
 // every optional column present.
 func DefaultTable() Table {
 	return Table{
-		GenerationColumn: "generation",
-		ProgressColumn:   "progress",
-		TypeColumn:       "type",
-		ParentIDColumn:   "parent_id",
-		StartedAtColumn:  "started_at",
-	}.withDefaults()
+		GenerationColumn: GenerationColumnDefault,
+		ProgressColumn:   ProgressColumnDefault,
+		TypeColumn:       TypeColumnDefault,
+		ParentIDColumn:   ParentIDColumnDefault,
+		StartedAtColumn:  StartedAtColumnDefault,
+	}.WithDefaults()
 }
 
 // QualifiedName returns the quoted name of the table as it appears in SQL.
 func (t Table) QualifiedName() string { return ident.Quote(t.Schema, t.Name) }
 
-func (t Table) withDefaults() Table {
+// WithDefaults returns t with the table's name, its required columns and
+// its statuses at their defaults where t leaves them empty. The optional
+// columns stay as t has them: empty is absent.
+func (t Table) WithDefaults() Table {
 	def := func(s *string, v string) {
 		if *s == "" {
 			*s = v
@@ -143,7 +170,22 @@ type column struct {
 	accepts  func(typeInfo) bool
 	accepted string
 	notNull  nullRule
+	// def is an optional column's default name, which New looks for when
+	// the mapping leaves the column out.
+	def string
+	// add is how to add the column to a table that lacks it, when the
+	// guard fills it itself; nil when only the user knows its values.
+	add *addition
 }
+
+// addition is a column's type in SQL and in a Prisma schema, for the error
+// that says how to add it.
+type addition struct{ sql, prisma string }
+
+var (
+	addInteger   = &addition{sql: "integer NOT NULL DEFAULT 0", prisma: "Int @default(0)"}
+	addTimestamp = &addition{sql: "timestamptz", prisma: "DateTime?"}
+)
 
 // nullRule says whether a column must be NOT NULL and, if so, the value the
 // fix gives its NULL rows (and its default), when one can be chosen.
@@ -167,15 +209,15 @@ var (
 // progress is only written.
 func (t Table) columns() []column {
 	return []column{
-		{"IDColumn", t.IDColumn, false, isIDType, "uuid, text, varchar or an integer", notNull},
-		{"StatusColumn", t.StatusColumn, false, isLabelType, "text, varchar or an enum", notNull},
-		{"UpdatedAtColumn", t.UpdatedAtColumn, false, isTimestamp, "timestamptz or timestamp", notNullNow},
-		{"FailureReasonColumn", t.FailureReasonColumn, false, isText, "text or varchar", nullable},
-		{"GenerationColumn", t.GenerationColumn, true, isInteger, "an integer", notNullZero},
-		{"ProgressColumn", t.ProgressColumn, true, isNumber, "a number", nullable},
-		{"TypeColumn", t.TypeColumn, true, isLabelType, "text, varchar or an enum", notNull},
-		{"ParentIDColumn", t.ParentIDColumn, true, func(typeInfo) bool { return true }, "any", nullable},
-		{"StartedAtColumn", t.StartedAtColumn, true, isTimestamp, "timestamptz or timestamp", nullable},
+		{"IDColumn", t.IDColumn, false, isIDType, "uuid, text, varchar or an integer", notNull, "", nil},
+		{"StatusColumn", t.StatusColumn, false, isLabelType, "text, varchar or an enum", notNull, "", nil},
+		{"UpdatedAtColumn", t.UpdatedAtColumn, false, isTimestamp, "timestamptz or timestamp", notNullNow, "", nil},
+		{"FailureReasonColumn", t.FailureReasonColumn, false, isText, "text or varchar", nullable, "", nil},
+		{"GenerationColumn", t.GenerationColumn, true, isInteger, "an integer", notNullZero, GenerationColumnDefault, addInteger},
+		{"ProgressColumn", t.ProgressColumn, true, isNumber, "a number", nullable, ProgressColumnDefault, addInteger},
+		{"TypeColumn", t.TypeColumn, true, isLabelType, "text, varchar or an enum", notNull, TypeColumnDefault, nil},
+		{"ParentIDColumn", t.ParentIDColumn, true, func(typeInfo) bool { return true }, "any", nullable, ParentIDColumnDefault, nil},
+		{"StartedAtColumn", t.StartedAtColumn, true, isTimestamp, "timestamptz or timestamp", nullable, StartedAtColumnDefault, addTimestamp},
 	}
 }
 
@@ -196,6 +238,72 @@ func nullableError(tbl string, c column, ti typeInfo) error {
 		"fix it with: UPDATE %s SET %s = %s WHERE %s IS NULL; "+
 		"ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s, ALTER COLUMN %s SET NOT NULL",
 		c.name, c.field, tbl, tbl, col, v, col, tbl, col, v, col)
+}
+
+// missingError explains a mapped column the table lacks: for a column the
+// guard fills itself, the SQL and the Prisma schema line that add it; for an
+// optional one, that the field may be left empty instead.
+func missingError(tbl string, c column) error {
+	msg := fmt.Sprintf("table %s has no column %q (%s)", tbl, c.name, c.field)
+	if c.add != nil {
+		msg += fmt.Sprintf("; add it with: ALTER TABLE %s ADD COLUMN %s %s", tbl, ident.Quote(c.name), c.add.sql)
+		if prismaField.MatchString(c.name) {
+			msg += fmt.Sprintf(" (in a Prisma schema: %s %s)", c.name, c.add.prisma)
+		}
+	}
+	if c.optional {
+		sep := "; or"
+		if c.add == nil {
+			sep = ";"
+		}
+		msg += fmt.Sprintf("%s leave %s empty if the table has none: the column is optional", sep, c.field)
+	}
+	return errors.New(msg)
+}
+
+// prismaField matches the column names a Prisma schema can use as a
+// field's name as they are.
+var prismaField = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+
+// UnmappedColumn is a column of the table under an optional column's
+// default name that the mapping leaves out: the guard neither reads nor
+// writes it.
+type UnmappedColumn struct {
+	// Field is the Table field that would map it: "TypeColumn".
+	Field string
+	// Column is its name in the table: "type".
+	Column string
+}
+
+// unmappedCost says what leaving each optional column out costs, for the
+// warning of a column the mapping leaves out.
+var unmappedCost = map[string]string{
+	"GenerationColumn": "without it, a stale execution of a job restarted by another path is not fenced out",
+	"ProgressColumn":   "without it, completions and heartbeats write no progress",
+	"TypeColumn":       `without it, every job has the type "" and no per-type limit matches`,
+	"ParentIDColumn":   "without it, a reclaim's parent rules have no parent to update",
+	"StartedAtColumn":  "without it, the table cannot say when an attempt started, and its jobs are never reclaimed from it",
+}
+
+// unmapped lists the columns of cat under an optional column's default name
+// that t leaves out, when their type is one the field takes: a column of
+// another type is some other column of the user's.
+func (t Table) unmapped(cat catalog) []UnmappedColumn {
+	cols := t.columns()
+	mapped := map[string]bool{}
+	for _, c := range cols {
+		mapped[c.name] = true
+	}
+	var out []UnmappedColumn
+	for _, c := range cols {
+		if c.name != "" || c.def == "" || mapped[c.def] {
+			continue
+		}
+		if ti, ok := cat.columns[c.def]; ok && c.accepts(ti) {
+			out = append(out, UnmappedColumn{Field: c.field, Column: c.def})
+		}
+	}
+	return out
 }
 
 // validate checks the mapping itself, before any database is asked.
@@ -314,7 +422,7 @@ func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 		ti, ok := cat.columns[c.name]
 		switch {
 		case !ok:
-			errs = append(errs, fmt.Errorf("table %s has no column %q (%s)%s", name, c.name, c.field,
+			errs = append(errs, fmt.Errorf("%w%s", missingError(name, c),
 				spell.Hint(c.name, slices.Collect(maps.Keys(cat.columns)), "%q")))
 		case !c.accepts(ti):
 			errs = append(errs, fmt.Errorf("column %q (%s) of %s is %s; want %s", c.name, c.field, name, ti.name, c.accepted))

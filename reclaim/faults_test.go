@@ -246,7 +246,7 @@ func TestFaults_ReclaimerKilledBetweenUpdateAndMarkers(t *testing.T) {
 	cmd, _ := startFaultChild(t, faultChild{DatabaseURL: s.env.DatabaseURL, RedisAddr: silentRedis(t), Prefix: s.env.Prefix})
 
 	// The child commits the reclaim, then hangs writing the marker.
-	require.Eventually(t, func() bool { return s.jobs.Read(t, s.stuck).Status == "FAILED" }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return s.jobs.Read(t, s.stuck).Status == "FAILED" }, testenv.Patience, 20*time.Millisecond)
 	require.NoError(t, cmd.Process.Kill())
 
 	row := s.jobs.Read(t, s.stuck)
@@ -290,7 +290,7 @@ func TestFaults_ReclaimerKilledInsideItsTransaction(t *testing.T) {
 		err := s.env.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
 			WHERE c.relname = 'jobs' AND c.relnamespace = $1::regnamespace AND l.mode = 'RowExclusiveLock'`, s.env.Schema).Scan(&n)
 		return err == nil && n == 0
-	}, 30*time.Second, 20*time.Millisecond, "the killed transaction is gone")
+	}, testenv.Patience, 20*time.Millisecond, "the killed transaction is gone")
 	require.Equal(t, before, s.jobs.Read(t, s.stuck))
 	require.Equal(t, "GENERATING", s.course(t))
 	_, found, err := markerStore(t, s).Read(ctx, s.stuck)

@@ -175,7 +175,7 @@ func TestRun_PanickingSourceLoggerAndMeterDoNotStopTheSweeps(t *testing.T) {
 
 	for range 2 { // a later pass runs too
 		id := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
-		require.Eventually(t, func() bool { return jobs.Read(t, id).Status == "FAILED" }, 30*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return jobs.Read(t, id).Status == "FAILED" }, testenv.Patience, 10*time.Millisecond)
 	}
 	require.GreaterOrEqual(t, calls.Load(), int64(3), "the source panicked and was called again")
 	cancel()

@@ -32,6 +32,11 @@ type Report struct {
 	SourceErrors int
 	// UnknownType counts jobs whose type has no limit: skipped.
 	UnknownType int
+	// Untyped counts the jobs of UnknownType whose type is empty: every
+	// job of a mapping without a TypeColumn, or a row whose type column
+	// holds "". No per-type limit matches them; the sweep's summary says
+	// so in words.
+	Untyped int
 	// WithinLimit counts jobs whose current attempt has not yet run past its
 	// limit.
 	WithinLimit int
@@ -140,8 +145,13 @@ func (r *Reclaimer) summarize(ctx context.Context, p *pass, err error, took time
 	if n.noLimits {
 		attrs = append(attrs, slog.String("limits", "none: no job can be reclaimed"))
 	}
-	if len(n.unknownTypes) > 0 {
-		attrs = append(attrs, slog.Any("types_without_limit", slices.Sorted(maps.Keys(n.unknownTypes))))
+	if rep.Untyped > 0 {
+		attrs = append(attrs, slog.String("no_type_note", untypedNote(rep.Untyped, r.cfg.Guard.Table().TypeColumn != "")))
+	}
+	// The empty type is named by the note above, never as an empty word in
+	// the list.
+	if named := slices.DeleteFunc(slices.Sorted(maps.Keys(n.unknownTypes)), func(t string) bool { return t == "" }); len(named) > 0 {
+		attrs = append(attrs, slog.Any("types_without_limit", named))
 	}
 	for _, e := range []struct {
 		key string
@@ -159,4 +169,16 @@ func (r *Reclaimer) summarize(ctx context.Context, p *pass, err error, took time
 	// source's or the limits', which is the sweep's error.
 	attrs = append(attrs, safe.Attrs(n.panicked, err)...)
 	r.log.LogAttrs(ctx, level, "reclaim: sweep", attrs...)
+}
+
+// untypedNote says in words why n jobs without a type have no limit, and
+// what to do: typed says whether the mapping has a TypeColumn.
+func untypedNote(n int, typed bool) string {
+	if !typed {
+		return fmt.Sprintf("%d jobs have no type: the mapping has no Table.TypeColumn, so every job's type is \"\" "+
+			"and no per-type limit matches; set Table.TypeColumn to the column that names each job's type, "+
+			"or give the type \"\" a limit", n)
+	}
+	return fmt.Sprintf("%d jobs have the empty type \"\" in their type column, which no per-type limit matches: "+
+		"give them a type, or give the type \"\" a limit", n)
 }

@@ -85,7 +85,7 @@ func TestShadow_RunLeadsBesideALiveReclaimer(t *testing.T) {
 	key := rand.Int64N(1<<62) + 1
 
 	startRunWith(t, jobs, "shadow", key, reclaim.Config{Interval: 40 * time.Millisecond, Shadow: true})
-	require.Eventually(t, func() bool { return leaderPID(t, env, key^(-1<<63)) != 0 }, 5*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return leaderPID(t, env, key^(-1<<63)) != 0 }, testenv.Patience, 10*time.Millisecond,
 		"the shadow instance leads on its own key")
 	startRun(t, jobs, key, "live")
 	require.Equal(t, "live", reclaimedBy(t, jobs), "the live instance leads and reclaims beside the shadow one")

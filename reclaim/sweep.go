@@ -308,6 +308,9 @@ func (r *Reclaimer) count(ctx context.Context, rep *Report, n *notes, l ActiveJo
 			n.unknownTypes = map[string]int{}
 		}
 		n.unknownTypes[l.Type]++
+		if l.Type == "" {
+			rep.Untyped++
+		}
 		return
 	case DecisionWithinLimit:
 		rep.WithinLimit++

@@ -298,7 +298,7 @@ func TestRun_SweepsUntilItsContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	require.Eventually(t, func() bool { rec, _ := b.record(t, exec); return rec.State == "confirmed" }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { rec, _ := b.record(t, exec); return rec.State == "confirmed" }, testenv.Patience, 5*time.Millisecond)
 	cancel()
 	select {
 	case err := <-done:

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/watch"
 )
 
@@ -74,7 +75,7 @@ func TestWatch_RedisRestartCheckCatchesReclaimDuringOutage(t *testing.T) {
 	other := b.watch(t, owned)
 
 	srv.stop()
-	require.Eventually(t, func() bool { return !b.w.Subscribed() }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return !b.w.Subscribed() }, testenv.Patience, 5*time.Millisecond)
 	b.reclaim(t, false, reclaimed.JobID)
 	err := b.pub.Publish(context.Background(), watch.Notice{JobID: reclaimed.JobID, Generation: 7})
 	require.Error(t, err, "the notice cannot reach a stopped Redis")
@@ -114,7 +115,7 @@ func TestWatch_PostgresListenerKilledResubscribesAndChecks(t *testing.T) {
 		`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = $1`,
 		`LISTEN "`+b.env.Schema+`"`).Scan(&killed))
 	require.Equal(t, 1, killed)
-	require.Eventually(t, func() bool { return !b.w.Subscribed() }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return !b.w.Subscribed() }, testenv.Patience, 5*time.Millisecond)
 	at := b.reclaim(t, true, exec.JobID) // nobody listens: the notice is lost
 
 	cause, took := cancelledWithin(t, ctx, at, 3*time.Second)
@@ -153,7 +154,7 @@ func TestWatch_CheckRunsWhileRedisIsDown(t *testing.T) {
 	ctx := b.watch(t, exec)
 
 	srv.stop()
-	require.Eventually(t, func() bool { return !b.w.Subscribed() }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return !b.w.Subscribed() }, testenv.Patience, 5*time.Millisecond)
 	at := b.reclaim(t, false, exec.JobID)
 	cause, took := cancelledWithin(t, ctx, at, time.Second)
 	t.Logf("Redis down, check interval 100ms: cancelled %v after the reclaim", took)

@@ -150,6 +150,6 @@ func TestRun_PanickingLoggerDoesNotStopTheWatcher(t *testing.T) {
 		require.Eventually(t, func() bool {
 			_ = pub.Publish(context.Background(), watch.Notice{JobID: exec.JobID, Generation: 1})
 			return ctx.Err() != nil
-		}, 30*time.Second, 20*time.Millisecond)
+		}, testenv.Patience, 20*time.Millisecond)
 	}
 }

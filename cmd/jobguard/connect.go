@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -27,6 +28,9 @@ type conns struct {
 	// messages, and redisTodo says what to check when it fails.
 	redis                 *redis.Client
 	redisWhere, redisTodo string
+	// log receives the guard's warnings of the mapping (a column under a
+	// default name it leaves out); nil discards them.
+	log *slog.Logger
 }
 
 // openDB connects to PostgreSQL and checks that it answers.
@@ -90,7 +94,11 @@ func (c *conns) close() {
 // recording its metrics on mp (nil: none). A mapping that does not match
 // the table is the library's error, with what to change.
 func (c *conns) guard(ctx context.Context, s *settings, mp metric.MeterProvider) (*jobguard.Guard, error) {
-	g, err := jobguard.NewWithConfig(ctx, c.pool, s.Table, jobguard.GuardConfig{Shared: s.Shared, MeterProvider: mp})
+	log := c.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g, err := jobguard.NewWithConfig(ctx, c.pool, s.Table, jobguard.GuardConfig{Shared: s.Shared, MeterProvider: mp, Logger: log})
 	if err != nil {
 		return nil, fail(exitError, err, "the table mapping does not match the table in %s: set --schema, --table "+
 			"and the column flags (or the config file's \"table\"); 'jobguard help config' shows them", c.where)

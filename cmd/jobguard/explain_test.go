@@ -49,7 +49,7 @@ func TestExplain_SaysWhatASweepWouldDoAndWhy(t *testing.T) {
 	config := filepath.Join(t.TempDir(), "jobguard.json")
 	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`{
   "table": {"schema": %q, "name": "CourseJob", "updated_at_column": "updatedAt",
-            "failure_reason_column": "failureReason", "type_column": "kind",
+            "failure_reason_column": "failureReason", "generation_column": "generation", "type_column": "kind",
             "parent_id_column": "courseId", "started_at_column": "startedAt"},
   "shared": {"prefix": %q}
 }`, b.env.Schema, b.env.Prefix)), 0o600))

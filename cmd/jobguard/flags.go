@@ -19,6 +19,8 @@ import (
 type flags struct {
 	fs       *flag.FlagSet
 	sections []section
+	// tableFlags are the names of the flags of the jobs table's mapping.
+	tableFlags []string
 }
 
 // section is a heading of --help and the flags under it, in order.

@@ -41,7 +41,8 @@ func (f *flags) serversGroup(s *settings) {
 
 // tableGroup is the jobs table's mapping (jobguard.Table).
 func (f *flags) tableGroup(s *settings) {
-	f.section("Jobs table (jobguard.Table; a column set to \"\" is absent, for the optional ones)")
+	f.section("Jobs table (jobguard.Table: without these flags or the config file's \"table\", the bundled " +
+		"migration's; with any, an optional column not named is absent)")
 	t := &s.Table
 	f.str(&t.Schema, "schema", "schema of the jobs table (empty: the connection's search_path)")
 	f.str(&t.Name, "table", "name of the jobs table")
@@ -58,6 +59,7 @@ func (f *flags) tableGroup(s *settings) {
 	f.str(&t.Statuses.Processing, "status-processing", "the status value of a running job")
 	f.str(&t.Statuses.Completed, "status-completed", "the status value of a completed job")
 	f.str(&t.Statuses.Failed, "status-failed", "the status value of a failed job")
+	f.tableFlags = f.sections[len(f.sections)-1].names
 }
 
 // sharedGroup is what the workers must agree on (jobguard.Shared).

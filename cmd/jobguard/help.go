@@ -36,11 +36,17 @@ Exit codes:
 `
 
 const helpConfig = `The config file (--config FILE, or JOBGUARD_CONFIG) is JSON. Every field is
-optional: one left out keeps its default, and flags override the file. A
-column set to "" is absent from the table (for the optional ones:
-generation, progress, type, parent id, started at). An unknown field is an
-error. The servers' URLs are not in it: they hold passwords; give them in
-the environment.
+optional: one left out keeps its default, and flags override the file. An
+unknown field is an error. The servers' URLs are not in it: they hold
+passwords; give them in the environment.
+
+"table" is a jobguard.Table, read as the library reads one: a required
+column left out (id, status, updated_at, failure_reason) takes its default
+name; an optional one (generation, progress, type, parent id, started at)
+is absent unless named. Without "table" and without any table flag, the
+table is the bundled migration's (jobguard.DefaultTable). A column under an
+optional column's default name ("generation", "progress", "type",
+"parent_id", "started_at") that the mapping leaves out is warned of.
 
 A Prisma-style table:
 

@@ -118,6 +118,7 @@ func (c *cli) main(ctx context.Context, args []string) int {
 	if err == nil {
 		c.json = s.JSON
 		s.fromEnv(c.getenv, f)
+		s.ownTable(f)
 		err = s.check()
 	}
 	if err == nil {

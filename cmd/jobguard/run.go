@@ -130,6 +130,7 @@ func runService(ctx context.Context, c *cli, s *settings, args []string) error {
 		return err
 	}
 	defer cn.close()
+	cn.log = log
 	if err := cn.openRedis(ctx, s, !o.Shadow); err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ func (s *service) logged(msg string) map[string]any {
 			}
 		}
 		return false
-	}, 15*time.Second, 20*time.Millisecond, "no log line %q in:\n%s", msg, s.logs)
+	}, testenv.Patience, 20*time.Millisecond, "no log line %q in:\n%s", msg, s.logs)
 	return found
 }
 
@@ -121,14 +121,14 @@ func TestRun_ReclaimsOnAPrismaTableServesMetricsAndStopsOnSIGTERM(t *testing.T) 
 	b.jobs.Backdate(t, alive, "updatedAt", time.Minute)
 
 	s := startService(t, b)
-	require.Eventually(t, func() bool { return b.jobs.Read(t, stuck).Status == "FAILED" }, 15*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return b.jobs.Read(t, stuck).Status == "FAILED" }, testenv.Patience, 20*time.Millisecond,
 		"the stuck job is reclaimed:\n%s", s.logs)
 	require.Equal(t, "PROCESSING", b.jobs.Read(t, alive).Status)
 	require.Equal(t, "reclaimed: exceeded runtime limit without progress", b.jobs.Read(t, stuck).Reason)
 	started := s.logged("jobguard: run: started")
 	require.Equal(t, `"`+b.env.Schema+`"."CourseJob"`, started["table"])
 	// The sweep's summary, and the markers before it, follow the commit.
-	require.Eventually(t, func() bool { return strings.Contains(s.logs.String(), `"reclaimed":1`) }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(s.logs.String(), `"reclaimed":1`) }, testenv.Patience, 20*time.Millisecond)
 	require.True(t, hasMarker(t, b, stuck))
 
 	scrape := s.scrape()
@@ -157,7 +157,7 @@ func TestRun_ShadowWritesNothing(t *testing.T) {
 	require.Equal(t, stuck, would["job_id"])
 	require.Eventually(t, func() bool {
 		return counterOrZero(s.scrape(), `decision="would_reclaim"`) != "0"
-	}, 10*time.Second, 50*time.Millisecond)
+	}, testenv.Patience, 50*time.Millisecond)
 
 	code, _ := s.terminate()
 	require.Equal(t, 0, code, s.logs.String())
@@ -246,7 +246,7 @@ func TestRun_CompensatesTheFilesOfReclaimedJobs(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := os.Stat(file)
 		return errors.Is(err, fs.ErrNotExist)
-	}, 15*time.Second, 20*time.Millisecond, "the reclaimed execution's file is removed:\n%s", s.logs)
+	}, testenv.Patience, 20*time.Millisecond, "the reclaimed execution's file is removed:\n%s", s.logs)
 	require.Equal(t, "FAILED", b.jobs.Read(t, stuck).Status)
 	code, _ := s.terminate()
 	require.Equal(t, 0, code, s.logs.String())

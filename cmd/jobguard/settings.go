@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"maps"
 	"math"
@@ -69,8 +70,13 @@ type settings struct {
 	// ConfigFrom says where the config file's path came from: "--config"
 	// or JOBGUARD_CONFIG; "" without a config file. ConfigPath is the path.
 	ConfigFrom, ConfigPath string
-	// Table maps the jobs table. Starts as jobguard.DefaultTable().
+	// Table maps the jobs table: jobguard.DefaultTable() until the config
+	// file's "table" or a table flag describes a table of the user's,
+	// which is then mapped as a jobguard.Table literal of what they name
+	// (ownTable).
 	Table jobguard.Table
+	// tableFromConfig says the config file has a "table".
+	tableFromConfig bool
 	// Shared are the settings the workers must agree on. Its Markers is
 	// set by check, from Markers.
 	Shared jobguard.Shared
@@ -213,8 +219,9 @@ func configArg(args []string) (string, bool) {
 }
 
 // configFile is the JSON config file. Every field is optional; a field left
-// out keeps its default, and a column set to "" is absent from the table
-// (for the optional ones: generation, progress, type, parent, started-at).
+// out keeps its default. Its "table" is a jobguard.Table: a required column
+// left out takes its default name, an optional one (generation, progress,
+// type, parent, started-at) is absent unless named, as in Go.
 type configFile struct {
 	Table *struct {
 		Schema              *string `json:"schema"`
@@ -304,6 +311,7 @@ func (s *settings) applyConfig(data []byte) error {
 		return err
 	}
 	if t := c.Table; t != nil {
+		s.Table, s.tableFromConfig = jobguard.Table{}.WithDefaults(), true
 		set(&s.Table.Schema, t.Schema)
 		set(&s.Table.Name, t.Name)
 		set(&s.Table.IDColumn, t.IDColumn)
@@ -370,6 +378,39 @@ func (s *settings) applyConfig(data []byte) error {
 		}
 	}
 	return nil
+}
+
+// optionalColumnFlags are the flags of the optional columns, each with the
+// field of s.Table it sets.
+func (s *settings) optionalColumnFlags() map[string]*string {
+	t := &s.Table
+	return map[string]*string{"generation-column": &t.GenerationColumn, "progress-column": &t.ProgressColumn,
+		"type-column": &t.TypeColumn, "parent-id-column": &t.ParentIDColumn, "started-at-column": &t.StartedAtColumn}
+}
+
+// ownTable maps a table the flags describe, without a "table" in the
+// config file, as the config file's would be: once any table flag is
+// given, an optional column whose flag is not is absent, as it is in a
+// jobguard.Table literal. New warns of a column under a default name that
+// is left out.
+func (s *settings) ownTable(f *flags) {
+	if s.tableFromConfig {
+		return
+	}
+	given := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	described := false
+	for _, name := range f.tableFlags {
+		described = described || given[name]
+	}
+	if !described {
+		return
+	}
+	for name, p := range s.optionalColumnFlags() {
+		if !given[name] {
+			*p = ""
+		}
+	}
 }
 
 func set[T any](dst *T, v *T) {

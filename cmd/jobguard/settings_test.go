@@ -5,10 +5,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/jobguard"
 )
 
-// The config file sets what it names and keeps the rest; a column set to
-// "" is absent; flags given after it win.
+// The config file's table is mapped as a jobguard.Table literal of what it
+// names; the rest keeps its default; flags given after it win.
 func TestSettings_ConfigFileThenFlags(t *testing.T) {
 	t.Parallel()
 	path := writeConfig(t, `{
@@ -25,7 +27,8 @@ func TestSettings_ConfigFileThenFlags(t *testing.T) {
 	require.Equal(t, "CourseJob", s.Table.Name)
 	require.Equal(t, "updatedAt", s.Table.UpdatedAtColumn)
 	require.Empty(t, s.Table.GenerationColumn, `"" makes the column absent`)
-	require.Equal(t, "started_at", s.Table.StartedAtColumn, "left out, it keeps its default")
+	require.Empty(t, s.Table.StartedAtColumn, "an optional column left out is absent, as in a jobguard.Table")
+	require.Equal(t, "status", s.Table.StatusColumn, "a required column left out takes its default name")
 	require.Equal(t, "DEAD", s.Table.Statuses.Failed)
 	require.Equal(t, "QUEUED", s.Table.Statuses.Queued)
 	require.Equal(t, "app", s.Shared.Prefix)
@@ -102,4 +105,24 @@ func TestConfigArg(t *testing.T) {
 	require.False(t, ok, "after --, it is an argument")
 	_, ok = configArg([]string{"--configuration", "a.json"})
 	require.False(t, ok)
+}
+
+// Without a table in the config file or any table flag, the table is the
+// bundled migration's; a table flag alone maps a table of the user's, as
+// the config file's "table" does: an optional column not named is absent.
+func TestSettings_TableFlagsMapATableOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	parse := func(args ...string) settings {
+		s, err := loadSettings(args, func(string) string { return "" })
+		require.NoError(t, err)
+		f := newFlags("test")
+		f.commonGroups(&s)
+		_, err = f.parse(args)
+		require.NoError(t, err)
+		s.ownTable(f)
+		return s
+	}
+	require.Equal(t, jobguard.DefaultTable(), parse().Table)
+	s := parse("--table", "CourseJob", "--type-column", "kind")
+	require.Equal(t, jobguard.Table{Name: "CourseJob", TypeColumn: "kind"}.WithDefaults(), s.Table)
 }

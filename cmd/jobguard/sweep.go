@@ -50,6 +50,7 @@ func sweep(ctx context.Context, c *cli, s *settings, args []string) error {
 		return err
 	}
 	defer cn.close()
+	cn.log = log
 	guard, err := cn.guard(ctx, s, nil)
 	if err != nil {
 		return err
@@ -224,7 +225,24 @@ func printPlan(c *cli, s *settings, plan reclaim.Plan) error {
 	}
 	fmt.Fprintf(c.stdout, "\n%d listed: %s. Dry run: nothing was written.\n", len(plan.Jobs), strings.Join(parts, ", "))
 	unlistedNote()
+	printUntyped(c, s, plan.Report)
 	return nil
+}
+
+// printUntyped says in words why the jobs without a type have no limit,
+// and what to do.
+func printUntyped(c *cli, s *settings, rep reclaim.Report) {
+	if rep.Untyped == 0 {
+		return
+	}
+	if s.Table.TypeColumn == "" {
+		fmt.Fprintf(c.stdout, "%d jobs have no type: the mapping has no type column, so no per-type limit matches them; "+
+			"map it (--type-column, or \"type_column\" in the config file), or give the type \"\" a limit "+
+			"(jobguard limits set \"\" 30m).\n", rep.Untyped)
+		return
+	}
+	fmt.Fprintf(c.stdout, "%d jobs have the empty type \"\", which no per-type limit matches: give them a type, "+
+		"or give the type \"\" a limit (jobguard limits set \"\" 30m).\n", rep.Untyped)
 }
 
 // reportJSON is a reclaim.Report, as --json prints it.
@@ -286,5 +304,9 @@ func printReport(c *cli, s *settings, rep reclaim.Report) error {
 	} {
 		t.row(kv.k, fmt.Sprint(kv.v))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	printUntyped(c, s, rep)
+	return nil
 }

@@ -1,8 +1,10 @@
-// Package readme_test compiles the Go snippets of the top-level README, so
-// the quickstart a new user copies cannot drift from the API.
+// Package readme_test checks the top-level README against the code: every
+// Go block compiles, and every SQL block runs on the table it is written
+// for, so the quickstart a new user copies cannot drift from the API.
 package readme_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +12,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/internal/testkit/fixture"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
 )
 
 // template gives the snippets what they refer to without declaring it.
@@ -25,7 +32,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/heartbeat"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
 	"github.com/jobguard/jobguard/watch"
@@ -35,7 +44,9 @@ var (
 	_ = fmt.Errorf
 	_ = errors.Is
 	_ = json.Unmarshal
+	_ = heartbeat.New
 	_ = jobguard.New
+	_ = reclaim.New
 	_ = settle.New
 	_ = usage.Accrue
 	_ = watch.New
@@ -53,40 +64,73 @@ func snippet(ctx context.Context, pool *pgxpool.Pool, rdb redis.UniversalClient,
 }
 `
 
-var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
+// blocks returns the bodies of the README's code blocks in language lang.
+func blocks(t *testing.T, lang string) []string {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	var out []string
+	for _, m := range regexp.MustCompile("(?s)```"+lang+"\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
+		out = append(out, m[1])
+	}
+	require.NotEmpty(t, out, "README.md has no %s blocks", lang)
+	return out
+}
 
+// Every Go block compiles, in one build: a block of declarations (var,
+// func) at the top level, any other as the body of a function that has a
+// pool, a Redis client, a job id and a course.
 func TestREADMESnippetsCompile(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := goBlock.FindAllStringSubmatch(string(readme), -1)
-	if len(blocks) == 0 {
-		t.Fatal("README.md has no Go snippets")
-	}
+	code := blocks(t, "go")
 	// A directory starting with "_" is left out of ./... but builds when named.
 	dir, err := os.MkdirTemp(".", "_snippets")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	for i, b := range blocks {
-		code := b[1]
-		decls, body := "", code
-		if strings.HasPrefix(code, "var ") || strings.HasPrefix(code, "func ") {
-			decls, body = code, "\treturn nil"
+	args := []string{"build"}
+	for i, c := range code {
+		decls, body := "", c
+		if strings.HasPrefix(c, "var ") || strings.HasPrefix(c, "func ") {
+			decls, body = c, "\treturn nil"
 		}
-		sub := filepath.Join(dir, fmt.Sprintf("s%d", i))
-		if err := os.Mkdir(sub, 0o755); err != nil {
-			t.Fatal(err)
+		sub := filepath.Join(dir, fmt.Sprintf("s%d", i+1))
+		require.NoError(t, os.Mkdir(sub, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(sub, "snippet.go"), fmt.Appendf(nil, template, decls, body), 0o644))
+		// Named one by one: a pattern's "..." skips directories whose
+		// names start with "_".
+		args = append(args, "./"+filepath.ToSlash(sub))
+	}
+	out, err := exec.Command("go", args...).CombinedOutput()
+	if err != nil {
+		// The build names each failing block by its directory, s<n>: the
+		// n-th Go block of the README.
+		t.Errorf("README Go blocks do not compile (s<n> is the n-th block):\n%s", out)
+		for i, c := range code {
+			if strings.Contains(string(out), fmt.Sprintf("s%d/", i+1)) {
+				t.Errorf("block %d:\n%s", i+1, c)
+			}
 		}
-		if err := os.WriteFile(filepath.Join(sub, "snippet.go"), fmt.Appendf(nil, template, decls, body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		out, err := exec.Command("go", "build", "./"+filepath.ToSlash(sub)).CombinedOutput()
-		if err != nil {
-			t.Errorf("README snippet %d does not compile:\n%s\n%s", i+1, out, code)
-		}
+	}
+}
+
+// Every SQL block (the indexes of a table of one's own) runs on the
+// Prisma-style table it is written for, and makes a partial index.
+func TestREADMESQLRunsOnItsTable(t *testing.T) {
+	t.Parallel()
+	for i, sql := range blocks(t, "sql") {
+		t.Run(fmt.Sprintf("block %d", i+1), func(t *testing.T) {
+			t.Parallel()
+			env := testenv.New(t)
+			fixture.Create(t, env, fixture.Prisma)
+			_, err := env.Pool.Exec(context.Background(), sql)
+			require.NoError(t, err, sql)
+			var partial int
+			// pg_index of this one table: pg_indexes would print the
+			// definitions of every index, those of tables being dropped
+			// beside this test included.
+			require.NoError(t, env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_index
+				WHERE indrelid = '"CourseJob"'::regclass AND indpred IS NOT NULL`).Scan(&partial))
+			require.Equal(t, strings.Count(sql, "CREATE INDEX"), partial, "each statement makes a partial index")
+		})
 	}
 }

@@ -76,7 +76,7 @@ func TestVersion_NamesTheBuild(t *testing.T) {
 	require.Regexp(t, `(?m)^  go +go1\.\S+ `+runtime.GOOS+`/`+runtime.GOARCH+`$`, r.stdout)
 	r = jg(t, "version", "--json")
 	require.Equal(t, 0, r.code, r)
-	var v versionJSON
+	var v buildInfo
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v), r)
 	require.NotEmpty(t, v.Library)
 	require.Regexp(t, `^go1\.`, v.Go)
@@ -97,7 +97,7 @@ func TestVersion_NamesTheBuild(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	got, err := exec.Command(stamped, "version", "--json").Output()
 	require.NoError(t, err)
-	v = versionJSON{}
+	v = buildInfo{}
 	require.NoError(t, json.Unmarshal(got, &v), "%s", got)
 	require.NotNil(t, v.Revision, "%s", got)
 	require.Equal(t, strings.TrimSpace(string(head)), *v.Revision)
@@ -109,16 +109,4 @@ func TestVersion_NamesTheBuild(t *testing.T) {
 	text, err := exec.Command(stamped, "version").Output()
 	require.NoError(t, err)
 	require.Regexp(t, `(?m)^  revision +`+*v.Revision+` \(`+regexp.QuoteMeta(*v.Time)+`\)`, string(text))
-}
-
-// versionJSON is what version --json prints.
-type versionJSON struct {
-	Command  string  `json:"command"`
-	Library  string  `json:"library"`
-	Revision *string `json:"revision"`
-	Time     *string `json:"time"`
-	Modified *bool   `json:"modified"`
-	Go       string  `json:"go"`
-	OS       string  `json:"os"`
-	Arch     string  `json:"arch"`
 }

@@ -2,6 +2,7 @@ package jobguard_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -39,4 +40,21 @@ func TestNewWithConfig_RefusesAReclaimedReasonTextCannotHold(t *testing.T) {
 		jobguard.GuardConfig{Shared: jobguard.Shared{ReclaimedReason: "reclaimed\x00"}})
 	require.ErrorIs(t, err, jobguard.ErrUnstorable)
 	require.ErrorContains(t, err, "Shared.ReclaimedReason")
+}
+
+// A reason is a message, often a panic's text with its stack: far longer
+// than a varchar(n) failure-reason column (a shape New accepts) holds. The
+// job is failed all the same, "whatever the message says", and not left
+// PROCESSING because the server refused the reason's length.
+func TestFail_ReasonLongerThanAVarcharColumnStillFailsTheJob(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.IntID) // failure_reason varchar(200)
+	ctx := context.Background()
+	exec := jobguard.Execution{JobID: jobs.Insert(t, fixture.Job{Generation: 1}), Generation: 1}
+
+	reason := "panic: boom\n\ngoroutine 7 [running]:\n" + strings.Repeat("main.work(0xc000012345)\n\t/src/worker.go:42 +0x1d\n", 10)
+	require.NoError(t, jobs.Guard.Fail(ctx, env.Pool, exec, reason))
+	row := jobs.Read(t, exec.JobID)
+	require.Equal(t, jobs.Table.Statuses.Failed, row.Status)
 }

@@ -57,4 +57,56 @@ func TestFail_ReasonLongerThanAVarcharColumnStillFailsTheJob(t *testing.T) {
 	require.NoError(t, jobs.Guard.Fail(ctx, env.Pool, exec, reason))
 	row := jobs.Read(t, exec.JobID)
 	require.Equal(t, jobs.Table.Statuses.Failed, row.Status)
+	require.Equal(t, string([]rune(reason)[:200]), row.Reason, "the reason's head, as much as the column holds")
+}
+
+// A reclaim's batched write stores its reason like Fail does: a reason
+// longer than the column is cut to fit, and the jobs are failed.
+func TestFailIfUnchanged_ReasonLongerThanAVarcharColumnStillFailsTheJobs(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.IntID) // failure_reason varchar(200)
+	ctx := context.Background()
+	id := jobs.Insert(t, fixture.Job{Generation: 1})
+	snap, err := jobs.Guard.Batch().Snapshot(ctx, env.Pool, []string{id})
+	require.NoError(t, err)
+
+	reason := strings.Repeat("é", 300) + "\x00"
+	res, err := jobs.Guard.Batch().FailIfUnchanged(ctx, env.Pool, []jobguard.JobState{snap[id]}, reason)
+	require.NoError(t, err)
+	require.Len(t, res.Failed, 1)
+	row := jobs.Read(t, id)
+	require.Equal(t, jobs.Table.Statuses.Failed, row.Status)
+	require.Equal(t, strings.Repeat("é", 200), row.Reason)
+}
+
+// Every reclaim writes Shared.ReclaimedReason and every start guard looks
+// for it whole: one longer than the failure-reason column is refused when
+// the guard is made, not found out at the first reclaim.
+func TestNewWithConfig_RefusesAReclaimedReasonLongerThanTheColumn(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.IntID) // failure_reason varchar(200)
+	_, err := jobguard.NewWithConfig(context.Background(), env.Pool, jobs.Table,
+		jobguard.GuardConfig{Shared: jobguard.Shared{ReclaimedReason: "reclaimed: " + strings.Repeat("ü", 190)}})
+	require.ErrorIs(t, err, jobguard.ErrUnstorable)
+	require.ErrorContains(t, err, "Shared.ReclaimedReason")
+	require.ErrorContains(t, err, "character varying(200)")
+
+	_, err = jobguard.NewWithConfig(context.Background(), env.Pool, jobs.Table,
+		jobguard.GuardConfig{Shared: jobguard.Shared{ReclaimedReason: "reclaimed: " + strings.Repeat("ü", 189)}})
+	require.NoError(t, err, "200 characters fit, however many bytes they take")
+}
+
+// Every write sets a status: a status label longer than the status column
+// holds is refused when the guard is made, not at the first write.
+func TestNew_RefusesAStatusLongerThanTheColumn(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.IntID) // status varchar(16)
+	table := jobs.Table
+	table.Statuses.Failed = "FAILED_AFTER_RETRIES"
+	_, err := jobguard.New(context.Background(), env.Pool, table)
+	require.ErrorContains(t, err, "StatusColumn")
+	require.ErrorContains(t, err, `"FAILED_AFTER_RETRIES"`)
 }

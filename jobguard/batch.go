@@ -13,6 +13,7 @@ import (
 	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/pgarray"
+	"github.com/jobguard/jobguard/internal/pgvalue"
 )
 
 // JobState is a job's row as the batch operations read and write it: the
@@ -174,12 +175,12 @@ func buildBatchStatements(t Table, cat catalog) batchStatements {
 	b.fail = fmt.Sprintf(
 		`WITH l AS (SELECT e.*, t.ctid AS tid FROM unnest($3::%[1]s, $4::text[], $5::timestamptz[], $6::int8[]) AS e(id, status, updated_at, generation)`+
 			` JOIN %[3]s AS t ON t.%[2]s = e.id FOR NO KEY UPDATE OF t SKIP LOCKED),`+
-			` u AS (UPDATE %[3]s AS t SET %[4]s = $1, %[5]s = $2, %[6]s = %[7]s FROM l`+
+			` u AS (UPDATE %[3]s AS t SET %[4]s = $1, %[5]s = %[12]s, %[6]s = %[7]s FROM l`+
 			` WHERE t.ctid = l.tid AND t.%[2]s = l.id AND %[8]s RETURNING t.%[2]s AS id, %[9]s AS generation, %[10]s AS parent, %[11]s AS type)`+
 			` SELECT u.id::text, u.generation, u.parent, u.type FROM u`+
 			` UNION ALL SELECT NULL, count(*), NULL, '' FROM l`,
 		b.ids, q(t.IDColumn), tbl, q(t.StatusColumn), q(t.FailureReasonColumn), q(t.UpdatedAtColumn),
-		nowExpr(cat.columns[t.UpdatedAtColumn]), match, gen, parent, typ)
+		nowExpr(cat.columns[t.UpdatedAtColumn]), match, gen, parent, typ, cat.columns[t.FailureReasonColumn].fitted("$2"))
 	return b
 }
 
@@ -441,7 +442,7 @@ func (b *Batch) FailIfUnchanged(ctx context.Context, db DB, expected []JobState,
 		e := byID[id]
 		statuses[i], updated[i], gens[i] = e.Status, e.UpdatedAt.UTC(), e.Generation
 	}
-	rows, err := db.Query(ctx, g.batch.fail, g.table.Statuses.Failed, reason,
+	rows, err := db.Query(ctx, g.batch.fail, g.table.Statuses.Failed, pgvalue.StorableText(reason),
 		pgarray.Of(ids), pgarray.Of(statuses), pgarray.Of(updated), pgarray.Of(gens))
 	if err != nil {
 		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)

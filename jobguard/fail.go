@@ -17,8 +17,9 @@ import (
 //
 // The reason is a message, often an error's or a panic's text: what text
 // cannot hold of it (U+0000, bytes that are not UTF-8) is stored as the
-// four characters \x00 and as U+FFFD, so that the job is failed whatever
-// the message says.
+// four characters \x00 and as U+FFFD, and a reason longer than a
+// varchar(n) or char(n) column is cut to its first n characters, so that
+// the job is failed whatever the message says.
 func (g *Guard) Fail(ctx context.Context, db DB, exec Execution, reason string) error {
 	return g.run(ctx, db, g.sql.fail, exec, pgvalue.StorableText(reason))
 }

@@ -217,7 +217,8 @@ func buildStatements(t Table, cat catalog, markerTable string) statements {
 	completed := fmt.Sprintf("%s = %s, %s%s", status, lit(st.Completed), touch, done)
 	s.completeActive = write(OpComplete, completed, 0, st.Queued, st.Processing)
 	s.completeProcessing = write(OpComplete, completed, 0, st.Processing)
-	s.fail = write(OpFail, fmt.Sprintf("%s = %s, %s = $2, %s", status, lit(st.Failed), reason, touch), 1, st.Queued, st.Processing)
+	s.fail = write(OpFail, fmt.Sprintf("%s = %s, %s = %s, %s", status, lit(st.Failed), reason,
+		cat.columns[t.FailureReasonColumn].fitted("$2"), touch), 1, st.Queued, st.Processing)
 	s.touch = write(OpTouch, touch, 0, st.Processing)
 	if t.ProgressColumn != "" {
 		s.touchProgress = write(OpTouch, fmt.Sprintf("%s, %s = $2", touch, q(t.ProgressColumn)), 1, st.Processing)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric"
 
@@ -161,6 +162,12 @@ func NewWithConfig(ctx context.Context, db DB, table Table, cfg GuardConfig) (*G
 	g, err := newGuard(ctx, db, table)
 	if err != nil {
 		return nil, err
+	}
+	// The start guard knows a reclaim by its whole reason: cut to fit the
+	// column, every reclaimed job would look merely failed to it.
+	if col := g.cat.columns[g.table.FailureReasonColumn]; !col.holds(shared.ReclaimedReason) {
+		return nil, fmt.Errorf("jobguard: new: Shared.ReclaimedReason %q has %d characters, more than column %q (FailureReasonColumn) of %s holds (%s): %w",
+			shared.ReclaimedReason, utf8.RuneCountInString(shared.ReclaimedReason), g.table.FailureReasonColumn, g.table.QualifiedName(), col.full, ErrUnstorable)
 	}
 	g.shared = shared
 	g.met = newGuardMetrics(cfg.MeterProvider)

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -84,7 +85,9 @@ type Table struct {
 	UpdatedAtColumn string
 	// FailureReasonColumn records why a job failed, and is where the start
 	// guard looks for a reclaim. Nullable: NULL is "no failure", and Retry
-	// writes it. Defaults to "failure_reason".
+	// writes it. text, or varchar(n) or char(n): a longer reason is cut to
+	// n characters, and New refuses a Shared.ReclaimedReason longer than
+	// n. Defaults to "failure_reason".
 	FailureReasonColumn string
 
 	// GenerationColumn is the fencing token (an integer type, NOT NULL
@@ -355,6 +358,30 @@ type typeInfo struct {
 	// collation names the column's collation when it is nondeterministic;
 	// "" otherwise.
 	collation string
+	// full is the column's type as format_type writes it, length included:
+	// character varying(200).
+	full string
+	// maxChars is the most characters a varchar(n) or char(n) column
+	// holds; 0 when its length is not bounded.
+	maxChars int
+}
+
+// holds reports whether a value of s stores in the column as it is, not
+// refused or cut for its length.
+func (t typeInfo) holds(s string) bool {
+	return t.maxChars == 0 || utf8.RuneCountInString(s) <= t.maxChars
+}
+
+// fitted is the text parameter param as the column stores it: cut to the
+// column's length by an explicit cast, which truncates where an assignment
+// would refuse the whole write (value too long, SQLSTATE 22001). It is for
+// messages, whose head says what matters; param as text when the length is
+// not bounded.
+func (t typeInfo) fitted(param string) string {
+	if t.maxChars == 0 {
+		return param + "::text"
+	}
+	return param + "::text::" + t.full
 }
 
 // quoted is the type's name as SQL writes it, schema-qualified, so that a
@@ -441,7 +468,16 @@ func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 			"two spellings of an id could name one row; give the column a deterministic collation "+
 			"(COLLATE \"C\", or the database's default)", t.IDColumn, name, id.collation)
 	}
-	if st := cat.columns[t.StatusColumn]; st.kind == 'e' {
+	st := cat.columns[t.StatusColumn]
+	for _, l := range []string{t.Statuses.Queued, t.Statuses.Processing, t.Statuses.Completed, t.Statuses.Failed} {
+		// Every write sets a status; one the column cannot hold would fail
+		// every write that sets it.
+		if !st.holds(l) {
+			return catalog{}, fmt.Errorf("column %q (StatusColumn) of %s is %s: it cannot hold the status %q (%d characters)",
+				t.StatusColumn, name, st.full, l, utf8.RuneCountInString(l))
+		}
+	}
+	if st.kind == 'e' {
 		if err := checkEnumLabels(ctx, db, st, t.Statuses); err != nil {
 			return catalog{}, fmt.Errorf("StatusColumn %q: %w", t.StatusColumn, err)
 		}
@@ -489,7 +525,9 @@ func nearTables(ctx context.Context, db DB, t Table) string {
 func readColumns(ctx context.Context, db DB, name string) (catalog, error) {
 	rows, err := db.Query(ctx, `
 SELECT a.attname, t.typname, n.nspname, t.typtype::text, t.oid::int8, a.attnotnull,
-	coalesce((SELECT c.collname::text FROM pg_collation c WHERE c.oid = a.attcollation AND NOT c.collisdeterministic), '')
+	coalesce((SELECT c.collname::text FROM pg_collation c WHERE c.oid = a.attcollation AND NOT c.collisdeterministic), ''),
+	format_type(a.atttypid, a.atttypmod),
+	CASE WHEN t.typname IN ('varchar', 'bpchar') AND a.atttypmod >= 4 THEN a.atttypmod - 4 ELSE 0 END
 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid JOIN pg_namespace n ON n.oid = t.typnamespace
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, name)
 	if err != nil {
@@ -498,7 +536,7 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, nam
 	cat := catalog{columns: map[string]typeInfo{}}
 	var col, kind string
 	var ti typeInfo
-	_, err = pgx.ForEachRow(rows, []any{&col, &ti.name, &ti.schema, &kind, &ti.typeOID, &ti.notNull, &ti.collation}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&col, &ti.name, &ti.schema, &kind, &ti.typeOID, &ti.notNull, &ti.collation, &ti.full, &ti.maxChars}, func() error {
 		ti.kind = kind[0]
 		cat.columns[col] = ti
 		return nil

@@ -164,7 +164,7 @@ func TestRun_PanickingSourceLoggerAndMeterDoNotStopTheSweeps(t *testing.T) {
 	var calls atomic.Int64
 	r, _ := newReclaimer(t, jobs, reclaim.Config{
 		Guard: guard, Source: flakySource{Source: table, calls: &calls}, Interval: 20 * time.Millisecond,
-		SweepTimeout: 10 * time.Second, // a deadline a loaded machine meets
+		SweepTimeout: testenv.Patience, // a deadline a loaded machine meets
 		Logger:       sw.Logger(), MeterProvider: sw.MeterProvider(),
 	})
 	sw.Arm()
@@ -182,7 +182,7 @@ func TestRun_PanickingSourceLoggerAndMeterDoNotStopTheSweeps(t *testing.T) {
 	select {
 	case err := <-done:
 		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
+	case <-time.After(testenv.Patience):
 		t.Fatal("Run did not return after its context ended")
 	}
 }

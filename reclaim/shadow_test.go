@@ -84,7 +84,7 @@ func TestShadow_RunLeadsBesideALiveReclaimer(t *testing.T) {
 	jobs := fixture.Create(t, env, fixture.Default)
 	key := rand.Int64N(1<<62) + 1
 
-	startRunWith(t, jobs, "shadow", key, reclaim.Config{Interval: 40 * time.Millisecond, Shadow: true})
+	startRunWith(t, jobs, "shadow", key, reclaim.Config{Interval: 40 * time.Millisecond, SweepTimeout: testenv.Patience, Shadow: true})
 	require.Eventually(t, func() bool { return leaderPID(t, env, key^(-1<<63)) != 0 }, testenv.Patience, 10*time.Millisecond,
 		"the shadow instance leads on its own key")
 	startRun(t, jobs, key, "live")

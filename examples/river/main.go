@@ -315,8 +315,10 @@ func wire(ctx context.Context, conns *flow.Conns, cfg flow.Config, beside flow.B
 		if err != nil {
 			return nil, nil, err
 		}
+		// A sweep may take longer than a short -interval on a busy
+		// machine; it is bounded by a minute, not by the interval.
 		rc := reclaim.Config{Guard: guard, DB: conns.Pool, Redis: conns.Redis, Source: src, OnReclaim: rules,
-			NoProgress: beside.NoProgress, Interval: beside.Interval, Logger: log}
+			NoProgress: beside.NoProgress, Interval: beside.Interval, SweepTimeout: max(beside.Interval, time.Minute), Logger: log}
 		if notices {
 			if rc.Notices, err = watch.NewPublisher(guard, transport); err != nil {
 				return nil, nil, err

@@ -1,0 +1,42 @@
+package jobguard_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/internal/testkit/fixture"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// A marker table that cannot be read (dropped after the guard was built)
+// is a failed lookup for Start as it is for Check: fail-closed refuses
+// with ErrGuardUnavailable, fail-open lets the job through with a warning.
+func TestPostgresMarkers_UnreadableTableFollowsTheLookupPolicy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	guard := jobs.NoRedis(t)
+	var logs bytes.Buffer
+	open, err := jobguard.NewStartGuard(guard, nil, jobguard.StartGuardConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	closed, err := jobguard.NewStartGuard(guard, nil, jobguard.StartGuardConfig{OnLookupError: jobguard.FailClosed})
+	require.NoError(t, err)
+	id := jobs.Insert(t, fixture.Job{Status: jobs.Table.Statuses.Queued})
+	env.Exec(`DROP TABLE job_reclaim_markers`)
+
+	require.ErrorIs(t, closed.Check(ctx, env.Pool, id), jobguard.ErrGuardUnavailable, "Check follows the policy")
+	_, err = closed.Start(ctx, env.Pool, id)
+	assert.ErrorIs(t, err, jobguard.ErrGuardUnavailable, "fail-closed Start")
+
+	require.NoError(t, open.Check(ctx, env.Pool, id), "Check follows the policy")
+	_, err = open.Start(ctx, env.Pool, id)
+	assert.NoError(t, err, "fail-open Start lets the job through")
+	assert.Contains(t, logs.String(), "start guard lookup failed")
+}

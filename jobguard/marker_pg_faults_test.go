@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -39,4 +41,38 @@ func TestPostgresMarkers_UnreadableTableFollowsTheLookupPolicy(t *testing.T) {
 	_, err = open.Start(ctx, env.Pool, id)
 	assert.NoError(t, err, "fail-open Start lets the job through")
 	assert.Contains(t, logs.String(), "start guard lookup failed")
+}
+
+// A jobs table found on the search_path whose name is the marker
+// subquery's alias: a Retry still bumps the job past its marker.
+func TestPostgresMarkers_RetryStartsWhateverTheTablesName(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	env.Exec(strings.ReplaceAll(jobguard.Migration, " jobs ", " m ") + jobguard.MarkerMigration)
+	table := jobguard.DefaultTable()
+	table.Name = "m"
+	guard, err := jobguard.NewWithConfig(ctx, env.Pool, table, jobguard.GuardConfig{Shared: jobguard.Shared{Markers: jobguard.MarkersPostgres}})
+	require.NoError(t, err)
+	sg, err := jobguard.NewStartGuard(guard, nil, jobguard.StartGuardConfig{})
+	require.NoError(t, err)
+	var id string
+	require.NoError(t, env.Pool.QueryRow(ctx, `INSERT INTO m (type) VALUES ('chapter') RETURNING id::text`).Scan(&id))
+
+	exec, err := sg.Start(ctx, env.Pool, id)
+	require.NoError(t, err)
+	require.NoError(t, pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
+		if err := guard.Fail(ctx, tx, exec, jobguard.ReclaimedReasonDefault); err != nil {
+			return err
+		}
+		return sg.PostgresMarkers().Write(ctx, tx, jobguard.Marker{JobID: id, Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault})
+	}))
+	_, err = sg.Start(ctx, env.Pool, id)
+	require.ErrorIs(t, err, jobguard.ErrReclaimed)
+
+	gen, err := guard.Retry(ctx, env.Pool, id)
+	require.NoError(t, err)
+	require.Greater(t, gen, exec.Generation)
+	_, err = sg.Start(ctx, env.Pool, id)
+	require.NoError(t, err, "the marker of generation %d does not block generation %d", exec.Generation, gen)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
@@ -43,36 +44,50 @@ func TestPostgresMarkers_UnreadableTableFollowsTheLookupPolicy(t *testing.T) {
 	assert.Contains(t, logs.String(), "start guard lookup failed")
 }
 
-// A jobs table found on the search_path whose name is the marker
-// subquery's alias: a Retry still bumps the job past its marker.
+// A jobs table whose bare name is an alias the start statement uses, or
+// that has the marker table's own name: a Retry still bumps the job past
+// its marker.
 func TestPostgresMarkers_RetryStartsWhateverTheTablesName(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	env := testenv.New(t)
-	env.Exec(strings.ReplaceAll(jobguard.Migration, " jobs ", " m ") + jobguard.MarkerMigration)
-	table := jobguard.DefaultTable()
-	table.Name = "m"
-	guard, err := jobguard.NewWithConfig(ctx, env.Pool, table, jobguard.GuardConfig{Shared: jobguard.Shared{Markers: jobguard.MarkersPostgres}})
-	require.NoError(t, err)
-	sg, err := jobguard.NewStartGuard(guard, nil, jobguard.StartGuardConfig{})
-	require.NoError(t, err)
-	var id string
-	require.NoError(t, env.Pool.QueryRow(ctx, `INSERT INTO m (type) VALUES ('chapter') RETURNING id::text`).Scan(&id))
+	for _, name := range []string{"m", "t", "u", "j", jobguard.MarkerTableName} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			env := testenv.New(t)
+			env.Exec(jobguard.MarkerMigration)
+			table := jobguard.DefaultTable()
+			table.Name = name
+			// Found on the search_path by its bare name; only the marker
+			// table's namesake lives in a schema of its own.
+			jobs := env
+			if name == jobguard.MarkerTableName {
+				jobs = testenv.New(t)
+				table.Schema = jobs.Schema
+			}
+			jobs.Exec(strings.ReplaceAll(jobguard.Migration, " jobs ", " "+ident.Quote(name)+" "))
+			guard, err := jobguard.NewWithConfig(ctx, env.Pool, table, jobguard.GuardConfig{Shared: jobguard.Shared{Markers: jobguard.MarkersPostgres}})
+			require.NoError(t, err)
+			sg, err := jobguard.NewStartGuard(guard, nil, jobguard.StartGuardConfig{})
+			require.NoError(t, err)
+			var id string
+			require.NoError(t, env.Pool.QueryRow(ctx, `INSERT INTO `+table.QualifiedName()+` (type) VALUES ('chapter') RETURNING id::text`).Scan(&id))
 
-	exec, err := sg.Start(ctx, env.Pool, id)
-	require.NoError(t, err)
-	require.NoError(t, pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
-		if err := guard.Fail(ctx, tx, exec, jobguard.ReclaimedReasonDefault); err != nil {
-			return err
-		}
-		return sg.PostgresMarkers().Write(ctx, tx, jobguard.Marker{JobID: id, Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault})
-	}))
-	_, err = sg.Start(ctx, env.Pool, id)
-	require.ErrorIs(t, err, jobguard.ErrReclaimed)
+			exec, err := sg.Start(ctx, env.Pool, id)
+			require.NoError(t, err)
+			require.NoError(t, pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
+				if err := guard.Fail(ctx, tx, exec, jobguard.ReclaimedReasonDefault); err != nil {
+					return err
+				}
+				return sg.PostgresMarkers().Write(ctx, tx, jobguard.Marker{JobID: id, Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault})
+			}))
+			_, err = sg.Start(ctx, env.Pool, id)
+			require.ErrorIs(t, err, jobguard.ErrReclaimed)
 
-	gen, err := guard.Retry(ctx, env.Pool, id)
-	require.NoError(t, err)
-	require.Greater(t, gen, exec.Generation)
-	_, err = sg.Start(ctx, env.Pool, id)
-	require.NoError(t, err, "the marker of generation %d does not block generation %d", exec.Generation, gen)
+			gen, err := guard.Retry(ctx, env.Pool, id)
+			require.NoError(t, err)
+			require.Greater(t, gen, exec.Generation)
+			_, err = sg.Start(ctx, env.Pool, id)
+			require.NoError(t, err, "the marker of generation %d does not block generation %d", exec.Generation, gen)
+		})
+	}
 }

@@ -91,3 +91,30 @@ func TestPostgresMarkers_RetryStartsWhateverTheTablesName(t *testing.T) {
 		})
 	}
 }
+
+// In the caller's transaction, a fail-open Start and Check over a marker
+// table that cannot be read leave the transaction usable: the job starts,
+// and commits with the caller's writes.
+func TestPostgresMarkers_UnreadableTableInATransactionFailsOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	guard := jobs.NoRedis(t)
+	var logs testenv.Logs
+	sg, err := jobguard.NewStartGuard(guard, nil, jobguard.StartGuardConfig{Logger: logs.Logger()})
+	require.NoError(t, err)
+	id := jobs.Insert(t, fixture.Job{Status: jobs.Table.Statuses.Queued})
+	env.Exec(`DROP TABLE job_reclaim_markers`)
+
+	var exec jobguard.Execution
+	require.NoError(t, pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
+		if err := sg.Check(ctx, tx, id); err != nil {
+			return err
+		}
+		exec, err = sg.Start(ctx, tx, id)
+		return err
+	}))
+	require.NoError(t, guard.CompleteIfActive(ctx, env.Pool, exec), "the start committed")
+	assert.Contains(t, logs.String(), "start guard lookup failed")
+}

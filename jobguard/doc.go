@@ -55,8 +55,10 @@
 //   - Reclaim markers expire (7 days by default). With markers in Redis,
 //     under the default FailOpen policy a failed Redis lookup lets a job
 //     through with a warning; the database reason is still checked inside
-//     Start's conditional UPDATE. With markers in Postgres, Start has no
-//     separate lookup to fail: the marker is read in its statement.
+//     Start's conditional UPDATE. With markers in Postgres the marker is
+//     read in Start's statement, and only a marker table that cannot be
+//     read (dropped, or no privilege on it) fails the lookup; the policy
+//     applies to it alike.
 //     Expired marker rows stay in the table until something deletes them.
 //   - Metadata updates after Finalize's completion are not one transaction
 //     with it: when some fail, the completion and the successful updates stay.

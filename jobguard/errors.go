@@ -22,7 +22,7 @@ var ErrReclaimed = errors.New("jobguard: job was reclaimed")
 var ErrNotRetryable = errors.New("jobguard: job cannot be retried")
 
 // ErrGuardUnavailable is the fail-closed start guard's refusal when a lookup
-// (Redis marker or database reason) failed. Unlike ErrReclaimed it is
+// (Redis marker, marker table or database reason) failed. Unlike ErrReclaimed it is
 // retryable: the job may well be fine once the lookup works again.
 var ErrGuardUnavailable = errors.New("jobguard: start guard lookup failed")
 

@@ -229,10 +229,12 @@ func buildStatements(t Table, cat catalog, markerTable string) statements {
 		`UPDATE %s SET %s = %s, %s = NULL, %s%s%s%s WHERE %s = $1 AND %s = %s RETURNING %s`,
 		tbl, status, lit(st.Queued), reason, touch, bump, reset, unstart, id, status, lit(st.Failed), genOut)}
 	// start moves a job that is not reclaimed to PROCESSING; fence adds
-	// what the markers say.
+	// what the markers say. The row is j, and the fence compares with j:
+	// the table's bare name would mean whatever the subquery names so (a
+	// jobs table called m is the marker's alias m there).
 	start := func(fence string) string {
 		return fmt.Sprintf(
-			`UPDATE %s SET %s = %s, %s%s%s WHERE %s = $1 AND %s IN (%s, %s)`+
+			`UPDATE %s AS j SET %s = %s, %s%s%s WHERE %s = $1 AND %s IN (%s, %s)`+
 				` AND (%s IS NULL OR NOT starts_with(%s, $2))%s RETURNING %s`,
 			tbl, status, lit(st.Processing), touch, bump, started, id, status, lit(st.Queued), lit(st.Processing),
 			reason, reason, fence, genOut)
@@ -241,7 +243,7 @@ func buildStatements(t Table, cat catalog, markerTable string) statements {
 	if t.GenerationColumn != "" {
 		markerFence = fmt.Sprintf(" AND %s > $3", q(t.GenerationColumn))
 		// A marker of an older generation was bumped past by a Retry.
-		liveFence = fmt.Sprintf(" AND m.generation >= %s.%s", tbl, q(t.GenerationColumn))
+		liveFence = " AND m.generation >= j." + q(t.GenerationColumn)
 	}
 	s.start = start(markerFence)
 	if markerTable != "" {

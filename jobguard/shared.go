@@ -37,7 +37,8 @@ const (
 // defaults.
 type Shared struct {
 	// Prefix namespaces jobguard's Redis keys and channel: the reclaim
-	// markers "<Prefix>:reclaimed:{<job id>}:<table key>" and the notices
+	// markers "<Prefix>:reclaimed:{<job id>}:<table key>" (with Markers =
+	// MarkersRedis; markers in Postgres do not use it) and the notices
 	// channel "<Prefix>:reclaim-notices". Markers and notices name the
 	// jobs table (Guard.TableKey), so the guards of several jobs tables
 	// may share a prefix and a channel. It must not contain braces (the

@@ -8,18 +8,23 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jobguard/jobguard/internal/safe"
+	"github.com/jobguard/jobguard/internal/txstate"
 	"go.opentelemetry.io/otel/metric"
 )
 
 // LookupPolicy says what the start guard does when it cannot read its
-// evidence (Redis unreachable, a database error, an unreadable marker).
+// evidence (Redis unreachable, a database error, an unreadable marker, a
+// marker table that does not exist or may not be read).
 type LookupPolicy int
 
 const (
 	// FailOpen lets the job through and logs a warning: the original design's
 	// behaviour, and the default. The database reason is still checked inside
 	// Start's conditional statement, so only the marker's evidence is lost.
+	// In a caller's transaction a failed read of the marker table is rolled
+	// back to a savepoint, so the transaction goes on.
 	FailOpen LookupPolicy = iota
 	// FailClosed refuses with an error wrapping ErrGuardUnavailable, which is
 	// retryable: the queue tries again once the lookup works.
@@ -137,7 +142,12 @@ func (s *StartGuard) check(ctx context.Context, db DB, jobID string) error {
 	} else if s.reclaimed(r.reason) {
 		return &ReclaimedError{JobID: jobID, Source: "database", Reason: r.reason}
 	}
-	m, ok, err := s.Marker(ctx, db, jobID)
+	var m Marker
+	var ok bool
+	err = inSavepoint(ctx, db, func() (err error) {
+		m, ok, err = s.Marker(ctx, db, jobID)
+		return err
+	})
 	if err != nil {
 		return s.lookupFailed(ctx, jobID, "marker", err)
 	}
@@ -185,6 +195,14 @@ func (s *StartGuard) start(ctx context.Context, db DB, jobID string) (Execution,
 			return Execution{}, err
 		}
 	}
+	return s.startUnmarked(ctx, db, id, jobID, m, marked)
+}
+
+// startUnmarked runs the start statement that reads no marker table, with
+// the marker the caller read (marked false when there is none, or when its
+// lookup failed).
+func (s *StartGuard) startUnmarked(ctx context.Context, db DB, id any, jobID string, m Marker, marked bool) (Execution, error) {
+	g := s.guard
 	args := []any{id, s.reason}
 	if g.Fenced() {
 		markerGen := int64(-1)
@@ -197,7 +215,7 @@ func (s *StartGuard) start(ctx context.Context, db DB, jobID string) (Execution,
 	}
 
 	var gen int64
-	err = db.QueryRow(ctx, g.sql.start, args...).Scan(&gen)
+	err := db.QueryRow(ctx, g.sql.start, args...).Scan(&gen)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Execution{}, s.startRefusal(ctx, db, id, jobID, m, marked)
 	}
@@ -208,11 +226,22 @@ func (s *StartGuard) start(ctx context.Context, db DB, jobID string) (Execution,
 }
 
 // startMarked is start over markers in Postgres: one statement reads the
-// marker and starts the job, so there is no separate lookup to fail. The
-// marker is read only to explain a refusal.
+// marker and starts the job. The marker is read again only to explain a
+// refusal. A marker table that cannot be read (dropped, or no privilege
+// on it) is a failed lookup: under FailOpen the job is started by the
+// statement that reads no marker, which a savepoint makes possible inside
+// the caller's transaction.
 func (s *StartGuard) startMarked(ctx context.Context, db DB, id any, jobID string) (Execution, error) {
 	var gen int64
-	err := db.QueryRow(ctx, s.guard.sql.startMarked, id, s.reason, s.guard.TableKey(), jobID).Scan(&gen)
+	err := inSavepoint(ctx, db, func() error {
+		return db.QueryRow(ctx, s.guard.sql.startMarked, id, s.reason, s.guard.TableKey(), jobID).Scan(&gen)
+	})
+	if unreadable(err) {
+		if err := s.lookupFailed(ctx, jobID, "marker", err); err != nil {
+			return Execution{}, err
+		}
+		return s.startUnmarked(ctx, db, id, jobID, Marker{}, false)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		m, marked, err := s.table.Read(ctx, db, jobID)
 		if err != nil {
@@ -254,6 +283,35 @@ func (s *StartGuard) reclaimed(reason string) bool { return strings.HasPrefix(re
 // the generation past it. Without a generation column every marker applies.
 func (s *StartGuard) markerApplies(m Marker, rowGeneration int64) bool {
 	return !s.guard.Fenced() || m.Generation >= rowGeneration
+}
+
+// unreadable reports whether err is the server's refusal to read a table:
+// it does not exist (SQLSTATE 42P01) or may not be read (42501).
+func unreadable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "42501")
+}
+
+// inSavepoint runs fn, a statement or two on db, so that its failure
+// leaves a transaction db is in usable: inside a savepoint, rolled back
+// to when fn fails. Outside a transaction it runs fn as it is.
+func inSavepoint(ctx context.Context, db DB, fn func() error) error {
+	if txstate.Of(db) == txstate.Own {
+		return fn()
+	}
+	if _, err := db.Exec(ctx, "SAVEPOINT jobguard_lookup"); err != nil {
+		return err
+	}
+	err := fn()
+	if err != nil {
+		if _, rerr := db.Exec(ctx, "ROLLBACK TO SAVEPOINT jobguard_lookup"); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+	}
+	if _, rerr := db.Exec(ctx, "RELEASE SAVEPOINT jobguard_lookup"); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	return err
 }
 
 // lookupFailed applies the lookup policy: nil (after a warning) to let the

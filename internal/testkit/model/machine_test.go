@@ -160,6 +160,9 @@ var serverInfinity bool
 func (m *machine) newID(rt *rapid.T) string {
 	n := nextID.Add(1)
 	switch m.w.jobs.Name {
+	case fixture.Int4Nullable.Name:
+		// Down from the int4 column's largest id, 2147483647.
+		return strconv.FormatInt(math.MaxInt32-n, 10)
 	case fixture.IntID.Name:
 		// Fresh per sequence, and far from 0 so that the sign and zero
 		// spellings differ from it.
@@ -195,6 +198,9 @@ func (m *machine) insert(rt *rapid.T) {
 	j := &job{id: m.newID(rt), typ: typ, status: st, parentStatus: parentGenerating, marker: -1,
 		ledger: map[string]int64{}, twin: map[string]int64{}, calls: map[string]int{}, started: start}
 	j.parent = "parent-of-" + j.id
+	if m.w.jobs.Name == fixture.Int4Nullable.Name && rapid.Bool().Draw(rt, "no parent") {
+		j.parent, j.parentStatus = "", "" // a NULL parent id
+	}
 	if err := m.w.insert(m.ctx, j.id, j.parent, typ, st, start); err != nil {
 		rt.Fatalf("insert: %v", err)
 	}
@@ -663,9 +669,22 @@ var invalidIDs = map[fixture.IDType][]string{
 	fixture.IDText: {"", "a\x00b", "\xff"},
 }
 
+// int4IDs are ids an int4 column cannot hold: just past its range, in
+// every spelling its integers have.
+var int4IDs = []string{"2147483648", "-2147483649", "+2147483648", " 2147483648", "0002147483648", "9223372036854775807"}
+
+// badID draws an id the column cannot hold.
+func (m *machine) badID(rt *rapid.T) string {
+	ids := invalidIDs[m.w.jobs.IDType]
+	if m.w.jobs.Name == fixture.Int4Nullable.Name {
+		ids = append(slices.Clone(ids), int4IDs...)
+	}
+	return rapid.SampledFrom(ids).Draw(rt, "id")
+}
+
 // invalidID gives Start, Check and Retry an id the column cannot hold.
 func (m *machine) invalidID(rt *rapid.T) {
-	id := rapid.SampledFrom(invalidIDs[m.w.jobs.IDType]).Draw(rt, "id")
+	id := m.badID(rt)
 	m.step(rt, "invalidID")
 	_, err := m.w.starts.Start(m.ctx, m.w.env.Pool, id)
 	m.expect(rt, "Start(invalid id)", err, invalidID)
@@ -677,7 +696,7 @@ func (m *machine) invalidID(rt *rapid.T) {
 // invalidFinish gives the writes of an execution an id the column cannot
 // hold.
 func (m *machine) invalidFinish(rt *rapid.T) {
-	id := rapid.SampledFrom(invalidIDs[m.w.jobs.IDType]).Draw(rt, "id")
+	id := m.badID(rt)
 	m.step(rt, "invalidFinish")
 	e := jobguard.Execution{JobID: id, Generation: 1}
 	m.expect(rt, "CompleteTx(invalid id)", m.w.guard.CompleteTx(m.ctx, m.w.env.Pool, e, func(pgx.Tx) error { return nil }), invalidID)

@@ -45,7 +45,7 @@ func enoughChecks() {
 func TestModel(t *testing.T) {
 	enoughChecks()
 	d := duration(t)
-	share := d / time.Duration(len(fixture.Variants))
+	share := d / time.Duration(len(shapes))
 	var tl tally
 	t.Cleanup(func() {
 		t.Logf("model: %d sequences, %d steps, %d faults injected, %d invariants checked, %d failures (%s in all); "+
@@ -53,7 +53,7 @@ func TestModel(t *testing.T) {
 			tl.sequences.Load(), tl.steps.Load(), tl.faults.Load(), tl.invariants.Load(), tl.failures.Load(), d,
 			tl.reclaimed.Load(), tl.locked.Load(), tl.ruleErrors.Load())
 	})
-	for i, v := range fixture.Variants {
+	for i, v := range shapes {
 		simple := i%2 == 1
 		zone := fixture.TimeZones[(i+1)%len(fixture.TimeZones)]
 		name := v.Name
@@ -83,6 +83,10 @@ func TestModel(t *testing.T) {
 		})
 	}
 }
+
+// shapes are the table shapes the model runs on: fixture's, and the one
+// with an int4 id and nullable optional columns.
+var shapes = append(append([]fixture.Variant{}, fixture.Variants...), fixture.Int4Nullable)
 
 func failFast() bool {
 	f := flag.Lookup("test.failfast")

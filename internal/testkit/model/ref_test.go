@@ -69,7 +69,7 @@ type record struct {
 }
 
 type job struct {
-	id, parent, typ string
+	id, parent, typ string // parent is empty for a NULL parent id
 	status          status
 	gen             int64
 	reason          string
@@ -176,7 +176,9 @@ func (m *model) complete(e *exec, j *job) bool {
 	}
 	j.status, j.updAge = completed, 0
 	j.product, j.hasProduct = e.gen, true
-	j.parentStatus = parentReady
+	if j.parent != "" {
+		j.parentStatus = parentReady
+	}
 	return true
 }
 

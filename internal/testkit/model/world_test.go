@@ -231,7 +231,7 @@ func (w *world) insert(ctx context.Context, id, parent, typ string, st status, s
 	if tb.TypeColumn != "" {
 		cols, vals, args = append(cols, tb.TypeColumn), append(vals, fmt.Sprintf("$%d", len(args)+1)), append(args, typ)
 	}
-	if tb.ParentIDColumn != "" {
+	if tb.ParentIDColumn != "" && parent != "" {
 		cols, vals, args = append(cols, tb.ParentIDColumn), append(vals, fmt.Sprintf("$%d", len(args)+1)), append(args, parent)
 	}
 	if tb.StartedAtColumn != "" && start {
@@ -250,6 +250,9 @@ func (w *world) insert(ctx context.Context, id, parent, typ string, st status, s
 	sql := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", tb.QualifiedName(), strings.Join(cols, ", "), strings.Join(vals, ", "))
 	if _, err := w.env.Pool.Exec(ctx, sql, args...); err != nil {
 		return err
+	}
+	if parent == "" {
+		return nil
 	}
 	_, err := w.env.Pool.Exec(ctx, `INSERT INTO parents (id) VALUES ($1)`, parent)
 	return err

@@ -32,6 +32,9 @@ type tally struct {
 	// What the reclaim sweeps did, for a reader who wonders whether the
 	// sequences reach them.
 	reclaimed, locked, ruleErrors atomic.Int64
+	// Parked settle attempts, and those released after their record was
+	// claimed or reopened by another.
+	parked, outlived atomic.Int64
 }
 
 // hbBase is the heartbeats' clock at offset zero: their time is the
@@ -54,6 +57,8 @@ type machine struct {
 	// source is how the next reclaim sweep lists its jobs.
 	queue      bool
 	staleLists bool
+	// parked is the settle attempt waiting in its handler, if any.
+	parked *parked
 }
 
 func newMachine(ctx context.Context, w *world, tl *tally) *machine {
@@ -98,6 +103,12 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 		"poison":        m.poison,
 		"inTx":          m.inTx,
 		"twin":          m.twinFinalize,
+		"park":          m.park,
+		"settleBroken":  m.settleBroken,
+		"lapse":         m.lapse,
+		"release":       m.release,
+		"sweep again":   m.settleSweep,
+		"reopen again":  m.reopen,
 	}
 }
 
@@ -379,10 +390,18 @@ func (m *machine) finalize(rt *rapid.T) {
 // settleFinalize is settle's Finalize: 0..n updates through the registered
 // handlers (flaky, broken, panicky ones among them), 0..n usage entries.
 func (m *machine) settleFinalize(rt *rapid.T) {
-	e, j := m.pickExec(rt)
-	id := m.spell(rt, j.id)
 	names := rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"ok", "flaky", "broken", "panicky", "unregistered"}), 0, 3,
 		func(s string) string { return s }).Draw(rt, "updates")
+	m.settleFinalizeOf(rt, names)
+}
+
+// settleBroken is settle's Finalize with an update whose store is broken:
+// a record that stays pending until repaired, for the sweeps to work on.
+func (m *machine) settleBroken(rt *rapid.T) { m.settleFinalizeOf(rt, []string{"broken"}) }
+
+func (m *machine) settleFinalizeOf(rt *rapid.T, names []string) {
+	e, j := m.pickExec(rt)
+	id := m.spell(rt, j.id)
 	ents := m.entries(rt, true)
 	m.step(rt, "settle.Finalize")
 	var ups []settle.Update
@@ -475,6 +494,7 @@ func (m *machine) reopen(rt *rapid.T) {
 	}
 	m.expect(rt, "Reopen", err, okay)
 	j.record.state, j.record.attempts = recPending, 0
+	m.claimed(j.record)
 }
 
 // repair makes the broken store of a job work again: what an operator
@@ -496,7 +516,7 @@ func (m *machine) settleSweep(rt *rapid.T) {
 	}
 	before := map[*job]string{}
 	for _, j := range m.ref.jobs {
-		if j.record != nil {
+		if j.record != nil && !j.record.leased {
 			before[j] = j.record.state
 		}
 	}
@@ -505,6 +525,7 @@ func (m *machine) settleSweep(rt *rapid.T) {
 	for j, st := range before {
 		if st == recPending {
 			taken++
+			m.claimed(j.record)
 			switch j.record.state {
 			case recConfirmed:
 				settledN++

@@ -49,9 +49,10 @@ func TestModel(t *testing.T) {
 	var tl tally
 	t.Cleanup(func() {
 		t.Logf("model: %d sequences, %d steps, %d faults injected, %d invariants checked, %d failures (%s in all); "+
-			"reclaim sweeps reclaimed %d jobs, skipped %d held rows, %d failed parent rules",
+			"reclaim sweeps reclaimed %d jobs, skipped %d held rows, %d failed parent rules; "+
+			"%d settle attempts parked, %d released after their record moved on",
 			tl.sequences.Load(), tl.steps.Load(), tl.faults.Load(), tl.invariants.Load(), tl.failures.Load(), d,
-			tl.reclaimed.Load(), tl.locked.Load(), tl.ruleErrors.Load())
+			tl.reclaimed.Load(), tl.locked.Load(), tl.ruleErrors.Load(), tl.parked.Load(), tl.outlived.Load())
 	})
 	for i, v := range shapes {
 		simple := i%2 == 1
@@ -109,6 +110,7 @@ func run(rt *rapid.T, w *world, tl *tally) {
 		}
 	}()
 	m := newMachine(ctx, w, tl)
+	defer m.unpark()
 	w.cur = m
 	w.sequences++
 	tl.sequences.Add(1)

@@ -66,6 +66,7 @@ type record struct {
 	pending  []string // update names not yet succeeded
 	attempts int
 	usage    []entry
+	leased   bool // a parked attempt's lease holds it: no sweep takes it
 }
 
 type job struct {
@@ -266,7 +267,7 @@ func (j *job) bill(e entry) bool {
 func (m *model) sweepSettle() {
 	for _, j := range m.jobs {
 		r := j.record
-		if r == nil || r.state != recPending {
+		if r == nil || r.state != recPending || r.leased {
 			continue
 		}
 		r.attempts++

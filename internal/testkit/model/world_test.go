@@ -47,6 +47,11 @@ type world struct {
 	startsNo *jobguard.StartGuard // Redis unreachable
 	markers  *jobguard.MarkerStore
 	settler  *settle.Settler
+	// parker is the settler whose attempts park (park_test.go), and
+	// parking the attempt armed to park.
+	parker     *settle.Settler
+	parking    *parking
+	increments map[string]settle.Increment
 	limits   *reclaim.TableLimits
 	down     *redis.Client
 	log      *slog.Logger
@@ -135,12 +140,13 @@ func newWorld(t *testing.T, v fixture.Variant, simple bool, zone string) *world 
 		}
 	}
 	increment := incrementOf("")
+	w.increments = map[string]settle.Increment{"tokens": increment, "seconds": increment}
 	w.settler, err = settle.New(ctx, settle.Config{
 		Guard: w.guard, DB: env.Pool, Logger: quiet,
 		Handlers: map[string]settle.Handler{
 			"ok": handler("ok"), "flaky": handler("flaky"), "broken": handler("broken"), "panicky": handler("panicky"),
 		},
-		Increments:    map[string]settle.Increment{"tokens": increment, "seconds": increment},
+		Increments:    w.increments,
 		Grace:         time.Microsecond,
 		UpdateTimeout: 10 * time.Second,
 		MaxAttempts:   maxTries,
@@ -149,6 +155,9 @@ func newWorld(t *testing.T, v fixture.Variant, simple bool, zone string) *world 
 		Concurrency:   2,
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if w.parker, err = w.parkSettler(ctx); err != nil {
 		t.Fatal(err)
 	}
 	env.Exec(`CREATE TABLE twin (LIKE ` + w.table.QualifiedName() + ` INCLUDING ALL)`)

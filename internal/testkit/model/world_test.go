@@ -52,10 +52,10 @@ type world struct {
 	parker     *settle.Settler
 	parking    *parking
 	increments map[string]settle.Increment
-	limits   *reclaim.TableLimits
-	down     *redis.Client
-	log      *slog.Logger
-	reason   string
+	limits     *reclaim.TableLimits
+	down       *redis.Client
+	log        *slog.Logger
+	reason     string
 
 	// The settle handlers' memory of the current sequence: calls per
 	// (job, update) and whether the broken store was repaired.

@@ -109,6 +109,12 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 		"release":       m.release,
 		"sweep again":   m.settleSweep,
 		"reopen again":  m.reopen,
+		"record":        m.record,
+		"record again":  m.record,
+		"upload":        m.upload,
+		"compFinalize":  m.compFinalize,
+		"compSweep":     m.compSweep,
+		"recheckPasses": m.recheckPasses,
 	}
 }
 
@@ -595,7 +601,7 @@ func (m *machine) crash(rt *rapid.T) {
 // clock moves a process's clock: the heartbeats' of a worker, the
 // reclaimer's Now.
 func (m *machine) clock(rt *rapid.T) {
-	p := rapid.IntRange(0, 2).Draw(rt, "proc")
+	p := rapid.IntRange(0, len(m.ref.clocks)-1).Draw(rt, "proc")
 	d := rapid.SampledFrom([]time.Duration{2 * time.Minute, 6 * time.Minute, -6 * time.Minute, 365 * 24 * time.Hour}).Draw(rt, "by")
 	m.step(rt, "clock")
 	m.fault()
@@ -976,6 +982,7 @@ func (m *machine) check(rt *rapid.T) {
 	for k, v := range wantTwin {
 		wantLedger["twin:"+k] = v
 	}
+	m.checkArtifacts(rt)
 	if !mapsEqual(ledger, wantLedger) {
 		rt.Fatalf("ledger %v, model %v", ledger, wantLedger)
 	}

@@ -110,9 +110,11 @@ type model struct {
 	jobs      []*job
 	execs     []*exec
 	limits    map[string]limit
-	clocks    [3]time.Duration // process clock offsets: two workers and the reclaimer
+	clocks    [4]time.Duration // process clock offsets: two workers, the reclaimer, the compensate sweeper
 	slots     [2]map[string]time.Duration
 	redisDown bool
+	arts      []*artifact     // in the order recorded: the table's id order
+	things    map[string]bool // the files that exist, by ref
 }
 
 const (
@@ -122,7 +124,7 @@ const (
 )
 
 func newModel(fenced bool) *model {
-	m := &model{fenced: fenced, limits: map[string]limit{}}
+	m := &model{fenced: fenced, limits: map[string]limit{}, things: map[string]bool{}}
 	for i := range m.slots {
 		m.slots[i] = map[string]time.Duration{}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/compensate"
 	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
@@ -33,6 +34,7 @@ CREATE TABLE parents (id text PRIMARY KEY, status text NOT NULL DEFAULT 'GENERAT
 CREATE TABLE products (job_id text NOT NULL, generation bigint NOT NULL);
 CREATE TABLE meta (job_id text NOT NULL, name text NOT NULL, PRIMARY KEY (job_id, name));
 CREATE TABLE bills (job_id text NOT NULL, meter text NOT NULL, quantity bigint NOT NULL);
+CREATE TABLE things (ref text PRIMARY KEY);
 `
 
 // world is one table shape in its own schema, kept for a whole run: each
@@ -52,10 +54,13 @@ type world struct {
 	parker     *settle.Settler
 	parking    *parking
 	increments map[string]settle.Increment
-	limits     *reclaim.TableLimits
-	down       *redis.Client
-	log        *slog.Logger
-	reason     string
+	// arts are the artifacts of the two workers and of the compensate
+	// sweeper (compensate_test.go); none for a table without generations.
+	arts   [3]*compensate.Artifacts
+	limits *reclaim.TableLimits
+	down   *redis.Client
+	log    *slog.Logger
+	reason string
 
 	// The settle handlers' memory of the current sequence: calls per
 	// (job, update) and whether the broken store was repaired.
@@ -102,6 +107,7 @@ func newWorld(t *testing.T, v fixture.Variant, simple bool, zone string) *world 
 	env.Exec(usage.Migration)
 	env.Exec(settle.Migration)
 	env.Exec(reclaim.Migration)
+	env.Exec(compensate.Migration)
 	env.Exec(sideSchema)
 	w := &world{t: t, env: env, jobs: jobs, guard: jobs.Guard, table: jobs.Table, log: quiet,
 		reason: jobs.Guard.Shared().ReclaimedReason}
@@ -157,6 +163,9 @@ func newWorld(t *testing.T, v fixture.Variant, simple bool, zone string) *world 
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := w.artifactsOf(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if w.parker, err = w.parkSettler(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +214,7 @@ func (w *world) reset(ctx context.Context) error {
 	w.calls, w.repaired, w.poisoned = map[string]int{}, map[string]bool{}, map[string]bool{}
 	w.mu.Unlock()
 	_, err := w.env.Pool.Exec(ctx, `TRUNCATE `+w.table.QualifiedName()+
-		`, twin, parents, products, meta, bills, usage_ledger, job_settlements, job_type_limits`)
+		`, twin, parents, products, meta, bills, things, job_artifacts, usage_ledger, job_settlements, job_type_limits`)
 	if err != nil {
 		return err
 	}

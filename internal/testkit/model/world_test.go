@@ -185,7 +185,29 @@ func newWorld(t *testing.T, v fixture.Variant, simple bool, zone string) *world 
 	if w.reclaim, w.source, err = w.reclaimers(); err != nil {
 		t.Fatal(err)
 	}
+	if v.Name == fixture.Int4Nullable.Name {
+		w.refuseNullable(t)
+	}
 	return w
+}
+
+// refuseNullable checks that a mapping whose generation or type column
+// admits NULL, with a row holding NULL in it, is refused, naming the SQL
+// that fixes it: such a column accepted fails later, on every call.
+func (w *world) refuseNullable(t *testing.T) {
+	t.Helper()
+	for _, col := range []string{w.table.GenerationColumn, w.table.TypeColumn} {
+		w.env.Exec(`CREATE TABLE loose (LIKE ` + w.table.QualifiedName() + ` INCLUDING DEFAULTS);
+			ALTER TABLE loose ALTER COLUMN ` + ident.Quote(col) + ` DROP NOT NULL, ALTER COLUMN ` + ident.Quote(col) + ` DROP DEFAULT;
+			INSERT INTO loose (id, status, updated_at) VALUES (1, 'PROCESSING', now())`)
+		tb := w.table
+		tb.Name = "loose"
+		_, err := jobguard.New(context.Background(), w.env.Pool, tb)
+		if err == nil || !strings.Contains(err.Error(), "SET NOT NULL") {
+			t.Fatalf("New over a table whose %s admits NULL = %v, want a refusal naming the fix", col, err)
+		}
+		w.env.Exec(`DROP TABLE loose`)
+	}
 }
 
 // call is the behaviour of a settle handler, as the model describes it

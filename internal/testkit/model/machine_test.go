@@ -115,6 +115,7 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 		"compFinalize":  m.compFinalize,
 		"compSweep":     m.compSweep,
 		"recheckPasses": m.recheckPasses,
+		"watchCheck":    m.watchCheck,
 	}
 }
 
@@ -240,7 +241,9 @@ func (m *machine) start(rt *rapid.T) {
 		if got.JobID != j.id || got.Generation != j.gen {
 			rt.Fatalf("Start(%q) = %+v, want job %q generation %d", id, got, j.id, j.gen)
 		}
-		m.ref.execs = append(m.ref.execs, &exec{job: i, gen: j.gen, proc: p})
+		e := &exec{job: i, gen: j.gen, proc: p}
+		m.ref.execs = append(m.ref.execs, e)
+		m.watch(e, id)
 	}
 }
 
@@ -592,6 +595,10 @@ func (m *machine) crash(rt *rapid.T) {
 	for _, e := range m.ref.execs {
 		if e.proc == p {
 			e.dead = true
+			if e.watch != nil && !e.watch.gone {
+				e.watch.release() // the process, and its watches, are gone
+				e.watch.gone = true
+			}
 		}
 	}
 	m.ref.slots[p] = map[string]time.Duration{}
@@ -983,6 +990,7 @@ func (m *machine) check(rt *rapid.T) {
 		wantLedger["twin:"+k] = v
 	}
 	m.checkArtifacts(rt)
+	m.checkWatched(rt)
 	if !mapsEqual(ledger, wantLedger) {
 		rt.Fatalf("ledger %v, model %v", ledger, wantLedger)
 	}

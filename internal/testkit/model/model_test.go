@@ -111,6 +111,7 @@ func run(rt *rapid.T, w *world, tl *tally) {
 	}()
 	m := newMachine(ctx, w, tl)
 	defer m.unpark()
+	defer m.unwatch()
 	w.cur = m
 	w.sequences++
 	tl.sequences.Add(1)

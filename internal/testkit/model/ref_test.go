@@ -91,10 +91,11 @@ type job struct {
 }
 
 type exec struct {
-	job  int
-	gen  int64
-	proc int
-	dead bool
+	job   int
+	gen   int64
+	proc  int
+	dead  bool
+	watch *watched // its context under the watcher, if watched
 }
 
 // limit is a type's limit in the model: none, or a duration (a very

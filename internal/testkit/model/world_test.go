@@ -24,6 +24,7 @@ import (
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
+	"github.com/jobguard/jobguard/watch"
 )
 
 // sideSchema is what every table shape gets beside its jobs table: the
@@ -56,11 +57,15 @@ type world struct {
 	increments map[string]settle.Increment
 	// arts are the artifacts of the two workers and of the compensate
 	// sweeper (compensate_test.go); none for a table without generations.
-	arts   [3]*compensate.Artifacts
-	limits *reclaim.TableLimits
-	down   *redis.Client
-	log    *slog.Logger
-	reason string
+	arts [3]*compensate.Artifacts
+	// watcher watches the executions; notices publishes the reclaims'
+	// (watch_test.go). None for a table without generations.
+	watcher *watch.Watcher
+	notices *watch.Publisher
+	limits  *reclaim.TableLimits
+	down    *redis.Client
+	log     *slog.Logger
+	reason  string
 
 	// The settle handlers' memory of the current sequence: calls per
 	// (job, update) and whether the broken store was repaired.
@@ -161,6 +166,9 @@ func newWorld(t *testing.T, v fixture.Variant, simple bool, zone string) *world 
 		Concurrency:   2,
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.watcherOf(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.artifactsOf(ctx); err != nil {

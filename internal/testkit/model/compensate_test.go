@@ -206,8 +206,14 @@ func (m *model) compensate(a *artifact, recheck bool) bool {
 	for _, b := range m.arts {
 		if b != a && b.ref == a.ref && (b.state == artPending || b.state == artKept) {
 			a.state, a.recheck = artDone, recheckNone
+			m.tally.spared.Add(1)
 			return false
 		}
+	}
+	if recheck {
+		m.tally.rechecked.Add(1)
+	} else {
+		m.tally.undone.Add(1)
 	}
 	delete(m.things, a.ref)
 	a.state, a.recheck = artDone, recheckScheduled

@@ -35,6 +35,9 @@ type tally struct {
 	// Parked settle attempts, and those released after their record was
 	// claimed or reopened by another.
 	parked, outlived atomic.Int64
+	// Artifacts undone, rechecked and spared; watched executions cancelled
+	// by a notice and by the check.
+	undone, rechecked, spared, byNotice, byCheck atomic.Int64
 }
 
 // hbBase is the heartbeats' clock at offset zero: their time is the
@@ -63,6 +66,7 @@ type machine struct {
 
 func newMachine(ctx context.Context, w *world, tl *tally) *machine {
 	m := &machine{w: w, ctx: ctx, ref: newModel(w.guard.Fenced()), tally: tl, seen: map[string]row{}}
+	m.ref.tally = tl
 	for p := range m.hb {
 		m.hb[p] = m.newHeartbeat(p)
 	}

@@ -128,6 +128,29 @@ func (m *machine) lapse(rt *rapid.T) {
 		rt.Fatalf("lapse: %v", err)
 	}
 	m.parked.rec.leased = false
+	if rapid.Bool().Draw(rt, "record moves on") {
+		m.movesOn(rt)
+	}
+}
+
+// movesOn is what other processes do with the record while the attempt
+// is still parked: sweeps claim it until it is given up, an operator
+// reopens it, and a sweep claims it once more, so that its count of
+// attempts is back where the parked attempt's was.
+func (m *machine) movesOn(rt *rapid.T) {
+	r := m.parked.rec
+	for n := 0; n < maxTries+1 && r.state == recPending; n++ {
+		m.settleSweep(rt)
+	}
+	if r.state != recGivenUp {
+		return
+	}
+	m.step(rt, "reopen the parked attempt's record")
+	err := m.w.settler.Reopen(m.ctx, jobguard.Execution{JobID: m.parked.job.id, Generation: r.gen})
+	m.expect(rt, "Reopen", err, okay)
+	r.state, r.attempts = recPending, 0
+	m.claimed(r)
+	m.settleSweep(rt)
 }
 
 // release lets the parked attempt's handler return, failed: its verdict

@@ -116,6 +116,7 @@ type model struct {
 	redisDown bool
 	arts      []*artifact     // in the order recorded: the table's id order
 	things    map[string]bool // the files that exist, by ref
+	tally     *tally
 }
 
 const (

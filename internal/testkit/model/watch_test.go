@@ -88,6 +88,7 @@ func (m *machine) noticed(rt *rapid.T, reclaimed []*job) {
 			}
 			v.lost, v.via, v.seen, v.status = true, watch.ViaNotice, j.gen, ""
 			wait = append(wait, v)
+			m.tally.byNotice.Add(1)
 		}
 	}
 	deadline := time.After(deliveryPatience)
@@ -129,6 +130,7 @@ func (m *machine) watchCheck(rt *rapid.T) {
 		}
 		v.lost, v.via, v.seen, v.status = true, watch.ViaCheck, j.gen, m.w.statusWord(j.status)
 		want++
+		m.tally.byCheck.Add(1)
 	}
 	if n != want {
 		rt.Fatalf("watch check cancelled %d executions, model %d", n, want)

@@ -3,7 +3,8 @@
 //
 // TestModel draws random sequences of operations, runs each against the
 // real PostgreSQL and Redis through the public API only (jobguard,
-// heartbeat, reclaim, settle, usage), and after every step compares what
+// heartbeat, reclaim, settle, usage, compensate, watch), and after every
+// step compares what
 // the servers hold with a reference model written in plain Go that shares
 // no code with the guards. pgregory.net/rapid draws the sequences (a state
 // machine: rapid.Check with T.Repeat over an action map), shrinks a failing
@@ -13,7 +14,11 @@
 //
 // Every table shape of package fixture (uuid, text and integer ids; an
 // enum status and Prisma's names; a table without a generation column),
-// in both pgx query modes and in session time zones east and west of UTC,
+// and fixture.Int4Nullable: an int4 id whose ids count down from
+// 2147483647, and a parent, progress, start and failure reason that are
+// nullable, with rows holding NULL in them (jobs without a parent; a copy
+// of the table whose generation or type column admits NULL must be
+// refused by New). The shapes run in both pgx query modes and in session time zones east and west of UTC,
 // one schema per shape for the whole run, emptied between sequences, with
 // fresh job ids per sequence. Each shape also gets a twin jobs table of the
 // same shape in the same schema, sharing the side tables, holding jobs of
@@ -39,7 +44,24 @@
 //     listings (each job spelled some valid way, its start on the queue's
 //     clock, stale listings of attempts a Retry or a restart replaced), with
 //     parent rules, one of which fails or panics for poisoned jobs; a settle
-//     sweep; a settle Finalize of the twin table's job of the same id;
+//     sweep; a settle Finalize of the twin table's job of the same id; a
+//     compensate sweep; the watcher's periodic check;
+//   - compensate: executions Record the files they are about to create, at
+//     a path of their own or at the job's (which every execution of it
+//     shares), and upload them at any time, also after they lost the job;
+//     compensate's Finalize keeps them or, rejected, compensates them at
+//     once; a sweeper on a clock of its own keeps, owes, compensates,
+//     spares and rechecks; RecheckAfter passes on the database's side;
+//   - watch: every started execution is watched under the spelling it was
+//     started by, on the Postgres transport; a reclaim's notices cancel the
+//     executions of its jobs at their generation or older (waited for with
+//     a deadline), or are dropped (a reclaimer without a publisher), and
+//     the check must catch what they missed;
+//   - a settle attempt that parks in its handler (a sweep of a settler
+//     whose handler blocks), its lease run out on the database's side, its
+//     record claimed by other sweeps, given up and reopened meanwhile, and
+//     then released: its verdict must stand only if nothing moved the
+//     record since;
 //   - faults: a worker process crashing (its executions and heartbeat
 //     slots gone), a process's clock moved (the heartbeats', the
 //     reclaimer's Now), job rows and parents held by idle transactions for
@@ -66,7 +88,11 @@
 // never falls; no job goes from FAILED to COMPLETED or PROCESSING in one
 // step (only Retry leaves FAILED, to QUEUED); no product row or READY parent
 // for a job that is not COMPLETED; one increment per ledger row and no
-// ledger row for a job that is not COMPLETED; every refusal is typed
+// ledger row for a job that is not COMPLETED; the artifacts (state,
+// whether a recheck is scheduled or due by the database's clock) and the
+// files that exist; every watched context, cancelled exactly when the
+// model says its execution lost the job, with the LostError the model
+// expects (job, generation, how, what was seen); every refusal is typed
 // (ErrJobTerminal, ErrReclaimed, ErrInvalidJobID, ErrNotRetryable,
 // ErrNoEvidence, ErrPending, ErrNotConfirmed, ErrNotGivenUp,
 // ErrUnregistered, ErrInTransaction, and IsPermanent where it must be); a
@@ -76,13 +102,14 @@
 // # What it does not cover
 //
 // Concurrency: the model is sequential, so a reclaim that loses its race
-// (its row changes between the read and the write), a settle attempt that
-// outlives its lease while the record is reopened, and contention between
-// workers are left to the chaos run and the packages' own tests. Package
-// compensate and package watch are not driven yet, nor the reclaimer's
-// leader election, Plan and shadow mode, BullMQ and River sources, Redis
-// Cluster, or table shapes other than fixture's (an int4 id, nullable
-// columns). Markers expiring after their TTL, and limits within
+// (its row changes between the read and the write) and contention between
+// workers are left to the chaos run and the packages' own tests; the one
+// attempt that outlives its lease is the parked one, released between
+// steps. Not driven: compensate's CompensateExecution and Keep, failing
+// compensators, Record inside a transaction; watch on Redis, its outages
+// and Watcher.Lost; the reclaimer's leader election, Plan and shadow
+// mode, BullMQ and River sources, Redis Cluster. Markers expiring after
+// their TTL, and limits within
 // milliseconds of a job's runtime, are out of reach by design: the model
 // does not depend on timing.
 //

@@ -32,6 +32,12 @@ type tally struct {
 	// What the reclaim sweeps did, for a reader who wonders whether the
 	// sequences reach them.
 	reclaimed, locked, ruleErrors atomic.Int64
+	// Parked settle attempts, and those released after their record was
+	// claimed or reopened by another.
+	parked, outlived atomic.Int64
+	// Artifacts undone, rechecked and spared; watched executions cancelled
+	// by a notice and by the check.
+	undone, rechecked, spared, byNotice, byCheck atomic.Int64
 }
 
 // hbBase is the heartbeats' clock at offset zero: their time is the
@@ -54,10 +60,13 @@ type machine struct {
 	// source is how the next reclaim sweep lists its jobs.
 	queue      bool
 	staleLists bool
+	// parked is the settle attempt waiting in its handler, if any.
+	parked *parked
 }
 
 func newMachine(ctx context.Context, w *world, tl *tally) *machine {
 	m := &machine{w: w, ctx: ctx, ref: newModel(w.guard.Fenced()), tally: tl, seen: map[string]row{}}
+	m.ref.tally = tl
 	for p := range m.hb {
 		m.hb[p] = m.newHeartbeat(p)
 	}
@@ -98,6 +107,19 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 		"poison":        m.poison,
 		"inTx":          m.inTx,
 		"twin":          m.twinFinalize,
+		"park":          m.park,
+		"settleBroken":  m.settleBroken,
+		"lapse":         m.lapse,
+		"release":       m.release,
+		"sweep again":   m.settleSweep,
+		"reopen again":  m.reopen,
+		"record":        m.record,
+		"record again":  m.record,
+		"upload":        m.upload,
+		"compFinalize":  m.compFinalize,
+		"compSweep":     m.compSweep,
+		"recheckPasses": m.recheckPasses,
+		"watchCheck":    m.watchCheck,
 	}
 }
 
@@ -160,6 +182,9 @@ var serverInfinity bool
 func (m *machine) newID(rt *rapid.T) string {
 	n := nextID.Add(1)
 	switch m.w.jobs.Name {
+	case fixture.Int4Nullable.Name:
+		// Down from the int4 column's largest id, 2147483647.
+		return strconv.FormatInt(math.MaxInt32-n, 10)
 	case fixture.IntID.Name:
 		// Fresh per sequence, and far from 0 so that the sign and zero
 		// spellings differ from it.
@@ -195,6 +220,9 @@ func (m *machine) insert(rt *rapid.T) {
 	j := &job{id: m.newID(rt), typ: typ, status: st, parentStatus: parentGenerating, marker: -1,
 		ledger: map[string]int64{}, twin: map[string]int64{}, calls: map[string]int{}, started: start}
 	j.parent = "parent-of-" + j.id
+	if m.w.jobs.Name == fixture.Int4Nullable.Name && rapid.Bool().Draw(rt, "no parent") {
+		j.parent, j.parentStatus = "", "" // a NULL parent id
+	}
 	if err := m.w.insert(m.ctx, j.id, j.parent, typ, st, start); err != nil {
 		rt.Fatalf("insert: %v", err)
 	}
@@ -217,7 +245,9 @@ func (m *machine) start(rt *rapid.T) {
 		if got.JobID != j.id || got.Generation != j.gen {
 			rt.Fatalf("Start(%q) = %+v, want job %q generation %d", id, got, j.id, j.gen)
 		}
-		m.ref.execs = append(m.ref.execs, &exec{job: i, gen: j.gen, proc: p})
+		e := &exec{job: i, gen: j.gen, proc: p}
+		m.ref.execs = append(m.ref.execs, e)
+		m.watch(e, id)
 	}
 }
 
@@ -373,10 +403,18 @@ func (m *machine) finalize(rt *rapid.T) {
 // settleFinalize is settle's Finalize: 0..n updates through the registered
 // handlers (flaky, broken, panicky ones among them), 0..n usage entries.
 func (m *machine) settleFinalize(rt *rapid.T) {
-	e, j := m.pickExec(rt)
-	id := m.spell(rt, j.id)
 	names := rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"ok", "flaky", "broken", "panicky", "unregistered"}), 0, 3,
 		func(s string) string { return s }).Draw(rt, "updates")
+	m.settleFinalizeOf(rt, names)
+}
+
+// settleBroken is settle's Finalize with an update whose store is broken:
+// a record that stays pending until repaired, for the sweeps to work on.
+func (m *machine) settleBroken(rt *rapid.T) { m.settleFinalizeOf(rt, []string{"broken"}) }
+
+func (m *machine) settleFinalizeOf(rt *rapid.T, names []string) {
+	e, j := m.pickExec(rt)
+	id := m.spell(rt, j.id)
 	ents := m.entries(rt, true)
 	m.step(rt, "settle.Finalize")
 	var ups []settle.Update
@@ -471,6 +509,7 @@ func (m *machine) reopen(rt *rapid.T) {
 	}
 	m.expect(rt, "Reopen", err, okay)
 	j.record.state, j.record.attempts = recPending, 0
+	m.claimed(j.record)
 }
 
 // repair makes the broken store of a job work again: what an operator
@@ -492,7 +531,7 @@ func (m *machine) settleSweep(rt *rapid.T) {
 	}
 	before := map[*job]string{}
 	for _, j := range m.ref.jobs {
-		if j.record != nil {
+		if j.record != nil && !j.record.leased {
 			before[j] = j.record.state
 		}
 	}
@@ -501,6 +540,7 @@ func (m *machine) settleSweep(rt *rapid.T) {
 	for j, st := range before {
 		if st == recPending {
 			taken++
+			m.claimed(j.record)
 			switch j.record.state {
 			case recConfirmed:
 				settledN++
@@ -561,6 +601,10 @@ func (m *machine) crash(rt *rapid.T) {
 	for _, e := range m.ref.execs {
 		if e.proc == p {
 			e.dead = true
+			if e.watch != nil && !e.watch.gone {
+				e.watch.release() // the process, and its watches, are gone
+				e.watch.gone = true
+			}
 		}
 	}
 	m.ref.slots[p] = map[string]time.Duration{}
@@ -570,7 +614,7 @@ func (m *machine) crash(rt *rapid.T) {
 // clock moves a process's clock: the heartbeats' of a worker, the
 // reclaimer's Now.
 func (m *machine) clock(rt *rapid.T) {
-	p := rapid.IntRange(0, 2).Draw(rt, "proc")
+	p := rapid.IntRange(0, len(m.ref.clocks)-1).Draw(rt, "proc")
 	d := rapid.SampledFrom([]time.Duration{2 * time.Minute, 6 * time.Minute, -6 * time.Minute, 365 * 24 * time.Hour}).Draw(rt, "by")
 	m.step(rt, "clock")
 	m.fault()
@@ -665,9 +709,22 @@ var invalidIDs = map[fixture.IDType][]string{
 	fixture.IDText: {"", "a\x00b", "\xff"},
 }
 
+// int4IDs are ids an int4 column cannot hold: just past its range, in
+// every spelling its integers have.
+var int4IDs = []string{"2147483648", "-2147483649", "+2147483648", " 2147483648", "0002147483648", "9223372036854775807"}
+
+// badID draws an id the column cannot hold.
+func (m *machine) badID(rt *rapid.T) string {
+	ids := invalidIDs[m.w.jobs.IDType]
+	if m.w.jobs.Name == fixture.Int4Nullable.Name {
+		ids = append(slices.Clone(ids), int4IDs...)
+	}
+	return rapid.SampledFrom(ids).Draw(rt, "id")
+}
+
 // invalidID gives Start, Check and Retry an id the column cannot hold.
 func (m *machine) invalidID(rt *rapid.T) {
-	id := rapid.SampledFrom(invalidIDs[m.w.jobs.IDType]).Draw(rt, "id")
+	id := m.badID(rt)
 	m.step(rt, "invalidID")
 	_, err := m.w.starts.Start(m.ctx, m.w.env.Pool, id)
 	m.expect(rt, "Start(invalid id)", err, invalidID)
@@ -679,7 +736,7 @@ func (m *machine) invalidID(rt *rapid.T) {
 // invalidFinish gives the writes of an execution an id the column cannot
 // hold.
 func (m *machine) invalidFinish(rt *rapid.T) {
-	id := rapid.SampledFrom(invalidIDs[m.w.jobs.IDType]).Draw(rt, "id")
+	id := m.badID(rt)
 	m.step(rt, "invalidFinish")
 	e := jobguard.Execution{JobID: id, Generation: 1}
 	m.expect(rt, "CompleteTx(invalid id)", m.w.guard.CompleteTx(m.ctx, m.w.env.Pool, e, func(pgx.Tx) error { return nil }), invalidID)
@@ -938,6 +995,8 @@ func (m *machine) check(rt *rapid.T) {
 	for k, v := range wantTwin {
 		wantLedger["twin:"+k] = v
 	}
+	m.checkArtifacts(rt)
+	m.checkWatched(rt)
 	if !mapsEqual(ledger, wantLedger) {
 		rt.Fatalf("ledger %v, model %v", ledger, wantLedger)
 	}

@@ -28,7 +28,7 @@ func (s *queueSource) Active(_ context.Context, _ reclaim.Query, page func([]rec
 }
 
 // reclaimerKey selects one of a world's reclaimers.
-type reclaimerKey struct{ queue, down bool }
+type reclaimerKey struct{ queue, down, deaf bool }
 
 // reclaimers builds the world's reclaimers: over the table itself or over
 // the queue, with Redis reachable or not. Their clock is the model's
@@ -64,7 +64,8 @@ func (w *world) reclaimers() (map[reclaimerKey]*reclaim.Reclaimer, *queueSource,
 		}
 	}
 	out := map[reclaimerKey]*reclaim.Reclaimer{}
-	for _, k := range []reclaimerKey{{false, false}, {false, true}, {true, false}, {true, true}} {
+	for _, k := range []reclaimerKey{{false, false, false}, {false, true, false}, {true, false, false}, {true, true, false},
+		{false, false, true}, {true, false, true}} {
 		if !k.queue && w.table.StartedAtColumn == "" {
 			continue
 		}
@@ -75,6 +76,9 @@ func (w *world) reclaimers() (map[reclaimerKey]*reclaim.Reclaimer, *queueSource,
 		}
 		if k.down {
 			cfg.Redis = w.down
+		}
+		if w.notices != nil && !k.deaf {
+			cfg.Notices = w.notices // a deaf reclaimer's notices are dropped
 		}
 		if k.queue {
 			cfg.Source = src
@@ -94,6 +98,7 @@ func (m *machine) reclaim(rt *rapid.T) {
 	w := m.w
 	queue := w.table.StartedAtColumn == "" || rapid.Bool().Draw(rt, "queue")
 	stale := queue && rapid.Bool().Draw(rt, "stale listings")
+	dropped := w.notices != nil && rapid.IntRange(0, 3).Draw(rt, "notice dropped") == 0
 	heldRows := map[*job]bool{}
 	heldParents := map[*job]bool{}
 	for _, j := range m.ref.jobs {
@@ -130,8 +135,12 @@ func (m *machine) reclaim(rt *rapid.T) {
 			}
 		}
 	}
-	m.step(rt, fmt.Sprintf("reclaim (queue %v, stale %v, held %d rows %d parents, redis down %v)",
-		queue, stale, len(heldRows), len(heldParents), m.ref.redisDown))
+	dropped = dropped && !m.ref.redisDown
+	m.step(rt, fmt.Sprintf("reclaim (queue %v, stale %v, held %d rows %d parents, redis down %v, notices dropped %v)",
+		queue, stale, len(heldRows), len(heldParents), m.ref.redisDown, dropped))
+	if dropped {
+		m.fault()
+	}
 	if stale {
 		m.fault()
 	}
@@ -160,12 +169,13 @@ func (m *machine) reclaim(rt *rapid.T) {
 	}
 
 	w.source.listings = listings
-	rep, err := w.reclaim[reclaimerKey{queue: queue, down: m.ref.redisDown}].Sweep(m.ctx)
+	rep, err := w.reclaim[reclaimerKey{queue: queue, down: m.ref.redisDown, deaf: dropped}].Sweep(m.ctx)
 	if err != nil {
 		rt.Fatalf("reclaim sweep: %v", err)
 	}
 
 	var want []string
+	var reclaimed []*job
 	locked, ruleErrors := 0, 0
 	for _, j := range m.ref.jobs {
 		if !m.ref.overdue(j) {
@@ -180,6 +190,7 @@ func (m *machine) reclaim(rt *rapid.T) {
 		default:
 			m.ref.reclaim(j, w.reason, ruled)
 			want = append(want, j.id)
+			reclaimed = append(reclaimed, j)
 		}
 	}
 	m.tally.reclaimed.Add(int64(len(want)))
@@ -197,6 +208,9 @@ func (m *machine) reclaim(rt *rapid.T) {
 		wantMarkerErrors = len(want)
 	}
 	m.expect(rt, "reclaim marker errors", markerErr(rep.MarkerErrors, wantMarkerErrors), okay)
+	if !dropped {
+		m.noticed(rt, reclaimed)
+	}
 }
 
 func markerErr(got, want int) error {

@@ -66,10 +66,11 @@ type record struct {
 	pending  []string // update names not yet succeeded
 	attempts int
 	usage    []entry
+	leased   bool // a parked attempt's lease holds it: no sweep takes it
 }
 
 type job struct {
-	id, parent, typ string
+	id, parent, typ string // parent is empty for a NULL parent id
 	status          status
 	gen             int64
 	reason          string
@@ -90,10 +91,11 @@ type job struct {
 }
 
 type exec struct {
-	job  int
-	gen  int64
-	proc int
-	dead bool
+	job   int
+	gen   int64
+	proc  int
+	dead  bool
+	watch *watched // its context under the watcher, if watched
 }
 
 // limit is a type's limit in the model: none, or a duration (a very
@@ -109,9 +111,12 @@ type model struct {
 	jobs      []*job
 	execs     []*exec
 	limits    map[string]limit
-	clocks    [3]time.Duration // process clock offsets: two workers and the reclaimer
+	clocks    [4]time.Duration // process clock offsets: two workers, the reclaimer, the compensate sweeper
 	slots     [2]map[string]time.Duration
 	redisDown bool
+	arts      []*artifact     // in the order recorded: the table's id order
+	things    map[string]bool // the files that exist, by ref
+	tally     *tally
 }
 
 const (
@@ -121,7 +126,7 @@ const (
 )
 
 func newModel(fenced bool) *model {
-	m := &model{fenced: fenced, limits: map[string]limit{}}
+	m := &model{fenced: fenced, limits: map[string]limit{}, things: map[string]bool{}}
 	for i := range m.slots {
 		m.slots[i] = map[string]time.Duration{}
 	}
@@ -176,7 +181,9 @@ func (m *model) complete(e *exec, j *job) bool {
 	}
 	j.status, j.updAge = completed, 0
 	j.product, j.hasProduct = e.gen, true
-	j.parentStatus = parentReady
+	if j.parent != "" {
+		j.parentStatus = parentReady
+	}
 	return true
 }
 
@@ -264,7 +271,7 @@ func (j *job) bill(e entry) bool {
 func (m *model) sweepSettle() {
 	for _, j := range m.jobs {
 		r := j.record
-		if r == nil || r.state != recPending {
+		if r == nil || r.state != recPending || r.leased {
 			continue
 		}
 		r.attempts++

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/compensate"
 	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
@@ -23,6 +24,7 @@ import (
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
+	"github.com/jobguard/jobguard/watch"
 )
 
 // sideSchema is what every table shape gets beside its jobs table: the
@@ -33,6 +35,7 @@ CREATE TABLE parents (id text PRIMARY KEY, status text NOT NULL DEFAULT 'GENERAT
 CREATE TABLE products (job_id text NOT NULL, generation bigint NOT NULL);
 CREATE TABLE meta (job_id text NOT NULL, name text NOT NULL, PRIMARY KEY (job_id, name));
 CREATE TABLE bills (job_id text NOT NULL, meter text NOT NULL, quantity bigint NOT NULL);
+CREATE TABLE things (ref text PRIMARY KEY);
 `
 
 // world is one table shape in its own schema, kept for a whole run: each
@@ -47,10 +50,22 @@ type world struct {
 	startsNo *jobguard.StartGuard // Redis unreachable
 	markers  *jobguard.MarkerStore
 	settler  *settle.Settler
-	limits   *reclaim.TableLimits
-	down     *redis.Client
-	log      *slog.Logger
-	reason   string
+	// parker is the settler whose attempts park (park_test.go), and
+	// parking the attempt armed to park.
+	parker     *settle.Settler
+	parking    *parking
+	increments map[string]settle.Increment
+	// arts are the artifacts of the two workers and of the compensate
+	// sweeper (compensate_test.go); none for a table without generations.
+	arts [3]*compensate.Artifacts
+	// watcher watches the executions; notices publishes the reclaims'
+	// (watch_test.go). None for a table without generations.
+	watcher *watch.Watcher
+	notices *watch.Publisher
+	limits  *reclaim.TableLimits
+	down    *redis.Client
+	log     *slog.Logger
+	reason  string
 
 	// The settle handlers' memory of the current sequence: calls per
 	// (job, update) and whether the broken store was repaired.
@@ -97,6 +112,7 @@ func newWorld(t *testing.T, v fixture.Variant, simple bool, zone string) *world 
 	env.Exec(usage.Migration)
 	env.Exec(settle.Migration)
 	env.Exec(reclaim.Migration)
+	env.Exec(compensate.Migration)
 	env.Exec(sideSchema)
 	w := &world{t: t, env: env, jobs: jobs, guard: jobs.Guard, table: jobs.Table, log: quiet,
 		reason: jobs.Guard.Shared().ReclaimedReason}
@@ -135,12 +151,13 @@ func newWorld(t *testing.T, v fixture.Variant, simple bool, zone string) *world 
 		}
 	}
 	increment := incrementOf("")
+	w.increments = map[string]settle.Increment{"tokens": increment, "seconds": increment}
 	w.settler, err = settle.New(ctx, settle.Config{
 		Guard: w.guard, DB: env.Pool, Logger: quiet,
 		Handlers: map[string]settle.Handler{
 			"ok": handler("ok"), "flaky": handler("flaky"), "broken": handler("broken"), "panicky": handler("panicky"),
 		},
-		Increments:    map[string]settle.Increment{"tokens": increment, "seconds": increment},
+		Increments:    w.increments,
 		Grace:         time.Microsecond,
 		UpdateTimeout: 10 * time.Second,
 		MaxAttempts:   maxTries,
@@ -149,6 +166,15 @@ func newWorld(t *testing.T, v fixture.Variant, simple bool, zone string) *world 
 		Concurrency:   2,
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.watcherOf(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.artifactsOf(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w.parker, err = w.parkSettler(ctx); err != nil {
 		t.Fatal(err)
 	}
 	env.Exec(`CREATE TABLE twin (LIKE ` + w.table.QualifiedName() + ` INCLUDING ALL)`)
@@ -167,7 +193,29 @@ func newWorld(t *testing.T, v fixture.Variant, simple bool, zone string) *world 
 	if w.reclaim, w.source, err = w.reclaimers(); err != nil {
 		t.Fatal(err)
 	}
+	if v.Name == fixture.Int4Nullable.Name {
+		w.refuseNullable(t)
+	}
 	return w
+}
+
+// refuseNullable checks that a mapping whose generation or type column
+// admits NULL, with a row holding NULL in it, is refused, naming the SQL
+// that fixes it: such a column accepted fails later, on every call.
+func (w *world) refuseNullable(t *testing.T) {
+	t.Helper()
+	for _, col := range []string{w.table.GenerationColumn, w.table.TypeColumn} {
+		w.env.Exec(`CREATE TABLE loose (LIKE ` + w.table.QualifiedName() + ` INCLUDING DEFAULTS);
+			ALTER TABLE loose ALTER COLUMN ` + ident.Quote(col) + ` DROP NOT NULL, ALTER COLUMN ` + ident.Quote(col) + ` DROP DEFAULT;
+			INSERT INTO loose (id, status, updated_at) VALUES (1, 'PROCESSING', now())`)
+		tb := w.table
+		tb.Name = "loose"
+		_, err := jobguard.New(context.Background(), w.env.Pool, tb)
+		if err == nil || !strings.Contains(err.Error(), "SET NOT NULL") {
+			t.Fatalf("New over a table whose %s admits NULL = %v, want a refusal naming the fix", col, err)
+		}
+		w.env.Exec(`DROP TABLE loose`)
+	}
 }
 
 // call is the behaviour of a settle handler, as the model describes it
@@ -196,7 +244,7 @@ func (w *world) reset(ctx context.Context) error {
 	w.calls, w.repaired, w.poisoned = map[string]int{}, map[string]bool{}, map[string]bool{}
 	w.mu.Unlock()
 	_, err := w.env.Pool.Exec(ctx, `TRUNCATE `+w.table.QualifiedName()+
-		`, twin, parents, products, meta, bills, usage_ledger, job_settlements, job_type_limits`)
+		`, twin, parents, products, meta, bills, things, job_artifacts, usage_ledger, job_settlements, job_type_limits`)
 	if err != nil {
 		return err
 	}
@@ -231,7 +279,7 @@ func (w *world) insert(ctx context.Context, id, parent, typ string, st status, s
 	if tb.TypeColumn != "" {
 		cols, vals, args = append(cols, tb.TypeColumn), append(vals, fmt.Sprintf("$%d", len(args)+1)), append(args, typ)
 	}
-	if tb.ParentIDColumn != "" {
+	if tb.ParentIDColumn != "" && parent != "" {
 		cols, vals, args = append(cols, tb.ParentIDColumn), append(vals, fmt.Sprintf("$%d", len(args)+1)), append(args, parent)
 	}
 	if tb.StartedAtColumn != "" && start {
@@ -250,6 +298,9 @@ func (w *world) insert(ctx context.Context, id, parent, typ string, st status, s
 	sql := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", tb.QualifiedName(), strings.Join(cols, ", "), strings.Join(vals, ", "))
 	if _, err := w.env.Pool.Exec(ctx, sql, args...); err != nil {
 		return err
+	}
+	if parent == "" {
+		return nil
 	}
 	_, err := w.env.Pool.Exec(ctx, `INSERT INTO parents (id) VALUES ($1)`, parent)
 	return err

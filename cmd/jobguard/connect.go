@@ -29,12 +29,28 @@ type conns struct {
 	redis                 *redis.Client
 	redisWhere, redisTodo string
 	// log receives the guard's warnings of the mapping (a column under a
-	// default name it leaves out); nil discards them.
+	// default name it leaves out): the command's logger, on stderr, in
+	// every command.
 	log *slog.Logger
 }
 
-// openDB connects to PostgreSQL and checks that it answers.
-func openDB(ctx context.Context, s *settings) (*conns, error) {
+// openDB connects to PostgreSQL and checks that it answers. The guards
+// built on it warn through the command's logger.
+func (c *cli) openDB(ctx context.Context, s *settings) (*conns, error) {
+	log, err := c.logger(s)
+	if err != nil {
+		return nil, err
+	}
+	cn, err := dial(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	cn.log = log
+	return cn, nil
+}
+
+// dial connects to PostgreSQL and checks that it answers.
+func dial(ctx context.Context, s *settings) (*conns, error) {
 	cfg, err := pgxpool.ParseConfig(s.DatabaseURL)
 	if err != nil {
 		return nil, usageErr("%s: %v", s.databaseURLName(), err)
@@ -94,11 +110,7 @@ func (c *conns) close() {
 // recording its metrics on mp (nil: none). A mapping that does not match
 // the table is the library's error, with what to change.
 func (c *conns) guard(ctx context.Context, s *settings, mp metric.MeterProvider) (*jobguard.Guard, error) {
-	log := c.log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	g, err := jobguard.NewWithConfig(ctx, c.pool, s.Table, jobguard.GuardConfig{Shared: s.Shared, MeterProvider: mp, Logger: log})
+	g, err := jobguard.NewWithConfig(ctx, c.pool, s.Table, jobguard.GuardConfig{Shared: s.Shared, MeterProvider: mp, Logger: c.log})
 	if err != nil {
 		return nil, fail(exitError, err, "the table mapping does not match the table in %s: set --schema, --table "+
 			"and the column flags (or the config file's \"table\"); 'jobguard help config' shows them", c.where)
@@ -152,11 +164,11 @@ func isUndefinedTable(err error) bool {
 // openJob is the start of a command that takes one job id: it connects,
 // builds the guard, and returns the id as the id column prints it. A
 // malformed id is a usage error. On success the caller closes cn.
-func openJob(ctx context.Context, s *settings, command string, args []string) (cn *conns, guard *jobguard.Guard, id string, err error) {
+func (c *cli) openJob(ctx context.Context, s *settings, command string, args []string) (cn *conns, guard *jobguard.Guard, id string, err error) {
 	if len(args) != 1 {
 		return nil, nil, "", usageErr("%s takes one job id; got %d arguments", command, len(args))
 	}
-	if cn, err = openDB(ctx, s); err != nil {
+	if cn, err = c.openDB(ctx, s); err != nil {
 		return nil, nil, "", err
 	}
 	if guard, err = cn.guard(ctx, s, nil); err != nil {

@@ -90,7 +90,7 @@ type marker struct {
 }
 
 func explain(ctx context.Context, c *cli, s *settings, args []string) error {
-	cn, guard, id, err := openJob(ctx, s, "explain", args)
+	cn, guard, id, err := c.openJob(ctx, s, "explain", args)
 	if err != nil {
 		return err
 	}

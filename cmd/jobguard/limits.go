@@ -108,7 +108,7 @@ func limitsList(ctx context.Context, c *cli, s *settings, args []string) error {
 	if len(args) > 0 {
 		return usageErr("limits list takes no arguments; got %q", args)
 	}
-	cn, err := openDB(ctx, s)
+	cn, err := c.openDB(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ func limitsSet(ctx context.Context, c *cli, s *settings, args []string) error {
 	if err != nil || limit < time.Second {
 		return usageErr("limit %q: want %s, and of a second or more", args[1], durationRange)
 	}
-	cn, err := openDB(ctx, s)
+	cn, err := c.openDB(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -214,7 +214,7 @@ func limitsSuggest(ctx context.Context, c *cli, s *settings, args []string) erro
 	case sp.MinCompletions <= 0:
 		return usageErr("--min-completions %d: want a positive number", sp.MinCompletions)
 	}
-	cn, err := openDB(ctx, s)
+	cn, err := c.openDB(ctx, s)
 	if err != nil {
 		return err
 	}

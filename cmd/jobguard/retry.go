@@ -36,11 +36,22 @@ job is not FAILED.`,
 }
 
 func retry(ctx context.Context, c *cli, s *settings, args []string) error {
-	cn, guard, id, err := openJob(ctx, s, "retry", args)
+	cn, guard, id, err := c.openJob(ctx, s, "retry", args)
 	if err != nil {
 		return err
 	}
 	defer cn.close()
+	// A retry that bumps no generation lets every execution from before it
+	// write again: on a table that has the column, that is a mapping
+	// mistake, not a status-only table.
+	for _, u := range guard.Unmapped() {
+		if u.Field == "GenerationColumn" {
+			return fail(exitError, fmt.Errorf("table %s has a column %q that the mapping leaves out: a retry without it "+
+				"would let executions from before the retry write again; nothing was changed",
+				guard.Table().QualifiedName(), u.Column),
+				"map it with --generation-column %s (the config file's \"table\": {\"generation_column\": %q})", u.Column, u.Column)
+		}
+	}
 	// Without a generation the marker must go too: check Redis first, so
 	// that the retry is not left half done. A marker in Postgres goes in
 	// the retry's own transaction.

@@ -125,12 +125,11 @@ func runService(ctx context.Context, c *cli, s *settings, args []string) error {
 		log.Info("jobguard: run: serving metrics", slog.String("url", "http://"+m.addr+"/metrics"))
 	}
 
-	cn, err := openDB(ctx, s)
+	cn, err := c.openDB(ctx, s)
 	if err != nil {
 		return err
 	}
 	defer cn.close()
-	cn.log = log
 	if err := cn.openRedis(ctx, s, !o.Shadow); err != nil {
 		return err
 	}

@@ -45,12 +45,11 @@ func sweep(ctx context.Context, c *cli, s *settings, args []string) error {
 	if err != nil {
 		return err
 	}
-	cn, err := openDB(ctx, s)
+	cn, err := c.openDB(ctx, s)
 	if err != nil {
 		return err
 	}
 	defer cn.close()
-	cn.log = log
 	guard, err := cn.guard(ctx, s, nil)
 	if err != nil {
 		return err

@@ -25,7 +25,7 @@ func TestSecrets_RetryPrintsTheClearedReasonRedacted(t *testing.T) {
 	reason := "load course: connect " + dbURL + ": dial tcp: i/o timeout"
 	for _, args := range [][]string{{}, {"--json"}} {
 		id := b.jobs.Insert(t, fixture.Job{Status: "FAILED", Reason: reason, Generation: 3, UpdatedAgo: time.Hour})
-		servers := []string{"--database-url", dbURL, "--redis-url", b.env.RedisURL}
+		servers := []string{"--database-url", dbURL, "--redis-url", b.env.RedisURL, "--markers", "redis"}
 		base := append(append(tableArgs(b.jobs.Table), "--schema", b.env.Schema, "--prefix", b.env.Prefix), servers...)
 
 		ex := jg(t, append(append([]string{"explain"}, base...), append(args, id)...)...)

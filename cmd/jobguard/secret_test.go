@@ -123,8 +123,9 @@ func (lc *leakCheck) commandLines() [][]string {
 // the servers.
 func (lc *leakCheck) base() []string {
 	b := lc.b
+	// The markers in Redis, so that every command reads the Redis URL too.
 	return append(tableArgs(b.jobs.Table), "--schema", b.env.Schema, "--prefix", b.env.Prefix,
-		"--notice-channel", b.env.Schema)
+		"--notice-channel", b.env.Schema, "--markers", "redis")
 }
 
 // runAll runs every command line with extra flags and env, and returns

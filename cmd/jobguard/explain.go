@@ -116,8 +116,7 @@ func explain(ctx context.Context, c *cli, s *settings, args []string) error {
 	plan, err := r.Plan(ctx)
 	switch {
 	case errors.Is(err, errJobNotFound):
-		return fail(exitNotFound, fmt.Errorf("job %s not found in %s", id, guard.Table().QualifiedName()),
-			"check the id, and that --schema and --table (or the config file) name the table the workers write")
+		return notFound(guard, id)
 	case err != nil:
 		return limitsErr(err, s)
 	case len(plan.Jobs) != 1:

@@ -104,23 +104,12 @@ type limitJSON struct {
 	LimitSeconds float64 `json:"limit_seconds"`
 }
 
-func limitsList(ctx context.Context, c *cli, s *settings, args []string) error {
-	if len(args) > 0 {
-		return usageErr("limits list takes no arguments; got %q", args)
-	}
-	cn, err := c.openDB(ctx, s)
+func limitsList(ctx context.Context, c *cli, s *settings, _ []string) error {
+	cn, _, limits, err := c.openLimits(ctx, s)
 	if err != nil {
 		return err
 	}
 	defer cn.close()
-	tl, err := cn.limits(s)
-	if err != nil {
-		return err
-	}
-	limits, err := readLimits(ctx, tl, s)
-	if err != nil {
-		return err
-	}
 	types := slices.Sorted(maps.Keys(limits))
 	if s.JSON {
 		out := make([]limitJSON, len(types))
@@ -149,19 +138,11 @@ func limitsSet(ctx context.Context, c *cli, s *settings, args []string) error {
 	if err != nil || limit < time.Second {
 		return usageErr("limit %q: want %s, and of a second or more", args[1], durationRange)
 	}
-	cn, err := c.openDB(ctx, s)
+	cn, tl, before, err := c.openLimits(ctx, s)
 	if err != nil {
 		return err
 	}
 	defer cn.close()
-	tl, err := cn.limits(s)
-	if err != nil {
-		return err
-	}
-	before, err := readLimits(ctx, tl, s)
-	if err != nil {
-		return err
-	}
 	if err := tl.Set(ctx, typ, limit); err != nil {
 		return limitsErr(err, s)
 	}
@@ -198,10 +179,7 @@ type suggestionJSON struct {
 	Applied          bool     `json:"applied"`
 }
 
-func limitsSuggest(ctx context.Context, c *cli, s *settings, args []string) error {
-	if len(args) > 0 {
-		return usageErr("limits suggest takes no arguments; got %q", args)
-	}
+func limitsSuggest(ctx context.Context, c *cli, s *settings, _ []string) error {
 	if err := checkSuggest(s.Suggest.Spec); err != nil {
 		return err
 	}
@@ -326,6 +304,24 @@ func suggestedText(sg reclaim.Suggestion, applied bool) string {
 		suggested += " (applied)"
 	}
 	return suggested
+}
+
+// openLimits connects and reads every limit of the limits table. On
+// success the caller closes cn.
+func (c *cli) openLimits(ctx context.Context, s *settings) (*conns, *reclaim.TableLimits, map[string]time.Duration, error) {
+	cn, err := c.openDB(ctx, s)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tl, err := cn.limits(s)
+	if err == nil {
+		var limits map[string]time.Duration
+		if limits, err = readLimits(ctx, tl, s); err == nil {
+			return cn, tl, limits, nil
+		}
+	}
+	cn.close()
+	return nil, nil, nil, err
 }
 
 // limitLine prints a limit of the table, and says when it is the longest a

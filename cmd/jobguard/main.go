@@ -137,6 +137,10 @@ func (c *cli) run(ctx context.Context, cmd *command, s *settings, args []string)
 				"this is a bug in jobguard: please report it, with the lines above")
 		}
 	}()
+	// A command whose synopsis names no arguments takes none.
+	if cmd.args == "" && len(args) > 0 {
+		return usageErr("%s takes no arguments; got %q", cmd.name, args)
+	}
 	return cmd.run(ctx, c, s, args)
 }
 

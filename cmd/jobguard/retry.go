@@ -106,8 +106,7 @@ func retryRow(ctx context.Context, cn *conns, guard *jobguard.Guard, id string, 
 	var se *jobguard.StateError
 	switch {
 	case errors.As(err, &se) && se.Reason == jobguard.ReasonNotFound:
-		return 0, fail(exitNotFound, fmt.Errorf("job %s not found in %s", id, guard.Table().QualifiedName()),
-			"check the id, and that --schema and --table (or the config file) name the table the workers write")
+		return 0, notFound(guard, id)
 	case errors.As(err, &se) && se.Reason == jobguard.ReasonStatus:
 		return 0, fail(exitRefused, fmt.Errorf("job %s is %s: only a %s job can be retried; nothing was changed",
 			id, se.Status, guard.Table().Statuses.Failed), "")

@@ -92,8 +92,8 @@ func defaultService() serviceOpts {
 	return serviceOpts{MetricsAddr: service.MetricsAddrDefault, ArtifactsTable: compensate.TableDefault, FileKind: "file"}
 }
 
-func runService(ctx context.Context, c *cli, s *settings, args []string) error {
-	if err := s.Service.check(args); err != nil {
+func runService(ctx context.Context, c *cli, s *settings, _ []string) error {
+	if err := s.Service.check(); err != nil {
 		return err
 	}
 	log, err := c.logger(s)
@@ -123,12 +123,9 @@ func runService(ctx context.Context, c *cli, s *settings, args []string) error {
 	return nil
 }
 
-// check refuses the arguments and the combinations of options run cannot
-// serve.
-func (o serviceOpts) check(args []string) error {
+// check refuses the combinations of options run cannot serve.
+func (o serviceOpts) check() error {
 	switch {
-	case len(args) > 0:
-		return usageErr("run takes no arguments; got %q", args)
 	case o.Shadow && o.Compensate:
 		return usageErr("--shadow writes nothing, and --compensate would: choose one")
 	case o.Compensate && o.FileKind == "":

@@ -39,10 +39,7 @@ On a terminal a progress line counts the jobs read; piped, it stays quiet.`,
 	run: sweep,
 }
 
-func sweep(ctx context.Context, c *cli, s *settings, args []string) error {
-	if len(args) > 0 {
-		return usageErr("sweep takes no arguments; got %q", args)
-	}
+func sweep(ctx context.Context, c *cli, s *settings, _ []string) error {
 	cn, err := c.openDB(ctx, s)
 	if err != nil {
 		return err

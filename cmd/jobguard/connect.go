@@ -161,6 +161,12 @@ func isUndefinedTable(err error) bool {
 	return errors.As(err, &pg) && pg.SQLState() == "42P01"
 }
 
+// notFound is the error of a job id without a row in the mapped table.
+func notFound(guard *jobguard.Guard, id string) error {
+	return fail(exitNotFound, fmt.Errorf("job %s not found in %s", id, guard.Table().QualifiedName()),
+		"check the id, and that --schema and --table (or the config file) name the table the workers write")
+}
+
 // openJob is the start of a command that takes one job id: it connects,
 // builds the guard, and returns the id as the id column prints it. A
 // malformed id is a usage error. On success the caller closes cn.

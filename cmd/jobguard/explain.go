@@ -116,8 +116,7 @@ func explain(ctx context.Context, c *cli, s *settings, args []string) error {
 	plan, err := r.Plan(ctx)
 	switch {
 	case errors.Is(err, errJobNotFound):
-		return fail(exitNotFound, fmt.Errorf("job %s not found in %s", id, guard.Table().QualifiedName()),
-			"check the id, and that --schema and --table (or the config file) name the table the workers write")
+		return notFound(guard, id)
 	case err != nil:
 		return limitsErr(err, s)
 	case len(plan.Jobs) != 1:
@@ -172,18 +171,7 @@ func explained(ctx context.Context, guard *jobguard.Guard, starts *jobguard.Star
 		e.StartedAt = &row.StartedAt
 	}
 	if src.queue != nil {
-		listed := len(src.listings) > 0
-		e.Listed = &listed
-		for _, l := range src.listings {
-			if !l.StartedAt.IsZero() && (e.QueueStartedAt == nil || l.StartedAt.After(*e.QueueStartedAt)) {
-				e.QueueStartedAt = &l.StartedAt
-			}
-		}
-		if !listed {
-			e.Decision = "not_listed"
-			e.Why = fmt.Sprintf("the %s source does not list it as active: a sweep over it never considers this job "+
-				"(on its row alone: %s)", sourceName(src.queue), planned.String())
-		}
+		e.queueListing(src, planned)
 	}
 
 	m, found, err := starts.Marker(ctx, src.db, row.ID)
@@ -196,19 +184,7 @@ func explained(ctx context.Context, guard *jobguard.Guard, starts *jobguard.Star
 	e.StartGuard, e.StartGuardWhy = startVerdict(starts.Check(ctx, src.db, row.ID), row, t)
 
 	if src.queue == nil && t.StartedAtColumn != "" {
-		// The table source lists no running job without a start: say so,
-		// and how many there are, which every sweep counts.
-		if planned.Decision == reclaim.DecisionNoStartTime {
-			e.Why = "its row has no start time: the table source never lists it, so no sweep reclaims it; " +
-				"every sweep counts it as no_start_time (StartGuard.Start stamps the start)"
-		}
-		if ts, err := reclaim.NewTableSource(guard, src.db); err != nil {
-			e.UnstartedError = err.Error()
-		} else if n, err := ts.CountUnstarted(ctx); err != nil {
-			e.UnstartedError = err.Error()
-		} else {
-			e.UnstartedJobs = &n
-		}
+		e.unstarted(ctx, guard, src.db, planned)
 	}
 	// A job that no longer runs says what became of it, whatever the plan
 	// made of its type or its listing.
@@ -216,6 +192,41 @@ func explained(ctx context.Context, guard *jobguard.Guard, starts *jobguard.Star
 		e.Decision, e.Why = d, why
 	}
 	return e
+}
+
+// queueListing says whether the queue lists the job as active, and when
+// the latest attempt it lists started: a job it does not list, a sweep
+// over it never considers.
+func (e *explanation) queueListing(src *oneJob, planned reclaim.PlannedJob) {
+	listed := len(src.listings) > 0
+	e.Listed = &listed
+	for _, l := range src.listings {
+		if !l.StartedAt.IsZero() && (e.QueueStartedAt == nil || l.StartedAt.After(*e.QueueStartedAt)) {
+			e.QueueStartedAt = &l.StartedAt
+		}
+	}
+	if !listed {
+		e.Decision = "not_listed"
+		e.Why = fmt.Sprintf("the %s source does not list it as active: a sweep over it never considers this job "+
+			"(on its row alone: %s)", sourceName(src.queue), planned.String())
+	}
+}
+
+// unstarted says, for the table source, which lists no running job
+// without a start, whether this job is one, and how many there are, which
+// every sweep counts.
+func (e *explanation) unstarted(ctx context.Context, guard *jobguard.Guard, db jobguard.DB, planned reclaim.PlannedJob) {
+	if planned.Decision == reclaim.DecisionNoStartTime {
+		e.Why = "its row has no start time: the table source never lists it, so no sweep reclaims it; " +
+			"every sweep counts it as no_start_time (StartGuard.Start stamps the start)"
+	}
+	if ts, err := reclaim.NewTableSource(guard, db); err != nil {
+		e.UnstartedError = err.Error()
+	} else if n, err := ts.CountUnstarted(ctx); err != nil {
+		e.UnstartedError = err.Error()
+	} else {
+		e.UnstartedJobs = &n
+	}
 }
 
 // redact masks passwords in what the explanation quotes of the servers:

@@ -103,11 +103,7 @@ from the values in from, in the reclaim's transaction.
 func (c *cli) help(w io.Writer) {
 	fmt.Fprint(w, helpIntro)
 	for _, cmd := range commands() {
-		synopsis := cmd.name
-		if cmd.args != "" {
-			synopsis += " " + cmd.args
-		}
-		fmt.Fprintf(w, "  %-30s %s\n", synopsis, cmd.short)
+		fmt.Fprintf(w, "  %-30s %s\n", strings.TrimSpace(cmd.name+" "+cmd.args), cmd.short)
 	}
 	fmt.Fprintf(w, "  %-30s %s\n", "help [command | config]", "help for a command, or the config file's format")
 	fmt.Fprint(w, helpOutro)
@@ -137,10 +133,7 @@ func (c *cli) helpCommand(args []string) int {
 
 // commandHelp writes a command's --help.
 func (c *cli) commandHelp(w io.Writer, cmd *command, f *flags) {
-	synopsis := "jobguard " + cmd.name + " [flags]"
-	if cmd.args != "" {
-		synopsis += " " + cmd.args
-	}
+	synopsis := strings.TrimSpace("jobguard " + cmd.name + " [flags] " + cmd.args)
 	fmt.Fprintf(w, "Usage: %s\n\n%s\n", synopsis, strings.TrimSpace(cmd.long))
 	f.usage(w, c.red)
 }

@@ -104,23 +104,12 @@ type limitJSON struct {
 	LimitSeconds float64 `json:"limit_seconds"`
 }
 
-func limitsList(ctx context.Context, c *cli, s *settings, args []string) error {
-	if len(args) > 0 {
-		return usageErr("limits list takes no arguments; got %q", args)
-	}
-	cn, err := c.openDB(ctx, s)
+func limitsList(ctx context.Context, c *cli, s *settings, _ []string) error {
+	cn, _, limits, err := c.openLimits(ctx, s)
 	if err != nil {
 		return err
 	}
 	defer cn.close()
-	tl, err := cn.limits(s)
-	if err != nil {
-		return err
-	}
-	limits, err := readLimits(ctx, tl, s)
-	if err != nil {
-		return err
-	}
 	types := slices.Sorted(maps.Keys(limits))
 	if s.JSON {
 		out := make([]limitJSON, len(types))
@@ -149,19 +138,11 @@ func limitsSet(ctx context.Context, c *cli, s *settings, args []string) error {
 	if err != nil || limit < time.Second {
 		return usageErr("limit %q: want %s, and of a second or more", args[1], durationRange)
 	}
-	cn, err := c.openDB(ctx, s)
+	cn, tl, before, err := c.openLimits(ctx, s)
 	if err != nil {
 		return err
 	}
 	defer cn.close()
-	tl, err := cn.limits(s)
-	if err != nil {
-		return err
-	}
-	before, err := readLimits(ctx, tl, s)
-	if err != nil {
-		return err
-	}
 	if err := tl.Set(ctx, typ, limit); err != nil {
 		return limitsErr(err, s)
 	}
@@ -198,44 +179,21 @@ type suggestionJSON struct {
 	Applied          bool     `json:"applied"`
 }
 
-func limitsSuggest(ctx context.Context, c *cli, s *settings, args []string) error {
-	sp := s.Suggest.Spec
-	switch {
-	case len(args) > 0:
-		return usageErr("limits suggest takes no arguments; got %q", args)
-	case !(sp.Percentile > 0 && sp.Percentile <= 1):
-		return usageErr("--percentile %v: want a number above 0 and at most 1, such as 0.99", sp.Percentile)
-	case !(sp.Margin >= 1):
-		return usageErr("--margin %v: want 1 or more, such as 1.5", sp.Margin)
-	case sp.Window <= 0:
-		return usageErr("--window %v: want a positive duration, such as 168h", sp.Window)
-	case sp.PerType <= 0:
-		return usageErr("--per-type %d: want a positive number", sp.PerType)
-	case sp.MinCompletions <= 0:
-		return usageErr("--min-completions %d: want a positive number", sp.MinCompletions)
+func limitsSuggest(ctx context.Context, c *cli, s *settings, _ []string) error {
+	if err := checkSuggest(s.Suggest.Spec); err != nil {
+		return err
 	}
 	cn, err := c.openDB(ctx, s)
 	if err != nil {
 		return err
 	}
 	defer cn.close()
-	guard, err := cn.guard(ctx, s, nil)
+	_, cfg, err := cn.reclaimConfig(ctx, s, nil, suggests)
 	if err != nil {
 		return err
 	}
-	if err := cn.openRedis(ctx, s, false); err != nil { // unused: Suggest writes no marker
-		return err
-	}
-	tl, err := cn.limits(s)
-	if err != nil {
-		return err
-	}
-	src, err := cn.source(guard, s)
-	if err != nil {
-		return err
-	}
-	r, err := reclaim.New(reclaim.Config{Guard: guard, DB: cn.pool, Redis: cn.redis, Source: src, Limits: tl,
-		Logger: slog.New(slog.DiscardHandler)})
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	r, err := reclaim.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -247,46 +205,74 @@ func limitsSuggest(ctx context.Context, c *cli, s *settings, args []string) erro
 	}
 	applied := make([]bool, len(sugs))
 	if s.Suggest.Apply {
-		for i, sg := range sugs {
-			if sg.Suggested == 0 || sg.Suggested == sg.Limit {
-				continue
-			}
-			if err := tl.Set(ctx, sg.Type, sg.Suggested); err != nil {
-				return limitsErr(err, s)
-			}
-			applied[i] = true
+		// reclaimConfig's limits are the limits table's.
+		if applied, err = applySuggestions(ctx, cfg.Limits.(*reclaim.TableLimits), s, sugs); err != nil {
+			return err
 		}
 	}
 	if s.JSON {
-		out := make([]suggestionJSON, len(sugs))
-		for i, sg := range sugs {
-			out[i] = suggestionJSON{Type: sg.Type, Completed: sg.Completed, P50Seconds: seconds(sg.P50),
-				P90Seconds: seconds(sg.P90), P99Seconds: seconds(sg.P99), MaxSeconds: seconds(sg.Max),
-				OverLimit: sg.OverLimit, Reclaimed: sg.Reclaimed, Failed: sg.Failed,
-				LimitSeconds: optSeconds(sg.Limit), SuggestedSeconds: optSeconds(sg.Suggested), Tentative: sg.Tentative,
-				Applied: applied[i]}
-		}
-		return printJSON(c.stdout, out)
+		return printJSON(c.stdout, suggestionsJSON(sugs, applied))
 	}
+	return printSuggestions(c, s, sugs, applied)
+}
+
+// checkSuggest refuses the specs Suggest cannot read, naming the flag.
+func checkSuggest(sp reclaim.SuggestSpec) error {
+	switch {
+	case !(sp.Percentile > 0 && sp.Percentile <= 1):
+		return usageErr("--percentile %v: want a number above 0 and at most 1, such as 0.99", sp.Percentile)
+	case !(sp.Margin >= 1):
+		return usageErr("--margin %v: want 1 or more, such as 1.5", sp.Margin)
+	case sp.Window <= 0:
+		return usageErr("--window %v: want a positive duration, such as 168h", sp.Window)
+	case sp.PerType <= 0:
+		return usageErr("--per-type %d: want a positive number", sp.PerType)
+	case sp.MinCompletions <= 0:
+		return usageErr("--min-completions %d: want a positive number", sp.MinCompletions)
+	}
+	return nil
+}
+
+// applySuggestions sets every suggestion that differs from its type's
+// limit, and says which it set.
+func applySuggestions(ctx context.Context, tl *reclaim.TableLimits, s *settings, sugs []reclaim.Suggestion) ([]bool, error) {
+	applied := make([]bool, len(sugs))
+	for i, sg := range sugs {
+		if sg.Suggested == 0 || sg.Suggested == sg.Limit {
+			continue
+		}
+		if err := tl.Set(ctx, sg.Type, sg.Suggested); err != nil {
+			return nil, limitsErr(err, s)
+		}
+		applied[i] = true
+	}
+	return applied, nil
+}
+
+func suggestionsJSON(sugs []reclaim.Suggestion, applied []bool) []suggestionJSON {
+	out := make([]suggestionJSON, len(sugs))
+	for i, sg := range sugs {
+		out[i] = suggestionJSON{Type: sg.Type, Completed: sg.Completed, P50Seconds: seconds(sg.P50),
+			P90Seconds: seconds(sg.P90), P99Seconds: seconds(sg.P99), MaxSeconds: seconds(sg.Max),
+			OverLimit: sg.OverLimit, Reclaimed: sg.Reclaimed, Failed: sg.Failed,
+			LimitSeconds: optSeconds(sg.Limit), SuggestedSeconds: optSeconds(sg.Suggested), Tentative: sg.Tentative,
+			Applied: applied[i]}
+	}
+	return out
+}
+
+// printSuggestions writes a line per type, then the warnings of the
+// tentative suggestions, then whether anything was written.
+func printSuggestions(c *cli, s *settings, sugs []reclaim.Suggestion, applied []bool) error {
+	sp := s.Suggest.Spec
 	if len(sugs) == 0 {
 		fmt.Fprintf(c.stdout, "No job types: no limit, no active job, and no job finished within %v. Name them with --types.\n", sp.Window)
 		return nil
 	}
 	t := newTable(c.stdout, "TYPE", "COMPLETED", "P50", "P90", "P99", "MAX", "OVER LIMIT", "RECLAIMED", "LIMIT", "SUGGESTED")
 	for i, sg := range sugs {
-		suggested := dur(sg.Suggested)
-		switch {
-		case sg.Completed == 0:
-			suggested = "- (no completion)"
-		case sg.Tentative && applied[i]:
-			suggested += " (tentative, applied)"
-		case sg.Tentative:
-			suggested += " (tentative)"
-		case applied[i]:
-			suggested += " (applied)"
-		}
 		t.row(sg.Type, fmt.Sprint(sg.Completed), dur(sg.P50), dur(sg.P90), dur(sg.P99), dur(sg.Max),
-			fmt.Sprint(sg.OverLimit), fmt.Sprint(sg.Reclaimed), limitText(sg.Limit), suggested)
+			fmt.Sprint(sg.OverLimit), fmt.Sprint(sg.Reclaimed), limitText(sg.Limit), suggestedText(sg, applied[i]))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -301,6 +287,41 @@ func limitsSuggest(ctx context.Context, c *cli, s *settings, args []string) erro
 		fmt.Fprintf(c.stdout, "\nSuggestions only: nothing was written. --apply sets them in %s.\n", limitsName(s))
 	}
 	return nil
+}
+
+// suggestedText prints a suggestion, and whether it is tentative and was
+// applied.
+func suggestedText(sg reclaim.Suggestion, applied bool) string {
+	suggested := dur(sg.Suggested)
+	switch {
+	case sg.Completed == 0:
+		suggested = "- (no completion)"
+	case sg.Tentative && applied:
+		suggested += " (tentative, applied)"
+	case sg.Tentative:
+		suggested += " (tentative)"
+	case applied:
+		suggested += " (applied)"
+	}
+	return suggested
+}
+
+// openLimits connects and reads every limit of the limits table. On
+// success the caller closes cn.
+func (c *cli) openLimits(ctx context.Context, s *settings) (*conns, *reclaim.TableLimits, map[string]time.Duration, error) {
+	cn, err := c.openDB(ctx, s)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tl, err := cn.limits(s)
+	if err == nil {
+		var limits map[string]time.Duration
+		if limits, err = readLimits(ctx, tl, s); err == nil {
+			return cn, tl, limits, nil
+		}
+	}
+	cn.close()
+	return nil, nil, nil, err
 }
 
 // limitLine prints a limit of the table, and says when it is the longest a

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/redact"
+	"github.com/jobguard/jobguard/internal/service"
 	"github.com/jobguard/jobguard/internal/spell"
 )
 
@@ -136,6 +137,10 @@ func (c *cli) run(ctx context.Context, cmd *command, s *settings, args []string)
 				"this is a bug in jobguard: please report it, with the lines above")
 		}
 	}()
+	// A command whose synopsis names no arguments takes none.
+	if cmd.args == "" && len(args) > 0 {
+		return usageErr("%s takes no arguments; got %q", cmd.name, args)
+	}
 	return cmd.run(ctx, c, s, args)
 }
 
@@ -236,19 +241,9 @@ func (c *cli) report(cmd *command, err error) int {
 // logger is the logger of the library's calls: text or JSON on stderr,
 // redacted.
 func (c *cli) logger(s *settings) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(s.LogLevel)); err != nil {
-		return nil, usageErr("--log-level %q: want debug, info, warn or error", s.LogLevel)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler
-	switch s.LogFormat {
-	case "text":
-		h = slog.NewTextHandler(c.stderr, opts)
-	case "json":
-		h = slog.NewJSONHandler(c.stderr, opts)
-	default:
-		return nil, usageErr("--log-format %q: want text or json", s.LogFormat)
+	h, err := service.Handler(c.stderr, s.LogFormat, s.LogLevel)
+	if err != nil {
+		return nil, usageErr("--%v", err)
 	}
 	log := slog.New(c.red.Handler(h))
 	c.logs.Store(log)

@@ -41,22 +41,15 @@ func retry(ctx context.Context, c *cli, s *settings, args []string) error {
 		return err
 	}
 	defer cn.close()
-	// A retry that bumps no generation lets every execution from before it
-	// write again: on a table that has the column, that is a mapping
-	// mistake, not a status-only table.
-	for _, u := range guard.Unmapped() {
-		if u.Field == "GenerationColumn" {
-			return fail(exitError, fmt.Errorf("table %s has a column %q that the mapping leaves out: a retry without it "+
-				"would let executions from before the retry write again; nothing was changed",
-				guard.Table().QualifiedName(), u.Column),
-				"map it with --generation-column %s (the config file's \"table\": {\"generation_column\": %q})", u.Column, u.Column)
-		}
+	if err := refuseUnmappedGeneration(guard); err != nil {
+		return err
 	}
 	// Without a generation the marker must go too: check Redis first, so
 	// that the retry is not left half done. A marker in Postgres goes in
 	// the retry's own transaction.
 	pgMarkers := !guard.Fenced() && guard.Shared().Markers == jobguard.MarkersPostgres
-	if !guard.Fenced() && !pgMarkers {
+	redisMarker := !guard.Fenced() && !pgMarkers
+	if redisMarker {
 		if err := cn.openRedis(ctx, s, true); err != nil {
 			return err
 		}
@@ -65,11 +58,41 @@ func retry(ctx context.Context, c *cli, s *settings, args []string) error {
 	if err != nil {
 		return err
 	}
-	var gen int64
+	gen, err := retryRow(ctx, cn, guard, id, pgMarkers)
+	if err != nil {
+		return err
+	}
+	if redisMarker {
+		if err := deleteRedisMarker(ctx, cn, guard, id); err != nil {
+			return err
+		}
+	}
+	return printRetry(c, s, guard, id, before[id], gen, pgMarkers || redisMarker)
+}
+
+// refuseUnmappedGeneration refuses a retry that would bump no generation
+// on a table that has the column: every execution from before it could
+// write again, and that is a mapping mistake, not a status-only table.
+func refuseUnmappedGeneration(guard *jobguard.Guard) error {
+	for _, u := range guard.Unmapped() {
+		if u.Field == "GenerationColumn" {
+			return fail(exitError, fmt.Errorf("table %s has a column %q that the mapping leaves out: a retry without it "+
+				"would let executions from before the retry write again; nothing was changed",
+				guard.Table().QualifiedName(), u.Column),
+				"map it with --generation-column %s (the config file's \"table\": {\"generation_column\": %q})", u.Column, u.Column)
+		}
+	}
+	return nil
+}
+
+// retryRow retries job id and returns its new generation; with pgMarkers,
+// its marker row is deleted in the same transaction. A job that is not
+// there, or not FAILED, is refused with its exit code.
+func retryRow(ctx context.Context, cn *conns, guard *jobguard.Guard, id string, pgMarkers bool) (gen int64, err error) {
 	if pgMarkers {
 		markers, err := jobguard.NewPostgresMarkers(guard, jobguard.MarkerConfig{})
 		if err != nil {
-			return fail(exitError, err, "")
+			return 0, fail(exitError, err, "")
 		}
 		err = pgx.BeginFunc(ctx, cn.pool, func(tx pgx.Tx) error {
 			if gen, err = guard.Retry(ctx, tx, id); err != nil {
@@ -83,27 +106,30 @@ func retry(ctx context.Context, c *cli, s *settings, args []string) error {
 	var se *jobguard.StateError
 	switch {
 	case errors.As(err, &se) && se.Reason == jobguard.ReasonNotFound:
-		return fail(exitNotFound, fmt.Errorf("job %s not found in %s", id, guard.Table().QualifiedName()),
-			"check the id, and that --schema and --table (or the config file) name the table the workers write")
+		return 0, notFound(guard, id)
 	case errors.As(err, &se) && se.Reason == jobguard.ReasonStatus:
-		return fail(exitRefused, fmt.Errorf("job %s is %s: only a %s job can be retried; nothing was changed",
+		return 0, fail(exitRefused, fmt.Errorf("job %s is %s: only a %s job can be retried; nothing was changed",
 			id, se.Status, guard.Table().Statuses.Failed), "")
-	case err != nil:
-		return err
 	}
-	markerDeleted := pgMarkers
-	if !guard.Fenced() && !pgMarkers {
-		markers, err := jobguard.NewMarkerStore(guard, cn.redis, jobguard.MarkerConfig{})
-		if err != nil {
-			return fail(exitError, fmt.Errorf("job %s was retried, but its reclaim marker was not deleted: %w", id, err), "")
-		}
-		if err := markers.Delete(ctx, id); err != nil {
-			return fail(exitError, fmt.Errorf("job %s was retried, but its reclaim marker was not deleted: %w", id, err),
-				"the start guard refuses the job while the marker lives: delete key %s in Redis", markers.Key(id))
-		}
-		markerDeleted = true
+	return gen, err
+}
+
+// deleteRedisMarker deletes the reclaim marker of job id, just retried,
+// from Redis.
+func deleteRedisMarker(ctx context.Context, cn *conns, guard *jobguard.Guard, id string) error {
+	markers, err := jobguard.NewMarkerStore(guard, cn.redis, jobguard.MarkerConfig{})
+	if err != nil {
+		return fail(exitError, fmt.Errorf("job %s was retried, but its reclaim marker was not deleted: %w", id, err), "")
 	}
-	prev := before[id]
+	if err := markers.Delete(ctx, id); err != nil {
+		return fail(exitError, fmt.Errorf("job %s was retried, but its reclaim marker was not deleted: %w", id, err),
+			"the start guard refuses the job while the marker lives: delete key %s in Redis", markers.Key(id))
+	}
+	return nil
+}
+
+// printRetry says what the retry of job id, whose row was prev, changed.
+func printRetry(c *cli, s *settings, guard *jobguard.Guard, id string, prev jobguard.JobState, gen int64, markerDeleted bool) error {
 	// A worker may have failed the job with an error that quoted a URL.
 	reason := c.red.String(prev.FailureReason)
 	if s.JSON {

@@ -3,22 +3,20 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/compensate"
+	"github.com/jobguard/jobguard/internal/service"
+	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 )
-
-// shutdownTimeout bounds the metrics server's shutdown after the sweeps
-// stopped.
-const shutdownTimeout = 5 * time.Second
 
 var runCommand = &command{
 	name:  "run",
@@ -91,113 +89,120 @@ type serviceOpts struct {
 }
 
 func defaultService() serviceOpts {
-	return serviceOpts{MetricsAddr: metricsAddrDefault, ArtifactsTable: compensate.TableDefault, FileKind: "file"}
+	return serviceOpts{MetricsAddr: service.MetricsAddrDefault, ArtifactsTable: compensate.TableDefault, FileKind: "file"}
 }
 
-func runService(ctx context.Context, c *cli, s *settings, args []string) error {
-	o := s.Service
-	switch {
-	case len(args) > 0:
-		return usageErr("run takes no arguments; got %q", args)
-	case o.Shadow && o.Compensate:
-		return usageErr("--shadow writes nothing, and --compensate would: choose one")
-	case o.Compensate && o.FileKind == "":
-		return usageErr("--compensate needs --file-kind, the kind of the artifacts it can undo")
+func runService(ctx context.Context, c *cli, s *settings, _ []string) error {
+	if err := s.Service.check(); err != nil {
+		return err
 	}
 	log, err := c.logger(s)
 	if err != nil {
 		return err
 	}
-	var mp metric.MeterProvider // nil: no metrics
-	if o.MetricsAddr != "" {
-		m, err := serveMetrics(o.MetricsAddr, log)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-			defer cancel()
-			if err := m.shutdown(ctx); err != nil {
-				log.Warn("jobguard: run: metrics server did not stop cleanly", slog.Any("error", err))
-			}
-		}()
-		mp = m.provider
-		log.Info("jobguard: run: serving metrics", slog.String("url", "http://"+m.addr+"/metrics"))
+	svc, err := service.Start("jobguard: run", log, s.Service.MetricsAddr)
+	if err != nil {
+		return fail(exitError, fmt.Errorf("--metrics-addr: %w", err),
+			"choose a free address with --metrics-addr, or turn the endpoint off with --metrics-addr ''")
 	}
-
+	defer svc.Stop(ctx)
 	cn, err := c.openDB(ctx, s)
 	if err != nil {
 		return err
 	}
 	defer cn.close()
-	if err := cn.openRedis(ctx, s, !o.Shadow); err != nil {
-		return err
-	}
-	guard, err := cn.guard(ctx, s, mp)
+	w, err := cn.wireService(ctx, s, svc.MeterProvider())
 	if err != nil {
 		return err
 	}
-	src, err := cn.source(guard, s)
-	if err != nil {
-		return err
-	}
-	tl, err := cn.limits(s)
-	if err != nil {
-		return err
-	}
-	// The limits are read at every sweep; read them once now, so that a
-	// missing table stops the service at its start, not at every sweep.
-	limits, err := readLimits(ctx, tl, s)
-	if err != nil {
-		return err
-	}
-	cfg := reclaim.Config{Guard: guard, DB: cn.pool, Redis: cn.redis, Source: src, Limits: tl, NoProgress: s.NoProgress,
-		Interval: s.Interval, SweepTimeout: s.SweepTimeout, PageSize: s.PageSize, Shadow: o.Shadow,
-		Logger: log, MeterProvider: mp}
-	if cfg.OnReclaim, err = parentRules(s); err != nil {
-		return err
-	}
-	if !o.Shadow {
-		if cfg.Notices, err = cn.notices(guard, s); err != nil {
-			return err
-		}
-	}
-	r, err := reclaim.New(cfg)
-	if err != nil {
-		return err
-	}
-	var arts *compensate.Artifacts
-	if o.Compensate {
-		schema := o.ArtifactsSchema
-		if schema == "" {
-			schema = s.Table.Schema
-		}
-		arts, err = compensate.New(ctx, compensate.Config{Guard: guard, DB: cn.pool, Schema: schema, Table: o.ArtifactsTable,
-			Compensators: map[string]compensate.Func{o.FileKind: removeFile}, Interval: s.Interval, Logger: log, MeterProvider: mp})
-		if err != nil {
-			return fail(exitError, err, "create the artifacts table with compensate's migration, point --artifacts-schema "+
-				"and --artifacts-table at yours, or leave --compensate out")
-		}
-	}
-	if len(limits) == 0 {
+	if len(w.limits) == 0 {
 		log.Warn("jobguard: run: the limits table is empty: no job can be reclaimed until a limit is set",
 			slog.String("limits_table", limitsName(s)))
 	}
-	log.LogAttrs(ctx, slog.LevelInfo, "jobguard: run: started", append([]slog.Attr{
-		slog.String("table", guard.Table().QualifiedName()),
-		slog.String("source", s.Source), slog.String("limits_table", limitsName(s)), slog.Int("limits", len(limits)),
-		slog.Duration("interval", s.Interval), slog.Duration("no_progress", s.NoProgress), slog.Bool("shadow", o.Shadow),
-		slog.Bool("compensate", o.Compensate), slog.String("notices", s.Notices), slog.Int("parent_rules", len(cfg.OnReclaim)),
-		slog.String("marker_prefix", guard.Shared().Prefix)}, r.LeaderAttrs()...)...)
-
-	var wg sync.WaitGroup
-	if arts != nil {
-		wg.Go(func() { _ = arts.Run(ctx) }) // returns nil when ctx ends
-	}
-	_ = r.Run(ctx) // returns nil when ctx ends
-	wg.Wait()
-	log.Info("jobguard: run: stopped")
+	svc.Run(ctx, w.attrs(s), w.sweeps()...)
 	return nil
+}
+
+// check refuses the combinations of options run cannot serve.
+func (o serviceOpts) check() error {
+	switch {
+	case o.Shadow && o.Compensate:
+		return usageErr("--shadow writes nothing, and --compensate would: choose one")
+	case o.Compensate && o.FileKind == "":
+		return usageErr("--compensate needs --file-kind, the kind of the artifacts it can undo")
+	}
+	return nil
+}
+
+// serviceParts are what run runs: the reclaimer and, with --compensate,
+// the compensation sweep.
+type serviceParts struct {
+	guard     *jobguard.Guard
+	reclaimer *reclaim.Reclaimer
+	// rules counts the parent rules the reclaimer runs.
+	rules int
+	// limits are the limits read at the start.
+	limits map[string]time.Duration
+	// artifacts is nil without --compensate.
+	artifacts *compensate.Artifacts
+}
+
+// wireService builds what run runs, every part recording its metrics on
+// mp: the reclaimer, which writes nothing with --shadow, and, with
+// --compensate, the compensation sweep over the artifacts table.
+func (cn *conns) wireService(ctx context.Context, s *settings, mp metric.MeterProvider) (*serviceParts, error) {
+	o := s.Service
+	u := sweeps
+	if o.Shadow {
+		u = plans
+	}
+	guard, cfg, err := cn.reclaimConfig(ctx, s, mp, u)
+	if err != nil {
+		return nil, err
+	}
+	// The limits are read at every sweep; read them once now, so that a
+	// missing table stops the service at its start, not at every sweep.
+	w := &serviceParts{guard: guard, rules: len(cfg.OnReclaim)}
+	if w.limits, err = readLimits(ctx, cfg.Limits, s); err != nil {
+		return nil, err
+	}
+	cfg.Shadow = o.Shadow
+	if w.reclaimer, err = reclaim.New(cfg); err != nil {
+		return nil, err
+	}
+	if !o.Compensate {
+		return w, nil
+	}
+	schema := o.ArtifactsSchema
+	if schema == "" {
+		schema = s.Table.Schema
+	}
+	w.artifacts, err = compensate.New(ctx, compensate.Config{Guard: guard, DB: cn.pool, Schema: schema, Table: o.ArtifactsTable,
+		Compensators: map[string]compensate.Func{o.FileKind: removeFile}, Interval: s.Interval, Logger: cn.log, MeterProvider: mp})
+	if err != nil {
+		return nil, fail(exitError, err, "create the artifacts table with compensate's migration, point --artifacts-schema "+
+			"and --artifacts-table at yours, or leave --compensate out")
+	}
+	return w, nil
+}
+
+// attrs are the attributes of the service's start line.
+func (w *serviceParts) attrs(s *settings) []slog.Attr {
+	return append([]slog.Attr{
+		slog.String("table", w.guard.Table().QualifiedName()),
+		slog.String("source", s.Source), slog.String("limits_table", limitsName(s)), slog.Int("limits", len(w.limits)),
+		slog.Duration("interval", s.Interval), slog.Duration("no_progress", s.NoProgress), slog.Bool("shadow", s.Service.Shadow),
+		slog.Bool("compensate", s.Service.Compensate), slog.String("notices", s.Notices), slog.Int("parent_rules", w.rules),
+		slog.String("marker_prefix", w.guard.Shared().Prefix)}, w.reclaimer.LeaderAttrs()...)
+}
+
+// sweeps are the loops the service runs until it stops.
+func (w *serviceParts) sweeps() []func(context.Context) error {
+	sweeps := []func(context.Context) error{w.reclaimer.Run}
+	if w.artifacts != nil {
+		sweeps = append(sweeps, w.artifacts.Run)
+	}
+	return sweeps
 }
 
 // removeFile compensates an artifact that is a file: it removes the file

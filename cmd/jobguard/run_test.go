@@ -27,8 +27,8 @@ import (
 	"github.com/jobguard/jobguard/jobguard"
 )
 
-// service is a running 'jobguard run'.
-type service struct {
+// runningService is a running 'jobguard run'.
+type runningService struct {
 	t    *testing.T
 	logs *testenv.Logs
 	done chan int
@@ -38,12 +38,12 @@ type service struct {
 // startService starts 'jobguard run' over the bundle, sweeping every
 // 100ms, with JSON logs, metrics on a port of its own and a leader key of
 // its own, and kills it at cleanup if it still runs.
-func startService(t *testing.T, b *bundle, extra ...string) *service {
+func startService(t *testing.T, b *bundle, extra ...string) *runningService {
 	t.Helper()
 	args := append([]string{"run"}, b.args(append([]string{"--interval", "100ms", "--metrics-addr", "127.0.0.1:0",
 		"--log-format", "json", "--leader-key", fmt.Sprint(rand.Int64N(1<<62) + 1)}, extra...)...)...)
 	cmd := newCmd(context.Background(), nil, args...)
-	s := &service{t: t, logs: &testenv.Logs{}, done: make(chan int, 1)}
+	s := &runningService{t: t, logs: &testenv.Logs{}, done: make(chan int, 1)}
 	cmd.Stdout, cmd.Stderr = io.Discard, s.logs
 	require.NoError(t, cmd.Start())
 	go func() {
@@ -56,7 +56,7 @@ func startService(t *testing.T, b *bundle, extra ...string) *service {
 }
 
 // logged waits for a log line with msg, and returns it.
-func (s *service) logged(msg string) map[string]any {
+func (s *runningService) logged(msg string) map[string]any {
 	s.t.Helper()
 	var found map[string]any
 	require.Eventually(s.t, func() bool {
@@ -74,7 +74,7 @@ func (s *service) logged(msg string) map[string]any {
 }
 
 // scrape reads the service's /metrics.
-func (s *service) scrape() string {
+func (s *runningService) scrape() string {
 	s.t.Helper()
 	url := s.logged("jobguard: run: serving metrics")["url"].(string)
 	resp, err := http.Get(url)
@@ -88,7 +88,7 @@ func (s *service) scrape() string {
 
 // terminate sends SIGTERM and returns the exit code and how long the
 // service took to exit.
-func (s *service) terminate() (int, time.Duration) {
+func (s *runningService) terminate() (int, time.Duration) {
 	s.t.Helper()
 	start := time.Now()
 	s.stop()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/watch"
@@ -37,53 +39,23 @@ On a terminal a progress line counts the jobs read; piped, it stays quiet.`,
 	run: sweep,
 }
 
-func sweep(ctx context.Context, c *cli, s *settings, args []string) error {
-	if len(args) > 0 {
-		return usageErr("sweep takes no arguments; got %q", args)
-	}
-	log, err := c.logger(s)
-	if err != nil {
-		return err
-	}
+func sweep(ctx context.Context, c *cli, s *settings, _ []string) error {
 	cn, err := c.openDB(ctx, s)
 	if err != nil {
 		return err
 	}
 	defer cn.close()
-	guard, err := cn.guard(ctx, s, nil)
-	if err != nil {
-		return err
-	}
-	// A live sweep writes markers after its commit: make sure Redis
-	// answers before anything is written.
-	if err := cn.openRedis(ctx, s, !s.DryRun); err != nil {
-		return err
-	}
-	src, err := cn.source(guard, s)
-	if err != nil {
-		return err
-	}
-	limits, err := cn.limits(s)
-	if err != nil {
-		return err
-	}
-	cfg := reclaim.Config{Guard: guard, DB: cn.pool, Redis: cn.redis, Limits: limits, NoProgress: s.NoProgress,
-		SweepTimeout: s.SweepTimeout, Interval: s.Interval, PageSize: s.PageSize, Logger: log}
-	if cfg.OnReclaim, err = parentRules(s); err != nil {
-		return err
-	}
-	if !s.DryRun {
-		if cfg.Notices, err = cn.notices(guard, s); err != nil {
-			return err
-		}
-	}
-	what := "sweeping"
+	use, what := sweeps, "sweeping"
 	if s.DryRun {
-		what = "planning"
+		use, what = plans, "planning"
+	}
+	_, cfg, err := cn.reclaimConfig(ctx, s, nil, use)
+	if err != nil {
+		return err
 	}
 	p := c.newProgress(s, what)
 	defer p.done()
-	cfg.Source = counted{Source: src, p: p, todo: cn.queueTodo(s)}
+	cfg.Source = counted{Source: cfg.Source, p: p, todo: cn.queueTodo(s)}
 	r, err := reclaim.New(cfg)
 	if err != nil {
 		return err
@@ -108,6 +80,58 @@ func sweep(ctx context.Context, c *cli, s *settings, args []string) error {
 		return fail(exitError, err, "the sweep stopped part way: what it reclaimed before stands, and the report above counts it")
 	}
 	return nil
+}
+
+// use is what a command does with the reclaimer it builds.
+type use int
+
+const (
+	// suggests reads finished jobs: no rule runs, nothing is announced.
+	suggests use = iota
+	// plans decides and writes nothing (a dry run, a shadow service): the
+	// parent rules are planned, nothing is announced.
+	plans
+	// sweeps writes: Redis, where the markers may go, must answer before
+	// anything is written, and each reclaim is announced.
+	sweeps
+)
+
+// reclaimConfig is the reclaimer the settings describe, recording its
+// metrics on mp (nil: none): over the guard of the mapped table, with the
+// source, the limits table, the decision's settings and the command's
+// logger; when it plans or sweeps, with the config file's parent rules;
+// when it sweeps, with the notices of --notices.
+func (c *conns) reclaimConfig(ctx context.Context, s *settings, mp metric.MeterProvider, u use) (*jobguard.Guard, reclaim.Config, error) {
+	var cfg reclaim.Config
+	guard, err := c.guard(ctx, s, mp)
+	if err != nil {
+		return nil, cfg, err
+	}
+	if err := c.openRedis(ctx, s, u == sweeps); err != nil {
+		return nil, cfg, err
+	}
+	src, err := c.source(guard, s)
+	if err != nil {
+		return nil, cfg, err
+	}
+	limits, err := c.limits(s)
+	if err != nil {
+		return nil, cfg, err
+	}
+	cfg = reclaim.Config{Guard: guard, DB: c.pool, Redis: c.redis, Source: src, Limits: limits, NoProgress: s.NoProgress,
+		SweepTimeout: s.SweepTimeout, Interval: s.Interval, PageSize: s.PageSize, Logger: c.log, MeterProvider: mp}
+	if u == suggests {
+		return guard, cfg, nil
+	}
+	if cfg.OnReclaim, err = parentRules(s); err != nil {
+		return nil, cfg, err
+	}
+	if u == sweeps {
+		if cfg.Notices, err = c.notices(guard, s); err != nil {
+			return nil, cfg, err
+		}
+	}
+	return guard, cfg, nil
 }
 
 // source is the source --source names: the queue's, or the jobs table's.

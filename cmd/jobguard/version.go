@@ -70,10 +70,7 @@ func readBuildInfo() buildInfo {
 	return v
 }
 
-func version(_ context.Context, c *cli, s *settings, args []string) error {
-	if len(args) > 0 {
-		return usageErr("version takes no arguments; got %q", args)
-	}
+func version(_ context.Context, c *cli, s *settings, _ []string) error {
 	v := readBuildInfo()
 	if s.JSON {
 		return printJSON(c.stdout, v)

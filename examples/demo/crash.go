@@ -73,6 +73,31 @@ func (d *demo) killedAfterCompletion(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := d.killWorkerAfterCompletion(ctx, jobID); err != nil {
+		return err
+	}
+
+	var status, video, state string
+	var ledger int
+	var pending []string
+	err = w.pool.QueryRow(ctx, `SELECT j.status, v.status, s.state, s.pending,
+			(SELECT count(*) FROM usage_ledger WHERE job_id = $1::text)
+		FROM jobs j JOIN videos v ON v.id = j.parent_id
+		LEFT JOIN job_settlements s ON s.job_id = $1::text AND s.generation = j.generation
+		WHERE j.id = $1::uuid`, jobID).Scan(&status, &video, &state, &pending, &ledger)
+	if err != nil {
+		return err
+	}
+	tl.expect(status == "COMPLETED" && video != "READY" && ledger == 0 && state == "pending",
+		"job %s is %s, video-3 is %s, %d usage rows: on its own, nothing would ever bill it; its finalize record, committed with the completion, is %s with %v pending",
+		short(jobID), status, video, ledger, state, pending)
+	return d.settleSweepBillsOnce(ctx, jobID)
+}
+
+// killWorkerAfterCompletion runs job jobID in a worker process that is
+// killed right after its completion commits, and tells it.
+func (d *demo) killWorkerAfterCompletion(ctx context.Context, jobID string) error {
+	tl, w := d.tl, d.w
 	raw, err := json.Marshal(workerConfig{DatabaseURL: d.urls.database, RedisURL: d.urls.redis, Schema: d.conns.Schema,
 		Prefix: w.guard.Shared().Prefix, FilesDir: w.files, JobID: jobID})
 	if err != nil {
@@ -94,22 +119,14 @@ func (d *demo) killedAfterCompletion(ctx context.Context) error {
 		tl.say("%s", out.String())
 	}
 	tl.expect(killed, "the worker died of SIGKILL: no deferred call, no rollback, no chance to bill")
+	return nil
+}
 
-	var status, video, state string
-	var ledger int
-	var pending []string
-	err = w.pool.QueryRow(ctx, `SELECT j.status, v.status, s.state, s.pending,
-			(SELECT count(*) FROM usage_ledger WHERE job_id = $1::text)
-		FROM jobs j JOIN videos v ON v.id = j.parent_id
-		LEFT JOIN job_settlements s ON s.job_id = $1::text AND s.generation = j.generation
-		WHERE j.id = $1::uuid`, jobID).Scan(&status, &video, &state, &pending, &ledger)
-	if err != nil {
-		return err
-	}
-	tl.expect(status == "COMPLETED" && video != "READY" && ledger == 0 && state == "pending",
-		"job %s is %s, video-3 is %s, %d usage rows: on its own, nothing would ever bill it; its finalize record, committed with the completion, is %s with %v pending",
-		short(jobID), status, video, ledger, state, pending)
-
+// settleSweepBillsOnce lets the settle sweep take the finalize record of
+// job jobID, which its killed worker left, and tells what it settled and
+// billed, once.
+func (d *demo) settleSweepBillsOnce(ctx context.Context, jobID string) error {
+	tl, w := d.tl, d.w
 	// The record is left to its worker for the grace period; the sweep
 	// takes it once that has passed.
 	if err := sleep(ctx, settleGrace); err != nil {
@@ -121,8 +138,9 @@ func (d *demo) killedAfterCompletion(ctx context.Context) error {
 	}
 	tl.at("settle sweep: taken %d, settled %d, updates run %d, usage rows written %d, given up %d",
 		rep.Taken, rep.Settled, rep.Updates, rep.Accrued, rep.GivenUp)
+	var video, asset, state string
 	var seconds int64
-	var asset string
+	var ledger int
 	var published bool
 	err = w.pool.QueryRow(ctx, `SELECT v.status, a.status, c.published, s.state,
 			(SELECT count(*) FROM usage_ledger WHERE job_id = $1::text), (SELECT quantity FROM usage_ledger WHERE job_id = $1::text)

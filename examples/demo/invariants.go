@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/jobguard/jobguard/examples/internal/flow"
 	"github.com/jobguard/jobguard/jobguard"
@@ -238,55 +241,79 @@ func (d *demo) oldGenerationsInert(ctx context.Context) (bool, string, error) {
 }
 
 func (d *demo) refusalsVisible(ctx context.Context) (bool, string, error) {
-	rows, err := d.w.pool.Query(ctx, `SELECT job_id::text, new_generation FROM job_transitions
-		WHERE new_status = 'FAILED' AND starts_with(failure_reason, $1)`, reclaimedPrefix)
+	reclaimed, err := d.reclaimedExecutions(ctx)
 	if err != nil {
 		return false, "", err
 	}
-	type exec struct {
-		id  string
-		gen int64
-	}
-	var reclaimed []exec
-	for rows.Next() {
-		var x exec
-		if err := rows.Scan(&x.id, &x.gen); err != nil {
-			return false, "", err
-		}
-		reclaimed = append(reclaimed, x)
-	}
-	if err := rows.Err(); err != nil {
-		return false, "", err
-	}
-
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var missing []string
 	for _, x := range reclaimed {
-		inReport := false
-		for _, r := range d.reports {
-			for _, id := range r.ReclaimedIDs {
-				inReport = inReport || id == x.id
-			}
-		}
-		if !inReport {
-			missing = append(missing, short(x.id)+": no sweep report")
-		}
-		if len(d.logs.find("reclaim: job reclaimed", x.id)) == 0 {
-			missing = append(missing, short(x.id)+": no reclaim log line")
-		}
-		// Told: its work was cancelled, or its guarded write refused.
-		told := false
-		for _, err := range d.refusals[x.id] {
-			var se *jobguard.StateError
-			var lost *watch.LostError
-			told = told || (errors.As(err, &se) && errors.Is(err, jobguard.ErrJobTerminal) && se.Want == x.gen) ||
-				(errors.As(err, &lost) && errors.Is(err, jobguard.ErrJobTerminal) && lost.Generation == x.gen)
-		}
-		if !told {
-			missing = append(missing, fmt.Sprintf("%s: execution %d was neither cancelled nor refused with ErrJobTerminal", short(x.id), x.gen))
-		}
+		missing = append(missing, d.reclaimUnseen(x)...)
 	}
+	refusals, unseen := d.refusalsUnseen()
+	missing = append(missing, unseen...)
+	detail := fmt.Sprintf("%d reclaims, each in a sweep report, a log line and an ErrJobTerminal to its execution (its work cancelled, or its write refused); %d refusals, each typed and logged",
+		len(reclaimed), refusals)
+	if len(missing) > 0 {
+		detail += "; missing: " + strings.Join(missing, "; ")
+	}
+	return len(missing) == 0, detail, nil
+}
+
+// reclaimedExec is an execution a sweep reclaimed: its job and the
+// generation it ran.
+type reclaimedExec struct {
+	id  string
+	gen int64
+}
+
+// reclaimedExecutions reads the executions the sweeps reclaimed from the
+// transitions' history.
+func (d *demo) reclaimedExecutions(ctx context.Context) ([]reclaimedExec, error) {
+	rows, err := d.w.pool.Query(ctx, `SELECT job_id::text, new_generation FROM job_transitions
+		WHERE new_status = 'FAILED' AND starts_with(failure_reason, $1)`, reclaimedPrefix)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (reclaimedExec, error) {
+		var x reclaimedExec
+		return x, row.Scan(&x.id, &x.gen)
+	})
+}
+
+// reclaimUnseen says where the reclaim of x is missing: a sweep report, a
+// log line, and an ErrJobTerminal to its execution (its work cancelled,
+// or its guarded write refused). d.mu is held.
+func (d *demo) reclaimUnseen(x reclaimedExec) []string {
+	var missing []string
+	inReport := false
+	for _, r := range d.reports {
+		inReport = inReport || slices.Contains(r.ReclaimedIDs, x.id)
+	}
+	if !inReport {
+		missing = append(missing, short(x.id)+": no sweep report")
+	}
+	if len(d.logs.find("reclaim: job reclaimed", x.id)) == 0 {
+		missing = append(missing, short(x.id)+": no reclaim log line")
+	}
+	told := false
+	for _, err := range d.refusals[x.id] {
+		var se *jobguard.StateError
+		var lost *watch.LostError
+		told = told || (errors.As(err, &se) && errors.Is(err, jobguard.ErrJobTerminal) && se.Want == x.gen) ||
+			(errors.As(err, &lost) && errors.Is(err, jobguard.ErrJobTerminal) && lost.Generation == x.gen)
+	}
+	if !told {
+		missing = append(missing, fmt.Sprintf("%s: execution %d was neither cancelled nor refused with ErrJobTerminal", short(x.id), x.gen))
+	}
+	return missing
+}
+
+// refusalsUnseen counts the refusals, and says which is untyped or not
+// logged. d.mu is held.
+func (d *demo) refusalsUnseen() (int, []string) {
+	var missing []string
 	refusals := 0
 	for id, errs := range d.refusals {
 		refusals += len(errs)
@@ -299,10 +326,5 @@ func (d *demo) refusalsVisible(ctx context.Context) (bool, string, error) {
 			missing = append(missing, fmt.Sprintf("%s: %d refusals, %d log lines", short(id), len(errs), n))
 		}
 	}
-	detail := fmt.Sprintf("%d reclaims, each in a sweep report, a log line and an ErrJobTerminal to its execution (its work cancelled, or its write refused); %d refusals, each typed and logged",
-		len(reclaimed), refusals)
-	if len(missing) > 0 {
-		detail += "; missing: " + strings.Join(missing, "; ")
-	}
-	return len(missing) == 0, detail, nil
+	return refusals, missing
 }

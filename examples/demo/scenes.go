@@ -26,19 +26,7 @@ import (
 func (d *demo) hungChapterAndSlowVideo(ctx context.Context) error {
 	tl, w := d.tl, d.w
 	tl.heading("Scenes 1 and 2: two chapter jobs whose model calls hang, and a slow video encode that keeps making progress")
-	chapterJob, err := flow.EnqueueChapter(ctx, w.pool, "course-1", 2)
-	if err != nil {
-		return err
-	}
-	unwatchedJob, err := flow.EnqueueChapter(ctx, w.pool, "course-3", 2)
-	if err != nil {
-		return err
-	}
-	videoJob, err := flow.EnqueueVideo(ctx, w.pool, "video-1")
-	if err != nil {
-		return err
-	}
-	healthyJob, err := flow.EnqueueChapter(ctx, w.pool, "course-2", 1)
+	chapterJob, unwatchedJob, videoJob, healthyJob, err := d.enqueueScenes1And2(ctx)
 	if err != nil {
 		return err
 	}
@@ -73,10 +61,8 @@ func (d *demo) hungChapterAndSlowVideo(ctx context.Context) error {
 	})
 	tl.at("chapter job %s: the model answered in 200ms; course-2 now has %d week(s)", short(healthyJob), healthyRes.Total)
 	tl.expect(err == nil && healthyRes.Weeks == 1, "a job that is not stuck completes as usual")
-	for _, g := range []*sim.Gate{hang, unwatchedHang} {
-		if err := waitFor(ctx, g.Reached()); err != nil {
-			return err
-		}
+	if err := waitForAll(ctx, hang, unwatchedHang); err != nil {
+		return err
 	}
 	tl.at("chapter jobs %s and %s started; their model calls hang and give no sign of life, so nothing heartbeats them",
 		short(chapterJob), short(unwatchedJob))
@@ -129,7 +115,44 @@ func (d *demo) hungChapterAndSlowVideo(ctx context.Context) error {
 	tl.expect(chapterRows == 0 && course != "READY" && unwatchedRes.Weeks == 0,
 		"course-3 has %d chapter rows and is %s, not READY: the completion was the save's first write", chapterRows, course)
 
-	err = <-videoDone
+	err = <-videoDone // videoRes is written before it is
+	d.slowVideoBilledOnce(ctx, videoJob, err, videoRes)
+	return nil
+}
+
+// enqueueScenes1And2 queues the jobs of scenes 1 and 2: the chapter jobs
+// whose calls hang, with and without a watcher, the video job and a
+// healthy chapter job.
+func (d *demo) enqueueScenes1And2(ctx context.Context) (chapter, unwatched, video, healthy string, err error) {
+	pool := d.w.pool
+	if chapter, err = flow.EnqueueChapter(ctx, pool, "course-1", 2); err != nil {
+		return
+	}
+	if unwatched, err = flow.EnqueueChapter(ctx, pool, "course-3", 2); err != nil {
+		return
+	}
+	if video, err = flow.EnqueueVideo(ctx, pool, "video-1"); err != nil {
+		return
+	}
+	healthy, err = flow.EnqueueChapter(ctx, pool, "course-2", 1)
+	return
+}
+
+// waitForAll waits until every gate's call has reached it.
+func waitForAll(ctx context.Context, gates ...*sim.Gate) error {
+	for _, g := range gates {
+		if err := waitFor(ctx, g.Reached()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// slowVideoBilledOnce tells how the slow video job, left alone by the
+// sweep, ended (err and res are its delivery's): READY, its seconds billed,
+// and a replayed accrual billing nothing.
+func (d *demo) slowVideoBilledOnce(ctx context.Context, videoJob string, err error, videoRes flow.VideoResult) {
+	tl := d.tl
 	if err != nil {
 		tl.at("video job %s: %v", short(videoJob), err)
 	} else {
@@ -141,12 +164,11 @@ func (d *demo) hungChapterAndSlowVideo(ctx context.Context) error {
 		"video-1 is %s and its seconds were billed", video)
 	if err == nil {
 		// A replayed message, or a second call, finds the earlier accrual.
-		acc, err := usage.Accrue(ctx, w.pool, videoRes.Finalize, usage.Entry{
+		acc, err := usage.Accrue(ctx, d.w.pool, videoRes.Finalize, usage.Entry{
 			Account: "acct-1", Meter: flow.MeterVideoSeconds, Quantity: int64(videoRes.Seconds),
 		}, nil)
 		tl.expect(err == nil && !acc.Accrued, "a replayed accrual of video-1 finds the earlier entry and bills nothing")
 	}
-	return nil
 }
 
 // Scene 3: a video job reclaimed while its mux hangs, after its last

@@ -23,6 +23,7 @@ import (
 
 	"github.com/jobguard/jobguard/examples/internal/flow"
 	"github.com/jobguard/jobguard/heartbeat"
+	"github.com/jobguard/jobguard/internal/service"
 	"github.com/jobguard/jobguard/internal/testkit/netproxy"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
@@ -233,9 +234,9 @@ func drivenScrape(t *testing.T) exposition {
 
 	// The worker: the guards, the heartbeat, the compensations and a usage
 	// ledger, on a metrics server like the service's own.
-	wm, err := serveMetrics("127.0.0.1:0")
+	wm, err := service.ServeMetrics("127.0.0.1:0", slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, wm.shutdown(context.Background())) })
+	t.Cleanup(func() { require.NoError(t, wm.Shutdown(context.Background())) })
 	w := newWorker(t, env, flow.NoticesOff, wm.Provider)
 	_, err = w.pool.Exec(ctx, `INSERT INTO courses (id, title) VALUES ('c1', 'Course'), ('c2', 'Course')`)
 	require.NoError(t, err)

@@ -21,16 +21,19 @@
 // are served for Prometheus at http://127.0.0.1:9464/metrics
 // (-metrics-addr; empty disables).
 //
-// The service wires the library where it can be read: run connects
-// (flow.Connect: the pool, Redis, the migrations), and wire builds the
-// guard over the jobs table, with the settings the workers share, the
-// reclaimer with its source, limits, parent rules and notice publisher,
-// and the artifacts and the settler whose sweeps it runs. It builds no
-// start guard, heartbeat or watcher: it runs no executions.
+// It is served as 'jobguard run' is, by the same code (internal/service:
+// the logger, the /metrics endpoint, the loop of the sweeps); what differs
+// is what it runs. The service wires the library where it can be read:
+// serve connects (flow.Connect: the pool, Redis, the migrations), and wire
+// builds the guard over the jobs table, with the settings the workers
+// share, the reclaimer with its source, limits, parent rules and notice
+// publisher, and the artifacts and the settler whose sweeps it runs. It
+// builds no start guard, heartbeat or watcher: it runs no executions.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -39,7 +42,6 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -47,6 +49,7 @@ import (
 
 	"github.com/jobguard/jobguard/compensate"
 	"github.com/jobguard/jobguard/examples/internal/flow"
+	"github.com/jobguard/jobguard/internal/service"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/reclaim/bullmq"
@@ -63,21 +66,44 @@ func main() {
 
 // run serves until ctx ends and returns the exit code.
 func run(ctx context.Context, args []string, stderr io.Writer) int {
+	cfg, o, err := parseFlags(args, stderr)
+	if err != nil {
+		if !errors.Is(err, errFlags) {
+			fmt.Fprintf(stderr, "reclaimer: %v\n", err)
+		}
+		return 2
+	}
+	h, err := service.Handler(stderr, o.logFormat, o.logLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "reclaimer: -%v\n", err)
+		return 2
+	}
+	log := slog.New(h)
+	if err := serve(ctx, cfg, o, log); err != nil {
+		log.Error("reclaimer: cannot start", slog.Any("error", err))
+		return 1
+	}
+	return 0
+}
+
+// errFlags is parseFlags' error for the flags the flag package has
+// already reported.
+var errFlags = errors.New("bad flags")
+
+// parseFlags reads the flags, with the environment's values as their
+// defaults.
+func parseFlags(args []string, stderr io.Writer) (flow.Config, options, error) {
 	var cfg flow.Config
 	fs := flag.NewFlagSet("reclaimer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg.Flags(fs)
 	o := options{limits: limitFlag{}}
 	var err error
-	o.interval, err = durationEnv("JOBGUARD_RECLAIM_INTERVAL", reclaim.IntervalDefault)
-	if err != nil {
-		fmt.Fprintf(stderr, "reclaimer: %v\n", err)
-		return 2
+	if o.interval, err = durationEnv("JOBGUARD_RECLAIM_INTERVAL", reclaim.IntervalDefault); err != nil {
+		return cfg, o, err
 	}
-	o.noProgress, err = durationEnv("JOBGUARD_NO_PROGRESS", reclaim.NoProgressDefault)
-	if err != nil {
-		fmt.Fprintf(stderr, "reclaimer: %v\n", err)
-		return 2
+	if o.noProgress, err = durationEnv("JOBGUARD_NO_PROGRESS", reclaim.NoProgressDefault); err != nil {
+		return cfg, o, err
 	}
 	fs.DurationVar(&o.interval, "interval", o.interval, "pause between sweeps (env JOBGUARD_RECLAIM_INTERVAL)")
 	fs.DurationVar(&o.noProgress, "no-progress", o.noProgress,
@@ -88,70 +114,42 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&o.rowIDField, "bullmq-row-id-field", "", "field of a BullMQ job's data that holds its row id (default: the BullMQ job id)")
 	fs.BoolVar(&o.compensate, "compensate", true, "also compensate the artifacts of rejected executions")
 	fs.BoolVar(&o.settle, "settle", true, "also settle the finalize records that crashed or failed video workers left: re-run their metadata updates, bill them once")
-	metricsAddr := fs.String("metrics-addr", MetricsAddrDefault,
+	fs.StringVar(&o.metricsAddr, "metrics-addr", service.MetricsAddrDefault,
 		"serve the metrics for Prometheus at http://<addr>/metrics (empty: no metrics)")
-	format := fs.String("log-format", "text", "log format: text or json")
-	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return cfg, o, errFlags
 	}
 	switch cfg.Notices {
 	case flow.NoticesRedis, flow.NoticesPostgres, flow.NoticesOff:
 	default:
-		fmt.Fprintf(stderr, "reclaimer: -notices %q: want redis, postgres or off\n", cfg.Notices)
-		return 2
+		return cfg, o, fmt.Errorf("-notices %q: want redis, postgres or off", cfg.Notices)
 	}
-	log, err := newLogger(stderr, *format, *level)
+	return cfg, o, nil
+}
+
+// serve connects, wires the service and runs its sweeps until ctx ends.
+func serve(ctx context.Context, cfg flow.Config, o options, log *slog.Logger) error {
+	svc, err := service.Start("reclaimer", log, o.metricsAddr)
 	if err != nil {
-		fmt.Fprintf(stderr, "reclaimer: %v\n", err)
-		return 2
+		return fmt.Errorf("-metrics-addr: %w", err)
 	}
-
-	var mp metric.MeterProvider // nil: no metrics
-	if *metricsAddr != "" {
-		m, err := serveMetrics(*metricsAddr)
-		if err != nil {
-			log.Error("reclaimer: cannot start", slog.Any("error", err))
-			return 1
-		}
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if err := m.shutdown(ctx); err != nil {
-				log.Warn("reclaimer: metrics server did not stop cleanly", slog.Any("error", err))
-			}
-		}()
-		mp = m.Provider
-		log.Info("reclaimer: serving metrics", slog.String("url", "http://"+m.Addr+"/metrics"))
-	}
-
+	defer svc.Stop(ctx)
 	conns, err := flow.Connect(ctx, cfg)
 	if err != nil {
-		log.Error("reclaimer: cannot start", slog.Any("error", err))
-		return 1
+		return err
 	}
 	defer conns.Close()
-	svc, err := wire(ctx, conns, cfg, o, log, mp)
+	parts, err := wire(ctx, conns, cfg, o, log, svc.MeterProvider())
 	if err != nil {
-		log.Error("reclaimer: cannot start", slog.Any("error", err))
-		return 1
+		return err
 	}
-	log.Info("reclaimer: started", slog.String("schema", conns.Schema), slog.String("marker_prefix", cfg.Shared().Prefix),
+	svc.Run(ctx, []slog.Attr{slog.String("schema", conns.Schema), slog.String("marker_prefix", cfg.Shared().Prefix),
 		slog.Duration("interval", o.interval), slog.Duration("no_progress", o.noProgress),
-		slog.String("limits", o.limits.String()), slog.String("bullmq_queue", o.queue), slog.Bool("compensate", o.compensate), slog.Bool("settle", o.settle),
-		slog.String("notices", cfg.Notices))
-
-	var wg sync.WaitGroup
-	if svc.artifacts != nil {
-		wg.Go(func() { _ = svc.artifacts.Run(ctx) }) // returns nil when ctx ends
-	}
-	if svc.settler != nil {
-		wg.Go(func() { _ = svc.settler.Run(ctx) }) // returns nil when ctx ends
-	}
-	_ = svc.reclaimer.Run(ctx) // returns nil when ctx ends
-	wg.Wait()
-	log.Info("reclaimer: stopped")
-	return 0
+		slog.String("limits", o.limits.String()), slog.String("bullmq_queue", o.queue), slog.Bool("compensate", o.compensate),
+		slog.Bool("settle", o.settle), slog.String("notices", cfg.Notices)}, parts.sweeps()...)
+	return nil
 }
 
 // options are the service's own flags.
@@ -160,16 +158,30 @@ type options struct {
 	limits                         limitFlag
 	queue, queuePrefix, rowIDField string
 	compensate, settle             bool
+	metricsAddr                    string
+	logFormat, logLevel            string
 }
 
-// service is what the service runs: the reclaimer, and the sweeps of the
+// parts are what the service runs: the reclaimer, and the sweeps of the
 // artifacts and the finalize records.
-type service struct {
+type parts struct {
 	reclaimer *reclaim.Reclaimer
 	// artifacts is nil without -compensate.
 	artifacts *compensate.Artifacts
 	// settler is nil without -settle.
 	settler *settle.Settler
+}
+
+// sweeps are the loops the service runs until it stops.
+func (p *parts) sweeps() []func(context.Context) error {
+	sweeps := []func(context.Context) error{p.reclaimer.Run}
+	if p.artifacts != nil {
+		sweeps = append(sweeps, p.artifacts.Run)
+	}
+	if p.settler != nil {
+		sweeps = append(sweeps, p.settler.Run)
+	}
+	return sweeps
 }
 
 // wire builds the parts of the library the service uses, each from the
@@ -180,7 +192,7 @@ type service struct {
 // -notices off, a publisher of its reclaims; and, unless turned off, the
 // artifacts with the examples' compensators, and the settler with the
 // video's metadata updates and billing.
-func wire(ctx context.Context, conns *flow.Conns, cfg flow.Config, o options, log *slog.Logger, mp metric.MeterProvider) (*service, error) {
+func wire(ctx context.Context, conns *flow.Conns, cfg flow.Config, o options, log *slog.Logger, mp metric.MeterProvider) (*parts, error) {
 	guard, err := jobguard.NewWithConfig(ctx, conns.Pool, jobguard.DefaultTable(),
 		jobguard.GuardConfig{Shared: cfg.Shared(), MeterProvider: mp})
 	if err != nil {
@@ -208,7 +220,7 @@ func wire(ctx context.Context, conns *flow.Conns, cfg flow.Config, o options, lo
 			return nil, err
 		}
 	}
-	svc := &service{}
+	svc := &parts{}
 	if svc.reclaimer, err = reclaim.New(rc); err != nil {
 		return nil, err
 	}
@@ -227,22 +239,6 @@ func wire(ctx context.Context, conns *flow.Conns, cfg flow.Config, o options, lo
 		}
 	}
 	return svc, nil
-}
-
-// newLogger builds the service's logger.
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	var min slog.Level
-	if err := min.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("-log-level: %w", err)
-	}
-	opts := &slog.HandlerOptions{Level: min}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("-log-format %q: want text or json", format)
 }
 
 // limitFlag collects -limit type=duration flags.

@@ -36,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
@@ -162,38 +163,18 @@ func runWorker(ctx context.Context, cfg flow.Config, beside flow.Beside, o optio
 
 	// 1. River's own tables, by River's own migrations, in the examples'
 	// schema beside the jobs table.
-	migrator, err := rivermigrate.New(riverpgxv5.New(conns.Pool), &rivermigrate.Config{Schema: conns.Schema, Logger: riverLog})
-	if err != nil {
+	if err := migrateRiver(ctx, conns, riverLog); err != nil {
 		return err
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("migrate River: %w", err)
 	}
 
 	// 2. jobguard's parts, the middleware and the processor (see wire).
-	call := sim.Call{Latency: o.latency}
-	if o.hang > 0 {
-		call.Hang = sim.HangFor(o.hang)
-	}
-	chapters, guarded, err := wire(ctx, conns, cfg, beside, o.queue, sim.Model{Call: call}, log)
+	chapters, guarded, err := wire(ctx, conns, cfg, beside, o.queue, sim.Model{Call: o.call()}, log)
 	if err != nil {
 		return err
 	}
 
 	// 3. A River client that works the chapter queue under the middleware.
-	workers := river.NewWorkers()
-	river.AddWorker(workers, &ChapterWorker{Chapters: chapters, Log: log})
-	client, err := river.NewClient(riverpgxv5.New(conns.Pool), &river.Config{
-		Schema:               conns.Schema,
-		Queues:               map[string]river.QueueConfig{o.queue: {MaxWorkers: 4}},
-		Workers:              workers,
-		Middleware:           []rivertype.Middleware{guarded},
-		JobTimeout:           o.jobTimeout,
-		RescueStuckJobsAfter: o.rescueAfter,
-		FetchCooldown:        20 * time.Millisecond,
-		FetchPollInterval:    200 * time.Millisecond,
-		Logger:               riverLog,
-	})
+	client, err := newClient(conns, o, &ChapterWorker{Chapters: chapters, Log: log}, guarded, riverLog)
 	if err != nil {
 		return err
 	}
@@ -213,19 +194,10 @@ func runWorker(ctx context.Context, cfg flow.Config, beside flow.Beside, o optio
 
 	// 4. Queue the job: its row in the jobs table, then the River job that
 	// carries the row's id.
-	if _, err := conns.Pool.Exec(ctx, `INSERT INTO courses (id, title) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`,
-		o.course, "Course "+o.course); err != nil {
-		return err
-	}
-	jobID, err := flow.EnqueueChapter(ctx, conns.Pool, o.course, o.weeks)
+	jobID, riverID, err := enqueue(ctx, conns, client, o)
 	if err != nil {
 		return err
 	}
-	ins, err := client.Insert(ctx, ChapterArgs{JobID: jobID}, &river.InsertOpts{Queue: o.queue})
-	if err != nil {
-		return fmt.Errorf("insert River job: %w", err)
-	}
-	riverID := ins.Job.ID
 	fmt.Fprintf(stdout, "queued chapter job %s as River job %d: add %d week(s) to %s\n", jobID, riverID, o.weeks, o.course)
 
 	// 5. River works it; print what River made of the outcome.
@@ -250,19 +222,84 @@ func runWorker(ctx context.Context, cfg flow.Config, beside flow.Beside, o optio
 		fmt.Fprintf(stdout, "River job %d redelivered: %s\n", riverID, outcome(ev))
 	}
 
+	// 7. What became of the job, the course and the River job.
+	return printOutcome(ctx, conns, o.course, jobID, riverID, stdout)
+}
+
+// printOutcome prints the job's status, the River job's state, and the
+// course's status and the chapter rows the job wrote.
+func printOutcome(ctx context.Context, conns *flow.Conns, course, jobID string, riverID int64, stdout io.Writer) error {
 	var status, reason, riverState string
 	var total, rows int
 	if err := conns.Pool.QueryRow(ctx, `SELECT c.status, c.weeks,
 		(SELECT count(*) FROM chapters WHERE job_id = $2),
 		(SELECT status || coalesce(': ' || failure_reason, '') FROM jobs WHERE id = $2),
 		(SELECT state::text FROM river_job WHERE id = $3)
-		FROM courses c WHERE c.id = $1`, o.course, jobID, riverID).
+		FROM courses c WHERE c.id = $1`, course, jobID, riverID).
 		Scan(&status, &total, &rows, &reason, &riverState); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "job %s: %s; River job %d: %s\n", jobID, reason, riverID, riverState)
-	fmt.Fprintf(stdout, "course %s: status %s, %d week(s); chapter rows written by this job: %d\n", o.course, status, total, rows)
+	fmt.Fprintf(stdout, "course %s: status %s, %d week(s); chapter rows written by this job: %d\n", course, status, total, rows)
 	return nil
+}
+
+// call is the simulated model call of -latency and -hang.
+func (o options) call() sim.Call {
+	call := sim.Call{Latency: o.latency}
+	if o.hang > 0 {
+		call.Hang = sim.HangFor(o.hang)
+	}
+	return call
+}
+
+// migrateRiver creates River's tables with River's own migrations, in the
+// examples' schema.
+func migrateRiver(ctx context.Context, conns *flow.Conns, riverLog *slog.Logger) error {
+	migrator, err := rivermigrate.New(riverpgxv5.New(conns.Pool), &rivermigrate.Config{Schema: conns.Schema, Logger: riverLog})
+	if err != nil {
+		return err
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("migrate River: %w", err)
+	}
+	return nil
+}
+
+// newClient is a River client that works the chapter queue with worker,
+// under the guarded middleware.
+func newClient(conns *flow.Conns, o options, worker *ChapterWorker, guarded rivertype.Middleware,
+	riverLog *slog.Logger) (*river.Client[pgx.Tx], error) {
+	workers := river.NewWorkers()
+	river.AddWorker(workers, worker)
+	return river.NewClient(riverpgxv5.New(conns.Pool), &river.Config{
+		Schema:               conns.Schema,
+		Queues:               map[string]river.QueueConfig{o.queue: {MaxWorkers: 4}},
+		Workers:              workers,
+		Middleware:           []rivertype.Middleware{guarded},
+		JobTimeout:           o.jobTimeout,
+		RescueStuckJobsAfter: o.rescueAfter,
+		FetchCooldown:        20 * time.Millisecond,
+		FetchPollInterval:    200 * time.Millisecond,
+		Logger:               riverLog,
+	})
+}
+
+// enqueue queues a chapter job of o.course: its row in the jobs table,
+// then the River job that carries the row's id.
+func enqueue(ctx context.Context, conns *flow.Conns, client *river.Client[pgx.Tx], o options) (jobID string, riverID int64, err error) {
+	if _, err := conns.Pool.Exec(ctx, `INSERT INTO courses (id, title) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`,
+		o.course, "Course "+o.course); err != nil {
+		return "", 0, err
+	}
+	if jobID, err = flow.EnqueueChapter(ctx, conns.Pool, o.course, o.weeks); err != nil {
+		return "", 0, err
+	}
+	ins, err := client.Insert(ctx, ChapterArgs{JobID: jobID}, &river.InsertOpts{Queue: o.queue})
+	if err != nil {
+		return "", 0, fmt.Errorf("insert River job: %w", err)
+	}
+	return jobID, ins.Job.ID, nil
 }
 
 // wire builds the parts of jobguard this command uses, each from the ones

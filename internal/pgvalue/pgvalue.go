@@ -109,29 +109,43 @@ func checkString(doc []byte, at int) (int, error) {
 		case '"':
 			return i + 1, nil
 		case '\\':
-			if i+1 < len(doc) && doc[i+1] == 'u' {
-				r, ok := hex4(doc, i+2)
-				switch {
-				case !ok:
-				case r == 0:
-					return 0, fmt.Errorf("holds the escape \\u0000 at byte %d, which jsonb cannot store", i)
-				case utf16.IsSurrogate(r):
-					low, ok := rune(0), false
-					if i+7 < len(doc) && doc[i+6] == '\\' && doc[i+7] == 'u' {
-						low, ok = hex4(doc, i+8)
-					}
-					if r >= 0xdc00 || !ok || low < 0xdc00 || low > 0xdfff {
-						return 0, fmt.Errorf("holds the escape of half a surrogate pair at byte %d, which jsonb cannot store", i)
-					}
-					i += 6 // the pair's first half; its second is read next
-				}
+			n, err := checkEscape(doc, i)
+			if err != nil {
+				return 0, err
 			}
-			i += 2
+			i += n
 		default:
 			i++
 		}
 	}
 	return i, nil
+}
+
+// checkEscape checks the escape that opens at doc[at], which jsonb cannot
+// store when it is \u0000 or half a surrogate pair, and returns how many
+// bytes to step over: the escape's first two, or, for a pair, its first
+// half and the second's backslash and u.
+func checkEscape(doc []byte, at int) (int, error) {
+	if at+1 >= len(doc) || doc[at+1] != 'u' {
+		return 2, nil
+	}
+	r, ok := hex4(doc, at+2)
+	switch {
+	case !ok:
+		return 2, nil
+	case r == 0:
+		return 0, fmt.Errorf("holds the escape \\u0000 at byte %d, which jsonb cannot store", at)
+	case !utf16.IsSurrogate(r):
+		return 2, nil
+	}
+	low, ok := rune(0), false
+	if at+7 < len(doc) && doc[at+6] == '\\' && doc[at+7] == 'u' {
+		low, ok = hex4(doc, at+8)
+	}
+	if r >= 0xdc00 || !ok || low < 0xdc00 || low > 0xdfff {
+		return 0, fmt.Errorf("holds the escape of half a surrogate pair at byte %d, which jsonb cannot store", at)
+	}
+	return 8, nil
 }
 
 // hex4 reads the four hex digits at doc[at:].
@@ -147,59 +161,76 @@ func hex4(doc []byte, at int) (rune, bool) {
 // range, as PostgreSQL's numeric input reads it, and returns the index
 // after it.
 func checkNumber(doc []byte, at int) (int, error) {
+	n, end := scanNumber(doc, at)
+	if !n.fitsNumeric() {
+		return 0, numberError(doc, at, end)
+	}
+	return end, nil
+}
+
+// number is a JSON number's digits, as written.
+type number struct {
+	whole, frac, exp string
+	negExp           bool
+}
+
+// scanNumber reads the number that starts at doc[at] and returns it and
+// the index after it.
+func scanNumber(doc []byte, at int) (number, int) {
 	i := at
 	if doc[i] == '-' {
 		i++
 	}
-	digits := func() (string, int) {
+	digits := func() string {
 		start := i
 		for i < len(doc) && doc[i] >= '0' && doc[i] <= '9' {
 			i++
 		}
-		return string(doc[start:i]), start
+		return string(doc[start:i])
 	}
-	whole, _ := digits()
-	var frac string
+	var n number
+	n.whole = digits()
 	if i < len(doc) && doc[i] == '.' {
 		i++
-		frac, _ = digits()
+		n.frac = digits()
 	}
-	var exp int64
 	if i < len(doc) && (doc[i] == 'e' || doc[i] == 'E') {
 		i++
-		neg := false
 		if i < len(doc) && (doc[i] == '+' || doc[i] == '-') {
-			neg = doc[i] == '-'
+			n.negExp = doc[i] == '-'
 			i++
 		}
-		e, _ := digits()
-		e = strings.TrimLeft(e, "0")
-		if len(e) > 10 {
-			return 0, numberError(doc, at, i)
-		}
-		exp, _ = strconv.ParseInt("0"+e, 10, 64)
-		if neg {
-			exp = -exp
-		}
-		if exp > maxExponent || exp < -maxExponent {
-			return 0, numberError(doc, at, i)
-		}
+		n.exp = digits()
+	}
+	return n, i
+}
+
+// fitsNumeric reports whether numeric's range holds n: its exponent, its
+// scale and the power of ten of its leading digit.
+func (n number) fitsNumeric() bool {
+	e := strings.TrimLeft(n.exp, "0")
+	if len(e) > 10 {
+		return false
+	}
+	exp, _ := strconv.ParseInt("0"+e, 10, 64)
+	if n.negExp {
+		exp = -exp
+	}
+	if exp > maxExponent || exp < -maxExponent {
+		return false
 	}
 	// The scale counts every digit after the point, trailing zeros too.
-	if int64(len(frac))-exp > maxScale {
-		return 0, numberError(doc, at, i)
+	if int64(len(n.frac))-exp > maxScale {
+		return false
 	}
 	// The power of ten of the leading digit that is not zero, if any.
-	if n := strings.TrimLeft(whole, "0"); n != "" {
-		if int64(len(n)-1)+exp > maxLeadingPower {
-			return 0, numberError(doc, at, i)
-		}
-	} else if n := strings.TrimLeft(frac, "0"); n != "" {
-		if int64(-(len(frac)-len(n))-1)+exp > maxLeadingPower {
-			return 0, numberError(doc, at, i)
-		}
+	if w := strings.TrimLeft(n.whole, "0"); w != "" {
+		return int64(len(w)-1)+exp <= maxLeadingPower
 	}
-	return i, nil
+	if f := strings.TrimLeft(n.frac, "0"); f != "" {
+		return int64(-(len(n.frac)-len(f))-1)+exp <= maxLeadingPower
+	}
+	return true
 }
 
 func numberError(doc []byte, at, end int) error {

@@ -191,33 +191,17 @@ func (v *Videos) Process(ctx context.Context, jobID string) (VideoResult, error)
 	if errors.Is(err, jobguard.ErrJobTerminal) {
 		// The job was reclaimed (a notice, or a heartbeat found it lost):
 		// stop, and undo what was made.
-		if _, cerr := v.Artifacts.CompensateExecution(ctx, exec); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
-		return res, fmt.Errorf("video: %w", err)
+		return res, fmt.Errorf("video: %w", v.undo(ctx, exec, err))
 	}
 	if err != nil {
 		// The encoder broke: fail the job, then undo the file. If the job
 		// was lost meanwhile, Fail says so and the undo is the same.
-		err = giveUp(ctx, v.Guard, v.DB, exec, fmt.Errorf("video: %w", err), err.Error())
-		if _, cerr := v.Artifacts.CompensateExecution(ctx, exec); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
-		return res, err
+		return res, v.undo(ctx, exec, giveUp(ctx, v.Guard, v.DB, exec, fmt.Errorf("video: %w", err), err.Error()))
 	}
 	res.Seconds = enc.Seconds
 
 	// The slide asset: upserted, and recorded in the same transaction.
-	assetID := res.VideoID + "/slides"
-	err = pgx.BeginFunc(ctx, v.DB, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO assets (id, video_id, kind, job_id, generation)
-			VALUES ($1, $2, 'slides', $3, $4)
-			ON CONFLICT (id) DO UPDATE SET job_id = $3, generation = $4, status = 'PENDING'`,
-			assetID, res.VideoID, exec.JobID, exec.Generation); err != nil {
-			return err
-		}
-		return v.Artifacts.Record(ctx, tx, exec, KindAsset, assetID)
-	})
+	assetID, err := v.slideAsset(ctx, exec, res.VideoID)
 	if err != nil {
 		return res, fmt.Errorf("video: slide asset: %w", err)
 	}
@@ -249,23 +233,40 @@ func (v *Videos) Process(ctx context.Context, jobID string) (VideoResult, error)
 	case errors.Is(err, jobguard.ErrStopped):
 		// The re-check found the video deleted: nothing was completed, so
 		// fail the job and undo its file and asset.
-		err = giveUp(ctx, v.Guard, v.DB, exec, fmt.Errorf("video: %w", err), "video: deleted before finalize")
-		if _, cerr := v.Artifacts.CompensateExecution(ctx, exec); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
-		return res, err
+		return res, v.undo(ctx, exec, giveUp(ctx, v.Guard, v.DB, exec, fmt.Errorf("video: %w", err), "video: deleted before finalize"))
 	case res.Finalize.Rejected():
 		// The job is terminal for this execution: undo what it made.
-		if _, cerr := v.Artifacts.CompensateExecution(ctx, exec); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
-		return res, fmt.Errorf("video: %w", err)
+		return res, fmt.Errorf("video: %w", v.undo(ctx, exec, err))
 	case err != nil:
 		// Not completed (no usage), or completed and left to the settle
 		// sweep (settle.ErrPending), which bills it once.
 		return res, fmt.Errorf("video: %w", err)
 	}
 	return res, nil
+}
+
+// slideAsset upserts the slide asset of videoID and records it as exec's
+// artifact, in one transaction, and returns its id.
+func (v *Videos) slideAsset(ctx context.Context, exec jobguard.Execution, videoID string) (string, error) {
+	assetID := videoID + "/slides"
+	return assetID, pgx.BeginFunc(ctx, v.DB, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO assets (id, video_id, kind, job_id, generation)
+			VALUES ($1, $2, 'slides', $3, $4)
+			ON CONFLICT (id) DO UPDATE SET job_id = $3, generation = $4, status = 'PENDING'`,
+			assetID, videoID, exec.JobID, exec.Generation); err != nil {
+			return err
+		}
+		return v.Artifacts.Record(ctx, tx, exec, KindAsset, assetID)
+	})
+}
+
+// undo compensates what exec made, and returns err joined with the
+// compensation's error, if any.
+func (v *Videos) undo(ctx context.Context, exec jobguard.Execution, err error) error {
+	if _, cerr := v.Artifacts.CompensateExecution(ctx, exec); cerr != nil {
+		return errors.Join(err, cerr)
+	}
+	return err
 }
 
 // encode writes the file under runCtx, the watcher's context, and

@@ -67,3 +67,30 @@ func TestTold_RetryableErrorIsUntouched(t *testing.T) {
 	require.Same(t, plain, told(plain, nil))
 	require.NoError(t, told(nil, nil))
 }
+
+// TestTold_LostWinsOverTheHandlersOwnWord: an execution that lost its job
+// is reported as lost, and never retried, whatever the handler returned
+// meanwhile, its own final word included; riverguard's decide holds the
+// same cases.
+func TestTold_LostWinsOverTheHandlersOwnWord(t *testing.T) {
+	t.Parallel()
+	lost := &watch.LostError{JobID: "j", Generation: 2, Via: watch.ViaNotice, Seen: 2}
+	own := errors.New("the course was deleted")
+	for name, err := range map[string]error{
+		"its own SkipRetry":   fmt.Errorf("%w: %w", own, asynq.SkipRetry),
+		"its own RevokeTask":  fmt.Errorf("%w: %w", own, asynq.RevokeTask),
+		"a permanent error":   fmt.Errorf("%w: %w", own, jobguard.ErrJobTerminal),
+		"an ordinary error":   own,
+		"its context's error": fmt.Errorf("model call: %w", context.Canceled),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, refuse, decide(err, lost))
+			got := told(err, lost)
+			var reported *watch.LostError
+			require.ErrorAs(t, got, &reported, "the loss is what asynq records")
+			require.ErrorIs(t, got, asynq.SkipRetry)
+			require.ErrorIs(t, got, err, "the handler's error is kept")
+		})
+	}
+}

@@ -62,3 +62,30 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+// TestDecide_LostWinsOverTheWorkersOwnWord: an execution that lost its job
+// is reported as lost, and never retried, whatever the worker returned
+// meanwhile, its own final word included; asynqguard's decide holds the
+// same cases.
+func TestDecide_LostWinsOverTheWorkersOwnWord(t *testing.T) {
+	t.Parallel()
+	lost := &watch.LostError{JobID: "j", Generation: 2, Via: watch.ViaNotice, Seen: 2}
+	own := errors.New("the course was deleted")
+	for name, err := range map[string]error{
+		"its own cancel":      river.JobCancel(own),
+		"its own snooze":      river.JobSnooze(time.Minute),
+		"a permanent error":   fmt.Errorf("%w: %w", own, jobguard.ErrJobTerminal),
+		"an ordinary error":   own,
+		"its context's error": fmt.Errorf("model call: %w", context.Canceled),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			v, got := decide(err, lost)
+			require.Equal(t, cancel.String(), v.String())
+			var reported *watch.LostError
+			require.ErrorAs(t, got, &reported, "the loss is what River records")
+			require.True(t, jobguard.IsPermanent(got) || errors.As(got, new(*river.JobCancelError)))
+			require.ErrorIs(t, got, err, "the worker's error is kept")
+		})
+	}
+}

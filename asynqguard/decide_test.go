@@ -70,27 +70,37 @@ func TestTold_RetryableErrorIsUntouched(t *testing.T) {
 
 // TestTold_LostWinsOverTheHandlersOwnWord: an execution that lost its job
 // is reported as lost, and never retried, whatever the handler returned
-// meanwhile, its own final word included; riverguard's decide holds the
-// same cases.
+// meanwhile. Its own word to asynq (SkipRetry, RevokeTask) is overruled:
+// asynq looks for RevokeTask first, and would drop the task as done instead
+// of archiving the loss, so the answer carries the word only as text.
+// riverguard's decide holds the same cases.
 func TestTold_LostWinsOverTheHandlersOwnWord(t *testing.T) {
 	t.Parallel()
 	lost := &watch.LostError{JobID: "j", Generation: 2, Via: watch.ViaNotice, Seen: 2}
 	own := errors.New("the course was deleted")
-	for name, err := range map[string]error{
-		"its own SkipRetry":   fmt.Errorf("%w: %w", own, asynq.SkipRetry),
-		"its own RevokeTask":  fmt.Errorf("%w: %w", own, asynq.RevokeTask),
-		"a permanent error":   fmt.Errorf("%w: %w", own, jobguard.ErrJobTerminal),
-		"an ordinary error":   own,
-		"its context's error": fmt.Errorf("model call: %w", context.Canceled),
+	for _, c := range []struct {
+		name string
+		err  error
+		word bool // the handler's own word to asynq
+	}{
+		{"its own SkipRetry", fmt.Errorf("%w: %w", own, asynq.SkipRetry), true},
+		{"its own RevokeTask", fmt.Errorf("%w: %w", own, asynq.RevokeTask), true},
+		{"a permanent error", fmt.Errorf("%w: %w", own, jobguard.ErrJobTerminal), false},
+		{"an ordinary error", own, false},
+		{"its context's error", fmt.Errorf("model call: %w", context.Canceled), false},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, refuse, decide(err, lost))
-			got := told(err, lost)
+			require.Equal(t, refuse, decide(c.err, lost))
+			got := told(c.err, lost)
 			var reported *watch.LostError
 			require.ErrorAs(t, got, &reported, "the loss is what asynq records")
 			require.ErrorIs(t, got, asynq.SkipRetry)
-			require.ErrorIs(t, got, err, "the handler's error is kept")
+			require.NotErrorIs(t, got, asynq.RevokeTask, "asynq would drop the lost task as done")
+			require.ErrorContains(t, got, c.err.Error(), "the handler's error is told")
+			if !c.word {
+				require.ErrorIs(t, got, c.err, "the handler's error is kept")
+			}
 		})
 	}
 }

@@ -36,7 +36,8 @@ func TestDecide(t *testing.T) {
 		{"lost, handler returned nil", nil, lost, refuse},
 		{"lost, handler returned the cause", lost, lost, refuse},
 		{"handler's own SkipRetry", fmt.Errorf("bad input: %w", asynq.SkipRetry), nil, asIs},
-		{"handler's own RevokeTask", fmt.Errorf("%w: %w", terminal, asynq.RevokeTask), lost, asIs},
+		{"handler's own RevokeTask", fmt.Errorf("%w: %w", terminal, asynq.RevokeTask), nil, asIs},
+		{"handler's own RevokeTask, but lost", fmt.Errorf("%w: %w", terminal, asynq.RevokeTask), lost, refuse},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, decide(tc.err, tc.cause))
@@ -55,7 +56,7 @@ func TestTold_RefusalSkipsRetryAndKeepsBothErrors(t *testing.T) {
 	var got *watch.LostError
 	require.ErrorAs(t, err, &got)
 	require.True(t, jobguard.IsPermanent(err))
-	require.Equal(t, "watch: job j generation 2 was reclaimed (notice for generation 2): model call: context canceled (skip retry for the task)", err.Error())
+	require.Equal(t, "watch: job j generation 2 was reclaimed (notice for generation 2); the worker returned: model call: context canceled (skip retry for the task)", err.Error())
 
 	require.Equal(t, "watch: job j generation 2 was reclaimed (notice for generation 2) (skip retry for the task)", told(nil, lost).Error())
 	require.Equal(t, "watch: job j generation 2 was reclaimed (notice for generation 2) (skip retry for the task)", told(lost, lost).Error())

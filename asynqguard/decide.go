@@ -6,8 +6,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/jobguard/jobguard/jobguard"
-	"github.com/jobguard/jobguard/watch"
+	"github.com/jobguard/jobguard/internal/queueguard"
 )
 
 // verdict is what the middleware makes of an attempt's outcome.
@@ -23,47 +22,36 @@ const (
 	refuse
 )
 
-// decide is the rule. err is what the attempt returned (the start's error,
-// or the handler's); cause is the cause of the context the handler ran
-// under, when it ended.
+// decide is the rule, queueguard.Decide told in asynq's words. err is what
+// the attempt returned (the start's error, or the handler's); cause is the
+// cause of the context the handler ran under, when it ended.
 //
-// The handler's own word to asynq (SkipRetry, RevokeTask) stands. An
-// execution whose watched context was cancelled because it lost its job is
-// refused whatever it returned: it cannot have completed the job, and a
-// context error from the handler only echoes the loss. Otherwise a
-// permanent error (jobguard.IsPermanent) is refused, and the rest, nil
-// and retryable errors, go as they are.
+// An execution whose watched context was cancelled because it lost its job
+// is refused whatever it returned, its own SkipRetry or RevokeTask
+// included: it cannot have completed the job, and the loss is what asynq
+// archives. Otherwise the handler's own word to asynq (SkipRetry,
+// RevokeTask) stands, a permanent error (jobguard.IsPermanent) is refused,
+// and the rest, nil and retryable errors, go as they are.
 func decide(err, cause error) verdict {
-	var lost *watch.LostError
-	switch {
-	case errors.Is(err, asynq.SkipRetry), errors.Is(err, asynq.RevokeTask):
-		return asIs
-	case errors.As(cause, &lost):
+	if queueguard.Decide(err, cause, asynqWord).Outcome == queueguard.Final {
 		return refuse
-	case err == nil:
-		return asIs
-	case jobguard.IsPermanent(err):
-		return refuse
-	default:
-		return asIs
 	}
+	return asIs
+}
+
+// asynqWord reports whether err carries a handler's own word to asynq.
+func asynqWord(err error) bool {
+	return errors.Is(err, asynq.SkipRetry) || errors.Is(err, asynq.RevokeTask)
 }
 
 // told is the error asynq is given for the attempt: err itself, or, for a
-// refusal, the loss (when the context's cause is one) and err, wrapping
-// asynq.SkipRetry so that asynq archives the task instead of retrying it.
+// refusal, the loss (when the context's cause is one) with what the
+// handler returned, wrapping asynq.SkipRetry so that asynq archives the
+// task instead of retrying it.
 func told(err, cause error) error {
-	if decide(err, cause) == asIs {
-		return err
+	d := queueguard.Decide(err, cause, asynqWord)
+	if d.Outcome != queueguard.Final {
+		return d.Err
 	}
-	var lost *watch.LostError
-	if errors.As(cause, &lost) {
-		switch {
-		case err == nil:
-			err = lost
-		case !errors.Is(err, lost):
-			err = fmt.Errorf("%w: %w", lost, err)
-		}
-	}
-	return fmt.Errorf("%w (%w)", err, asynq.SkipRetry)
+	return fmt.Errorf("%w (%w)", d.Err, asynq.SkipRetry)
 }

@@ -34,7 +34,12 @@
 //     handler's own errors, and the fail-closed start guard's
 //     jobguard.ErrGuardUnavailable when Redis or the database could not be
 //     read. An error the handler already wrapped with asynq.SkipRetry or
-//     asynq.RevokeTask is its own decision and is left alone.
+//     asynq.RevokeTask is its own decision and is left alone, unless its
+//     execution was lost: the loss is then archived, with the handler's
+//     error as text (asynq would drop a RevokeTask as done). riverguard
+//     decides by the same rule, and reads River's args by the same rule as
+//     the payload here: a string as it is, a number as jsonb prints it when
+//     that is an integer (-0 is 0, 1e3 is 1000).
 //
 // # What it does not guarantee
 //

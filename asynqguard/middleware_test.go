@@ -323,7 +323,7 @@ func TestMiddleware_PayloadWithoutRowIsRefused(t *testing.T) {
 	info := b.settled(t, task)
 	require.Equal(t, asynq.TaskStateArchived, info.State)
 	require.Zero(t, info.Retried)
-	require.Contains(t, info.LastErr, `task `+task+` (chapter): jobguard: invalid job id: the payload has no "job_id"`)
+	require.Contains(t, info.LastErr, `task `+task+` (chapter): jobguard: invalid job id: the payload does not name a row: no key "job_id"`)
 	require.Zero(t, n.get())
 }
 

@@ -185,7 +185,7 @@ func (g *Guard) finalized(db DB, exec Execution, spec FinalizeSpec, op string) (
 	if s := txstate.Of(db); s != txstate.Own {
 		return fin, fmt.Errorf("jobguard: %s: %w: db is %v; pass a pool or a connection outside any transaction", op, ErrInTransaction, s)
 	}
-	if err := spec.validate(); err != nil {
+	if err := spec.Validate(); err != nil {
 		return fin, fmt.Errorf("jobguard: %s: %w", op, err)
 	}
 	id, err := g.CanonicalID(exec.JobID)
@@ -249,7 +249,10 @@ func runUpdates(ctx context.Context, updates []Update, timeout time.Duration) []
 	return errs
 }
 
-func (s FinalizeSpec) validate() error {
+// Validate reports what Finalize refuses in s before anything runs: a
+// negative UpdateTimeout, and an update whose Name is empty or used twice,
+// or whose Run is nil. The error names the field, as Updates[i].
+func (s FinalizeSpec) Validate() error {
 	if s.UpdateTimeout < 0 {
 		return fmt.Errorf("UpdateTimeout %v is negative", s.UpdateTimeout)
 	}

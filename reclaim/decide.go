@@ -126,25 +126,14 @@ func mergeListings(a, b ActiveJob) ActiveJob {
 }
 
 // String returns the decision's name, as log lines and metric labels carry
-// it.
+// it: its counter's label (tallies), and "reclaim" for the decision whose
+// outcomes are counted apart.
 func (d Decision) String() string {
-	switch d {
-	case DecisionSourceError:
-		return "source_error"
-	case DecisionUnknownType:
-		return "unknown_type"
-	case DecisionWithinLimit:
-		return "within_limit"
-	case DecisionNoStartTime:
-		return "no_start_time"
-	case DecisionNotActive:
-		return "not_active"
-	case DecisionStale:
-		return "stale"
-	case DecisionProgressing:
-		return "progressing"
-	case DecisionReclaim:
+	if d == DecisionReclaim {
 		return "reclaim"
+	}
+	if t, ok := decisionTally[d]; ok {
+		return t.label
 	}
 	return "undecided"
 }

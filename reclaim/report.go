@@ -121,19 +121,22 @@ func (n *notes) needsAttention(rep Report) bool {
 func (r *Reclaimer) summarize(ctx context.Context, p *pass, err error, took time.Duration) {
 	rep, n := p.rep, &p.notes
 	var attrs []slog.Attr
+	counts := rep.Counts()
 	if p.dry {
-		attrs = append(attrs, slog.Bool("shadow", true), slog.Int("would_reclaim", rep.WouldReclaim))
+		attrs = append(attrs, slog.Bool("shadow", true))
+		for _, c := range counts {
+			if c.Shadow {
+				attrs = append(attrs, slog.Int(c.Key, c.N))
+			}
+		}
 	}
-	attrs = append(attrs,
-		slog.Int("scanned", rep.Scanned), slog.Int("reclaimed", rep.Reclaimed),
-		slog.Int("within_limit", rep.WithinLimit), slog.Int("progressing", rep.Progressing),
-		slog.Int("stale", rep.Stale), slog.Int("not_active", rep.NotActive),
-		slog.Int("no_start_time", rep.NoStartTime), slog.Int("unknown_type", rep.UnknownType),
-		slog.Int("source_errors", rep.SourceErrors), slog.Int("lost_race", rep.LostRace),
-		slog.Int("locked", rep.Locked), slog.Int("rule_errors", rep.RuleErrors),
-		slog.Int("marker_errors", rep.MarkerErrors), slog.Int("notice_errors", rep.NoticeErrors),
-		slog.Duration("took", took),
-	)
+	attrs = append(attrs, slog.Int("scanned", rep.Scanned))
+	for _, c := range counts {
+		if !c.Shadow {
+			attrs = append(attrs, slog.Int(c.Key, c.N))
+		}
+	}
+	attrs = append(attrs, slog.Duration("took", took))
 	level := slog.LevelInfo
 	if n.needsAttention(rep) || err != nil {
 		level = slog.LevelWarn

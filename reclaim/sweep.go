@@ -293,9 +293,9 @@ func (r *Reclaimer) tally(ctx context.Context, rep *Report, n *notes, out outcom
 
 // count adds a decision other than reclaim to the report.
 func (r *Reclaimer) count(ctx context.Context, rep *Report, n *notes, l ActiveJob, d Decision) {
+	*decisionTally[d].count(rep)++
 	switch d {
 	case DecisionSourceError:
-		rep.SourceErrors++
 		if n.sourceErr == nil {
 			n.sourceErr = fmt.Errorf("job %s: %w", l.ID, l.Err)
 		}
@@ -303,7 +303,6 @@ func (r *Reclaimer) count(ctx context.Context, rep *Report, n *notes, l ActiveJo
 			slog.String("job_id", l.ID), slog.String("job_type", l.Type), slog.Any("error", l.Err))
 		return
 	case DecisionUnknownType:
-		rep.UnknownType++
 		if n.unknownTypes == nil {
 			n.unknownTypes = map[string]int{}
 		}
@@ -312,18 +311,8 @@ func (r *Reclaimer) count(ctx context.Context, rep *Report, n *notes, l ActiveJo
 			rep.Untyped++
 		}
 		return
-	case DecisionWithinLimit:
-		rep.WithinLimit++
+	case DecisionWithinLimit, DecisionNoStartTime:
 		return
-	case DecisionNoStartTime:
-		rep.NoStartTime++
-		return
-	case DecisionNotActive:
-		rep.NotActive++
-	case DecisionStale:
-		rep.Stale++
-	case DecisionProgressing:
-		rep.Progressing++
 	}
 	r.log.DebugContext(ctx, "reclaim: job over its limit left alone", slog.String("job_id", l.ID),
 		slog.String("job_type", l.Type), slog.String("decision", d.String()))

@@ -62,3 +62,39 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+// TestDecide_LostWinsOverTheWorkersOwnWord: an execution that lost its job
+// is reported as lost, and never retried, whatever the worker returned
+// meanwhile. Its own word to River (a snooze, a cancel) is overruled: River
+// looks for a snooze before a cancel, so the answer carries the word only
+// as text. asynqguard's decide holds the same cases.
+func TestDecide_LostWinsOverTheWorkersOwnWord(t *testing.T) {
+	t.Parallel()
+	lost := &watch.LostError{JobID: "j", Generation: 2, Via: watch.ViaNotice, Seen: 2}
+	own := errors.New("the course was deleted")
+	for _, c := range []struct {
+		name string
+		err  error
+		word bool // the worker's own word to River
+	}{
+		{"its own cancel", river.JobCancel(own), true},
+		{"its own snooze", river.JobSnooze(time.Minute), true},
+		{"a permanent error", fmt.Errorf("%w: %w", own, jobguard.ErrJobTerminal), false},
+		{"an ordinary error", own, false},
+		{"its context's error", fmt.Errorf("model call: %w", context.Canceled), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			v, got := decide(c.err, lost)
+			require.Equal(t, cancel.String(), v.String())
+			var reported *watch.LostError
+			require.ErrorAs(t, got, &reported, "the loss is what River records")
+			require.ErrorAs(t, got, new(*river.JobCancelError))
+			require.False(t, errors.As(got, new(*river.JobSnoozeError)), "River would snooze the lost job: %v", got)
+			require.ErrorContains(t, got, c.err.Error(), "the worker's error is told")
+			if !c.word {
+				require.ErrorIs(t, got, c.err, "the worker's error is kept")
+			}
+		})
+	}
+}

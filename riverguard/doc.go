@@ -31,7 +31,10 @@
 //     the execution, cancelled (with a *watch.LostError cause) as soon as
 //     the execution loses its job, and released when the worker returns.
 //     A lost execution is cancelled in River whatever the worker returned:
-//     the context error of a call that stopped, or even nil.
+//     the context error of a call that stopped, even nil, or its own
+//     river.JobSnooze or river.JobCancel, which the cancellation then
+//     carries only as text (River would snooze a lost job otherwise).
+//     asynqguard decides by the same rule.
 //   - Returns every other error as it came: River retries it (a failed
 //     start under FailClosed, an unreachable database, the worker's own
 //     errors), or snoozes it for river.JobSnooze. A retry starts a new

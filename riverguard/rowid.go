@@ -1,11 +1,10 @@
 package riverguard
 
 import (
-	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"strconv"
 
+	"github.com/jobguard/jobguard/internal/queueguard"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim/riversource"
 )
@@ -36,54 +35,16 @@ func (e *NoRowError) Unwrap() []error {
 	return []error{riversource.ErrNoRowID, jobguard.ErrInvalidJobID}
 }
 
-// rowID reads the id of the job's row from River's encoded args: the value
-// of the top-level key, a JSON string (not empty) or a JSON integer (in
-// int64), as riversource reads it from the same args in the database. A
+// rowID reads the id of the job's row from River's encoded args by
+// queueguard.RowID, the one rule of both queue adapters: the value of the
+// top-level key as jsonb reads it, which is how riversource reads the same
+// args in the database, a string (not empty) or an integer in int64. A
 // failure is a *NoRowError without its RiverJobID.
-//
-// River hands a worker the args as Postgres printed them from jsonb, so a
-// number arrives in jsonb's canonical form (1e3 as 1000), which is what
-// riversource's args ->> key sees too.
 func rowID(args []byte, key string) (string, error) {
-	refuse := func(format string, a ...any) (string, error) {
-		return "", &NoRowError{Key: key, Found: fmt.Sprintf(format, a...)}
+	id, err := queueguard.RowID(args, key)
+	var nr *queueguard.NoRowError
+	if errors.As(err, &nr) {
+		return "", &NoRowError{Key: key, Found: nr.Found}
 	}
-	var obj map[string]json.RawMessage
-	// An array, a scalar or null has no keys, for jsonb's -> as for us.
-	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
-		if !json.Valid(args) {
-			return refuse("args are not JSON")
-		}
-		return refuse("no key %q", key)
-	}
-	raw, ok := obj[key]
-	if !ok {
-		return refuse("no key %q", key)
-	}
-	raw = bytes.TrimSpace(raw)
-	const want = "want a string or an integer"
-	switch raw[0] {
-	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return refuse("key %q is an unreadable string: %v", key, err)
-		}
-		if s == "" {
-			return refuse("key %q is an empty string; %s", key, want)
-		}
-		return s, nil
-	case 'n':
-		return refuse("key %q is a JSON null; %s", key, want)
-	case 't', 'f':
-		return refuse("key %q is a JSON boolean; %s", key, want)
-	case '{':
-		return refuse("key %q is a JSON object; %s", key, want)
-	case '[':
-		return refuse("key %q is a JSON array; %s", key, want)
-	}
-	n, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil {
-		return refuse("key %q is %s; %s", key, raw, want)
-	}
-	return strconv.FormatInt(n, 10), nil
+	return id, err
 }

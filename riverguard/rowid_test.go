@@ -93,6 +93,6 @@ func TestRowID_AgreesWithRiversource(t *testing.T) {
 func TestRowID_NotJSON(t *testing.T) {
 	t.Parallel()
 	_, err := rowID([]byte(`{"job_id":`), "job_id")
-	require.ErrorContains(t, err, "args are not JSON")
+	require.ErrorContains(t, err, "args do not name a row: not JSON")
 	require.ErrorIs(t, err, jobguard.ErrInvalidJobID)
 }

@@ -98,7 +98,7 @@ func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 	if err != nil {
 		return Result{}, fmt.Errorf("settle: finalize: %w", err)
 	}
-	fin, err := s.cfg.Guard.Finalize(ctx, db, exec, jobguard.FinalizeSpec{
+	fspec := jobguard.FinalizeSpec{
 		Recheck: spec.Recheck,
 		Complete: func(ctx context.Context, tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, s.sql.insert, exec.JobID, exec.Generation, pgarray.Of(rec.pending), cols.updates, cols.usage,
@@ -112,7 +112,13 @@ func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 		},
 		Updates:       s.runners(exec, rec.updates),
 		UpdateTimeout: s.cfg.UpdateTimeout,
-	})
+	}
+	// Before anything runs, as newRecord's refusals: the names are
+	// jobguard's rule.
+	if err := fspec.Validate(); err != nil {
+		return Result{}, fmt.Errorf("settle: finalize: %w", err)
+	}
+	fin, err := s.cfg.Guard.Finalize(ctx, db, exec, fspec)
 	res := Result{Finalized: fin}
 	switch {
 	case !fin.Completed():

@@ -3,7 +3,6 @@ package settle
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/jobguard"
@@ -65,82 +64,95 @@ type columns struct {
 
 // newRecord validates spec against the registered handlers and increments,
 // and against what the record's columns can store, and encodes it. Nothing
-// is sent anywhere.
+// is sent anywhere. The updates' names are jobguard's to judge, with the
+// rest of the finalize (jobguard.FinalizeSpec.Validate), and the usage
+// entries usage's (usage.Entry.Validate).
 func (s *Settler) newRecord(exec jobguard.Execution, spec Spec) (record, columns, error) {
-	rec := record{exec: exec, usage: spec.Usage}
-	for i, u := range spec.Updates {
-		switch {
-		case u.Name == "":
-			return record{}, columns{}, fmt.Errorf("Updates[%d]: Name is empty", i)
-		case s.cfg.Handlers[u.Name] == nil:
-			return record{}, columns{}, fmt.Errorf("Updates[%d]: %w for update %q (Config.Handlers)", i, ErrUnregistered, u.Name)
-		case slices.Contains(rec.pending, u.Name):
-			return record{}, columns{}, fmt.Errorf("Updates[%d]: Name %q is used twice", i, u.Name)
-		}
-		if raw, ok := u.Args.(json.RawMessage); ok && len(raw) == 0 {
-			u.Args = nil // no bytes are no arguments, as nil is
-		}
-		args, err := json.Marshal(u.Args)
-		if err == nil {
-			if err = pgvalue.CheckJSONB(args); err != nil {
-				err = fmt.Errorf("%w: %w", jobguard.ErrUnstorable, err)
-			}
-		}
-		if err != nil {
-			return record{}, columns{}, fmt.Errorf("Updates[%d] (%s): Args: %w", i, u.Name, err)
-		}
-		rec.updates = append(rec.updates, storedUpdate{Name: u.Name, Args: args})
+	updates, err := s.storeUpdates(spec.Updates)
+	if err != nil {
+		return record{}, columns{}, err
+	}
+	entries, err := s.storeUsage(spec.Usage)
+	if err != nil {
+		return record{}, columns{}, err
+	}
+	rec := record{exec: exec, updates: updates, usage: spec.Usage}
+	for _, u := range updates {
 		rec.pending = append(rec.pending, u.Name)
 	}
-	meters := make(map[string]bool, len(spec.Usage))
-	stored := make([]storedEntry, len(spec.Usage))
-	for i, e := range spec.Usage {
-		switch {
-		case e.Account == "":
-			return record{}, columns{}, fmt.Errorf("Usage[%d]: Account is empty", i)
-		case e.Meter == "":
-			return record{}, columns{}, fmt.Errorf("Usage[%d]: Meter is empty", i)
-		case e.Quantity < 0:
-			return record{}, columns{}, fmt.Errorf("Usage[%d]: Quantity %d is negative", i, e.Quantity)
-		case s.cfg.Increments[e.Meter] == nil:
-			return record{}, columns{}, fmt.Errorf("Usage[%d]: %w for meter %q (Config.Increments)", i, ErrUnregistered, e.Meter)
-		case meters[e.Meter]:
-			return record{}, columns{}, fmt.Errorf("Usage[%d]: Meter %q is billed twice; the ledger keeps one row per (job, meter)", i, e.Meter)
-		}
-		// The meter is a registered one, which New checked.
-		if err := pgvalue.CheckText(e.Account); err != nil {
-			return record{}, columns{}, fmt.Errorf("Usage[%d]: Account: %w: %w", i, jobguard.ErrUnstorable, err)
-		}
-		meters[e.Meter] = true
-		stored[i] = storedEntry{Account: e.Account, Meter: e.Meter, Quantity: e.Quantity}
-		if len(e.Attributes) == 0 {
-			continue // none, however spelled, as usage stores them
-		}
-		attrs, err := json.Marshal(e.Attributes)
-		if err == nil {
-			if err = pgvalue.CheckJSONB(attrs); err != nil {
-				err = fmt.Errorf("%w: %w", jobguard.ErrUnstorable, err)
-			}
-		}
-		if err != nil {
-			return record{}, columns{}, fmt.Errorf("Usage[%d]: Attributes: %w", i, err)
-		}
-		stored[i].Attributes = attrs
-	}
 	cols := columns{updates: "[]"}
-	if rec.updates != nil {
-		u, err := json.Marshal(rec.updates)
+	if updates != nil {
+		u, err := json.Marshal(updates)
 		if err != nil {
 			return record{}, columns{}, fmt.Errorf("Updates: %w", err)
 		}
 		cols.updates = string(u)
 	}
-	e, err := json.Marshal(stored)
+	e, err := json.Marshal(entries)
 	if err != nil {
 		return record{}, columns{}, fmt.Errorf("Usage: %w", err)
 	}
 	cols.usage = string(e)
 	return rec, cols, nil
+}
+
+// storeUpdates returns updates as the record stores them, refusing a name
+// that has no handler (an empty one is jobguard's to refuse) and Args the
+// column cannot store.
+func (s *Settler) storeUpdates(updates []Update) ([]storedUpdate, error) {
+	var out []storedUpdate
+	for i, u := range updates {
+		if u.Name != "" && s.cfg.Handlers[u.Name] == nil {
+			return nil, fmt.Errorf("Updates[%d]: %w for update %q (Config.Handlers)", i, ErrUnregistered, u.Name)
+		}
+		args, err := storedArgs(u.Args)
+		if err != nil {
+			return nil, fmt.Errorf("Updates[%d] (%s): Args: %w", i, u.Name, err)
+		}
+		out = append(out, storedUpdate{Name: u.Name, Args: args})
+	}
+	return out, nil
+}
+
+// storedArgs returns an update's Args as JSON the column can store; no
+// bytes are no arguments, as nil is.
+func storedArgs(args any) (json.RawMessage, error) {
+	if raw, ok := args.(json.RawMessage); ok && len(raw) == 0 {
+		args = nil
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	if err := pgvalue.CheckJSONB(b); err != nil {
+		return nil, fmt.Errorf("%w: %w", jobguard.ErrUnstorable, err)
+	}
+	return b, nil
+}
+
+// storeUsage returns entries as the record stores them: each valid as
+// usage judges an entry, its meter registered, and billed once.
+func (s *Settler) storeUsage(entries []usage.Entry) ([]storedEntry, error) {
+	meters := make(map[string]bool, len(entries))
+	stored := make([]storedEntry, len(entries))
+	for i, e := range entries {
+		if err := e.Validate(); err != nil {
+			return nil, fmt.Errorf("Usage[%d]: %w", i, err)
+		}
+		switch {
+		case s.cfg.Increments[e.Meter] == nil:
+			return nil, fmt.Errorf("Usage[%d]: %w for meter %q (Config.Increments)", i, ErrUnregistered, e.Meter)
+		case meters[e.Meter]:
+			return nil, fmt.Errorf("Usage[%d]: Meter %q is billed twice; the ledger keeps one row per (job, meter)", i, e.Meter)
+		}
+		meters[e.Meter] = true
+		attrs, err := e.AttributesJSON()
+		if err != nil {
+			return nil, fmt.Errorf("Usage[%d]: %w", i, err)
+		}
+		stored[i] = storedEntry{Account: e.Account, Meter: e.Meter, Quantity: e.Quantity, Attributes: attrs}
+	}
+	return stored, nil
 }
 
 // decodeUpdates reads the updates column. The arguments stay raw JSON, as

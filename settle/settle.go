@@ -284,11 +284,12 @@ func (cfg Config) validate() error {
 		}
 	}
 	for meter, inc := range cfg.Increments {
-		if meter == "" || inc == nil {
-			return fmt.Errorf("Increments[%q]: meter is empty or increment is nil", meter)
+		if inc == nil {
+			return fmt.Errorf("Increments[%q]: increment is nil", meter)
 		}
-		if err := pgvalue.CheckText(meter); err != nil {
-			return fmt.Errorf("Increments[%q]: %w: %w", meter, jobguard.ErrUnstorable, err)
+		// The meter is billed into usage's ledger: usage's rule.
+		if err := usage.CheckMeter(meter); err != nil {
+			return fmt.Errorf("Increments[%q]: %w", meter, err)
 		}
 	}
 	return nil

@@ -146,20 +146,15 @@ func (l *Ledger) admit(ctx context.Context, fin jobguard.Finalized, entry Entry)
 		l.met.count(ctx, l.met.notConfirmed)
 		return nil, fmt.Errorf("usage: accrue: job %s: %w", fin.Execution().JobID, ErrNotConfirmed)
 	}
-	if err := entry.validate(); err != nil {
+	if err := entry.Validate(); err != nil {
 		return nil, fmt.Errorf("usage: accrue: %w", err)
 	}
-	if len(entry.Attributes) == 0 {
-		return nil, nil // no attributes, however spelled, are none
-	}
-	b, err := json.Marshal(entry.Attributes)
-	if err == nil {
-		if err = pgvalue.CheckJSONB(b); err != nil {
-			err = fmt.Errorf("%w: %w", jobguard.ErrUnstorable, err)
-		}
-	}
+	b, err := entry.AttributesJSON()
 	if err != nil {
-		return nil, fmt.Errorf("usage: accrue: Attributes: %w", err)
+		return nil, fmt.Errorf("usage: accrue: %w", err)
+	}
+	if b == nil {
+		return nil, nil
 	}
 	s := string(b)
 	return &s, nil
@@ -210,7 +205,11 @@ func (l *Ledger) earlier(ctx context.Context, tx pgx.Tx, table, jobID, meter str
 	return acc, nil
 }
 
-func (e Entry) validate() error {
+// Validate reports what Accrue refuses in e before anything is written: an
+// empty Account or Meter, a negative Quantity, and an Account or Meter that
+// the ledger's text columns cannot store (wrapping jobguard.ErrUnstorable).
+// The error names the field. Its Attributes are AttributesJSON's to check.
+func (e Entry) Validate() error {
 	switch {
 	case e.Account == "":
 		return errors.New("Account is empty")
@@ -219,10 +218,44 @@ func (e Entry) validate() error {
 	case e.Quantity < 0:
 		return fmt.Errorf("Quantity %d is negative", e.Quantity)
 	}
-	for _, f := range []struct{ name, value string }{{"Account", e.Account}, {"Meter", e.Meter}} {
-		if err := pgvalue.CheckText(f.value); err != nil {
-			return fmt.Errorf("%s: %w: %w", f.name, jobguard.ErrUnstorable, err)
-		}
+	if err := pgvalue.CheckText(e.Account); err != nil {
+		return fmt.Errorf("Account: %w: %w", jobguard.ErrUnstorable, err)
+	}
+	if err := CheckMeter(e.Meter); err != nil {
+		return fmt.Errorf("Meter: %w", err)
 	}
 	return nil
+}
+
+// CheckMeter reports whether meter can name a meter of the ledger: not
+// empty, and text that PostgreSQL can store (else an error wrapping
+// jobguard.ErrUnstorable). Entry.Validate checks an entry's Meter with it.
+func CheckMeter(meter string) error {
+	if meter == "" {
+		return errors.New("meter is empty")
+	}
+	if err := pgvalue.CheckText(meter); err != nil {
+		return fmt.Errorf("%w: %w", jobguard.ErrUnstorable, err)
+	}
+	return nil
+}
+
+// AttributesJSON returns e's Attributes as the ledger stores them: JSON,
+// or nil when there are none (nil or empty, however spelled). Attributes
+// that encoding/json cannot encode, or that jsonb cannot store (wrapping
+// jobguard.ErrUnstorable), return an error naming the field Attributes.
+func (e Entry) AttributesJSON() ([]byte, error) {
+	if len(e.Attributes) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(e.Attributes)
+	if err == nil {
+		if err = pgvalue.CheckJSONB(b); err != nil {
+			err = fmt.Errorf("%w: %w", jobguard.ErrUnstorable, err)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("Attributes: %w", err)
+	}
+	return b, nil
 }

@@ -315,17 +315,10 @@ func printReport(c *cli, s *settings, rep reclaim.Report) error {
 		fmt.Fprintf(c.stdout, "Reclaimed nothing.\n\n")
 	}
 	t := newTable(c.stdout, "scanned", fmt.Sprint(rep.Scanned))
-	for _, kv := range []struct {
-		k string
-		v int
-	}{
-		{"reclaimed", rep.Reclaimed}, {"within limit", rep.WithinLimit}, {"progressing", rep.Progressing},
-		{"stale", rep.Stale}, {"not active", rep.NotActive}, {"no start time", rep.NoStartTime},
-		{"unknown type", rep.UnknownType}, {"source errors", rep.SourceErrors}, {"lost race", rep.LostRace},
-		{"locked", rep.Locked}, {"rule errors", rep.RuleErrors}, {"marker errors", rep.MarkerErrors},
-		{"notice errors", rep.NoticeErrors},
-	} {
-		t.row(kv.k, fmt.Sprint(kv.v))
+	for _, n := range rep.Counts() {
+		if !n.Shadow {
+			t.row(n.Words, fmt.Sprint(n.N))
+		}
 	}
 	if err := t.flush(); err != nil {
 		return err

@@ -1,0 +1,85 @@
+package reclaim
+
+// tally is one counter of a Report: the one place that says which
+// decision it counts and what the counter is called in a metric label, in
+// the sweep's log line and in an operator's table. Report's fields, the
+// metric series, the summary line and the jobguard command all read
+// tallies.
+type tally struct {
+	// decision is the sweep's decision the counter counts. The reclaim
+	// decision has several, one for each thing that became of the reclaim
+	// (reclaimed, lost the race, locked, a rule error, a shadow's would
+	// reclaim); the marker and notice errors count none (0).
+	decision Decision
+	// label is the value of the decision attribute of
+	// jobguard.reclaim.decisions; "" for the counters that are metrics of
+	// their own. For a decision other than reclaim, it is also the
+	// decision's name (Decision.String).
+	label string
+	// key is the counter's attribute in the sweep's log line.
+	key string
+	// words name the counter for an operator.
+	words string
+	// shadow: only a shadow sweep or a Plan counts it.
+	shadow bool
+	// count returns the counter in rep.
+	count func(rep *Report) *int
+}
+
+// tallies are every counter of what became of a listed job, and the
+// markers and notices that could not be sent, in the order the summary
+// logs them.
+var tallies = []tally{
+	{DecisionReclaim, "would_reclaim", "would_reclaim", "would reclaim", true, func(r *Report) *int { return &r.WouldReclaim }},
+	{DecisionReclaim, "reclaimed", "reclaimed", "reclaimed", false, func(r *Report) *int { return &r.Reclaimed }},
+	{DecisionWithinLimit, "within_limit", "within_limit", "within limit", false, func(r *Report) *int { return &r.WithinLimit }},
+	{DecisionProgressing, "progressing", "progressing", "progressing", false, func(r *Report) *int { return &r.Progressing }},
+	{DecisionStale, "stale", "stale", "stale", false, func(r *Report) *int { return &r.Stale }},
+	{DecisionNotActive, "not_active", "not_active", "not active", false, func(r *Report) *int { return &r.NotActive }},
+	{DecisionNoStartTime, "no_start_time", "no_start_time", "no start time", false, func(r *Report) *int { return &r.NoStartTime }},
+	{DecisionUnknownType, "unknown_type", "unknown_type", "unknown type", false, func(r *Report) *int { return &r.UnknownType }},
+	{DecisionSourceError, "source_error", "source_errors", "source errors", false, func(r *Report) *int { return &r.SourceErrors }},
+	{DecisionReclaim, "lost_race", "lost_race", "lost race", false, func(r *Report) *int { return &r.LostRace }},
+	{DecisionReclaim, "locked", "locked", "locked", false, func(r *Report) *int { return &r.Locked }},
+	{DecisionReclaim, "rule_error", "rule_errors", "rule errors", false, func(r *Report) *int { return &r.RuleErrors }},
+	{0, "", "marker_errors", "marker errors", false, func(r *Report) *int { return &r.MarkerErrors }},
+	{0, "", "notice_errors", "notice errors", false, func(r *Report) *int { return &r.NoticeErrors }},
+}
+
+// decisionTally is the tally of each decision other than reclaim, whose
+// outcomes are counted where the write reports them.
+var decisionTally = func() map[Decision]*tally {
+	m := map[Decision]*tally{}
+	for i, t := range tallies {
+		if t.decision != 0 && t.decision != DecisionReclaim {
+			m[t.decision] = &tallies[i]
+		}
+	}
+	return m
+}()
+
+// Count is one counter of a Report, as the sweep's log line and an
+// operator's table name it.
+type Count struct {
+	// Key is the counter's attribute in the sweep's log line, such as
+	// "lost_race".
+	Key string
+	// Words name it for an operator, such as "lost race".
+	Words string
+	// Shadow reports that only a shadow sweep or a Plan counts it
+	// (WouldReclaim).
+	Shadow bool
+	// N is the count.
+	N int
+}
+
+// Counts returns the report's counters of what became of the listed jobs,
+// then MarkerErrors and NoticeErrors, in the order of the sweep's log line.
+// Scanned, Untyped and the id lists are not among them.
+func (r Report) Counts() []Count {
+	out := make([]Count, len(tallies))
+	for i, t := range tallies {
+		out[i] = Count{Key: t.key, Words: t.words, Shadow: t.shadow, N: *t.count(&r)}
+	}
+	return out
+}

@@ -67,7 +67,7 @@ func snippet(ctx context.Context, pool *pgxpool.Pool, rdb redis.UniversalClient,
 // blocks returns the bodies of the README's code blocks in language lang.
 func blocks(t *testing.T, lang string) []string {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
 	require.NoError(t, err)
 	var out []string
 	for _, m := range regexp.MustCompile("(?s)```"+lang+"\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {

@@ -339,22 +339,8 @@ func (c *Cluster) MoveSlot(ctx context.Context, key string, to int, finish bool)
 	if !finish {
 		return nil
 	}
-	host, port, _ := net.SplitHostPort(c.Addrs[to])
-	for {
-		keys, err := clients[from].ClusterGetKeysInSlot(ctx, int(slot), 100).Result()
-		if err != nil {
-			return fail("keys", err)
-		}
-		if len(keys) == 0 {
-			break
-		}
-		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
-		for _, k := range keys {
-			args = append(args, k)
-		}
-		if err := clients[from].Do(ctx, args...).Err(); err != nil {
-			return fail("migrate", err)
-		}
+	if step, err := migrateKeys(ctx, clients[from], slot, c.Addrs[to]); err != nil {
+		return fail(step, err)
 	}
 	// The target first, then the owner, as the cluster specification
 	// orders it: the target must serve the slot before the owner sends
@@ -365,6 +351,29 @@ func (c *Cluster) MoveSlot(ctx context.Context, key string, to int, finish bool)
 		}
 	}
 	return nil
+}
+
+// migrateKeys migrates owner's keys of slot to the node at addr, a hundred
+// at a time, until the owner holds none. On error it names the step that
+// failed: reading the keys, or migrating them.
+func migrateKeys(ctx context.Context, owner *redis.Client, slot int64, addr string) (string, error) {
+	host, port, _ := net.SplitHostPort(addr)
+	for {
+		keys, err := owner.ClusterGetKeysInSlot(ctx, int(slot), 100).Result()
+		if err != nil {
+			return "keys", err
+		}
+		if len(keys) == 0 {
+			return "", nil
+		}
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		if err := owner.Do(ctx, args...).Err(); err != nil {
+			return "migrate", err
+		}
+	}
 }
 
 // others returns the masters that are neither a nor b.

@@ -949,17 +949,24 @@ func (r *run) table(jobs int, elapsed time.Duration, violations int, hist histor
 		{"marker write errors", strconv.Itoa(rep.MarkerErrors)},
 		{"killed processes (mid-transaction)", fmt.Sprintf("%d (%d)", r.killed.Load(), r.killedMidTx.Load())},
 		{"mode", r.mode.name},
-		{"Redis outages survived", strconv.Itoa(int(r.outages.Load()))},
-		{"calls cancelled by a notice / by the check", fmt.Sprintf("%d / %d",
-			count(`SELECT count(*) FROM events WHERE kind = 'cancelled' AND detail = 'notice'`),
-			count(`SELECT count(*) FROM events WHERE kind = 'cancelled' AND detail = 'check'`))},
-		{"listening / reclaimer sessions terminated", fmt.Sprintf("%d / %d",
-			r.listenersTerminated.Load(), r.reclaimersTerminated.Load())},
+	}
+	if r.mode.postgresOnly {
+		lines = append(lines, [][2]string{
+			{"calls cancelled by a notice / by the check", fmt.Sprintf("%d / %d",
+				count(`SELECT count(*) FROM events WHERE kind = 'cancelled' AND detail = 'notice'`),
+				count(`SELECT count(*) FROM events WHERE kind = 'cancelled' AND detail = 'check'`))},
+			{"listening / reclaimer sessions terminated", fmt.Sprintf("%d / %d",
+				r.listenersTerminated.Load(), r.reclaimersTerminated.Load())},
+		}...)
+	} else {
+		lines = append(lines, [2]string{"Redis outages survived", strconv.Itoa(int(r.outages.Load()))})
+	}
+	lines = append(lines, [][2]string{
 		{"terminated connections", strconv.Itoa(int(r.terminated.Load()))},
 		{"invariant violations", strconv.Itoa(violations)},
 		{"history", hist.String()},
 		{"history checker violations", strconv.Itoa(judged)},
-	}
+	}...)
 	var b strings.Builder
 	for _, l := range lines {
 		fmt.Fprintf(&b, "  %-46s %s\n", l[0], l[1])

@@ -1,6 +1,7 @@
 // Package testkit groups the test harness: what the tests, benchmarks and
 // examples use to reach real servers and to break them (testenv, endpoint,
-// fixture, netproxy, rediscluster, chaos, metricstest, sourcetest,
-// panicky). The library itself never imports it; its own helpers (ident,
-// sqlfile, metrics, txstate, safe) sit beside it under internal.
+// fixture, netproxy, rediscluster, chaos, history, model, metricstest,
+// sourcetest, panicky), and the test of the top-level README (readme). The
+// library itself never imports it; its own helpers (ident, sqlfile,
+// metrics, txstate, safe) sit beside it under internal.
 package testkit

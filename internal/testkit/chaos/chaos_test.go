@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -31,6 +32,7 @@ import (
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
+	"github.com/jobguard/jobguard/watch"
 )
 
 // Environment variables of the run.
@@ -82,18 +84,22 @@ type workerProc struct {
 
 // run is the driver's state.
 type run struct {
-	t       *testing.T
-	seed    uint64
-	env     *testenv.Env
-	pool    *pgxpool.Pool
-	redis   *chaos.RedisServer
-	rdb     *redis.Client
-	guard   *jobguard.Guard
-	timing  chaos.Timing
-	dir     string
-	appName string
-	prefix  string
-	jobs    int
+	t    *testing.T
+	seed uint64
+	env  *testenv.Env
+	pool *pgxpool.Pool
+	// redis is the run's private Redis; nil in a Postgres-only run, whose
+	// redisAddr is a closed port.
+	redis     *chaos.RedisServer
+	rdb       *redis.Client
+	redisAddr string
+	mode      mode
+	guard     *jobguard.Guard
+	timing    chaos.Timing
+	dir       string
+	appName   string
+	prefix    string
+	jobs      int
 
 	mu          sync.Mutex
 	workers     []*workerProc
@@ -104,8 +110,30 @@ type run struct {
 	settleErrs  []string
 
 	killed, killedMidTx, outages, terminated, retries, sweeps atomic.Int64
+	listenersTerminated, reclaimersTerminated                 atomic.Int64
 	enqueued                                                  atomic.Int64
 }
+
+// mode is what a run keeps its markers and notices in.
+type mode struct {
+	// name says it in the run's table and messages.
+	name string
+	// postgresOnly keeps the markers in the marker table and sends the
+	// notices with LISTEN/NOTIFY; no process has a Redis client, and the
+	// Redis outages give way to terminated listening and reclaimer
+	// sessions. Otherwise the markers are in a private Redis, which the
+	// run stops and starts.
+	postgresOnly bool
+	// jobs is the number of jobs per wave when JOBGUARD_CHAOS_JOBS is not
+	// set, and exercised the number from which the run requires that
+	// every fault happened.
+	jobs, exercised int
+}
+
+var (
+	modeRedis        = mode{name: "redis markers", jobs: 2000, exercised: 1000}
+	modePostgresOnly = mode{name: "postgres only", postgresOnly: true, jobs: 1000, exercised: 1000}
+)
 
 // stallWindow is how long the run waits for a job to leave the queue (or a
 // pending record to settle) before it calls the run stuck. The run has no
@@ -113,14 +141,29 @@ type run struct {
 // failed. Only a run that stops moving fails.
 const stallWindow = 2 * time.Minute
 
-func TestChaos(t *testing.T) {
+// TestChaos is the run with the markers in a private Redis that the run
+// stops and starts.
+func TestChaos(t *testing.T) { runChaos(t, modeRedis) }
+
+// TestChaos_PostgresOnly is a shorter run with no Redis reachable at all:
+// markers in the marker table, notices over LISTEN/NOTIFY cancelling the
+// calls of reclaimed executions, every process built with a nil Redis
+// client, and the Redis URL pointing at a closed port. Its faults are the
+// database's: besides the kills and the terminated worker transactions,
+// the listening sessions and the reclaimers' sessions are terminated.
+func TestChaos_PostgresOnly(t *testing.T) { runChaos(t, modePostgresOnly) }
+
+// runChaos is one run: it starts the workers, the reclaimers, the settle
+// sweeps and the faults, waits until the queue is drained, settles and
+// checks.
+func runChaos(t *testing.T, m mode) {
 	seed := rand.Uint64()
 	if s := os.Getenv(envSeed); s != "" {
 		var err error
 		seed, err = strconv.ParseUint(s, 10, 64)
 		require.NoError(t, err, envSeed)
 	}
-	jobs := envInt(t, envJobs, 2000)
+	jobs := envInt(t, envJobs, m.jobs)
 	workers := envInt(t, envWorkers, 3)
 	var soak time.Duration
 	if s := os.Getenv(envSoak); s != "" {
@@ -128,29 +171,9 @@ func TestChaos(t *testing.T) {
 		soak, err = time.ParseDuration(s)
 		require.NoError(t, err, envSoak)
 	}
-	t.Logf("chaos seed %d (replay: %s=%d go test ./internal/testkit/chaos/ -run TestChaos -v)", seed, envSeed, seed)
+	t.Logf("chaos (%s) seed %d (replay: %s=%d go test ./internal/testkit/chaos/ -run '%s$' -v)", m.name, seed, envSeed, seed, t.Name())
 
-	env := testenv.New(t, testenv.Config{MaxConns: 12})
-	dir := t.TempDir()
-	rs, err := chaos.StartRedis(dir)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rs.Stop() })
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
-	t.Cleanup(func() { _ = rdb.Close() })
-
-	for _, sql := range []string{jobguard.Migration, usage.Migration, settle.Migration, chaos.Schema} {
-		env.Exec(sql)
-	}
-	ctx := context.Background()
-	guard, err := jobguard.NewWithConfig(ctx, env.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix, Markers: jobguard.MarkersRedis}})
-	require.NoError(t, err)
-
-	r := &run{
-		t: t, seed: seed, env: env, pool: env.Pool, redis: rs, rdb: rdb, guard: guard,
-		timing: chaos.TimingDefault, dir: dir, appName: "chaos-" + env.Schema, prefix: env.Prefix, jobs: jobs,
-		reported: chaos.Reported{MarkerUnsure: map[string]bool{}},
-	}
-	r.seedAccounts()
+	r := newRun(t, m, seed, jobs)
 	waves := 1
 	r.enqueue(rand.New(rand.NewPCG(seed, 0)), jobs)
 	for range workers {
@@ -158,7 +181,7 @@ func TestChaos(t *testing.T) {
 	}
 	t.Cleanup(r.stopWorkers)
 
-	chaosCtx, stopChaos := context.WithCancel(ctx)
+	chaosCtx, stopChaos := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	rec1, hist1 := r.newReclaimer(1)
 	rec2, hist2 := r.newReclaimer(2)
@@ -170,7 +193,11 @@ func TestChaos(t *testing.T) {
 	wg.Go(func() { r.settler(chaosCtx, 2, set2, shist2) })
 	wg.Go(func() { r.killer(chaosCtx, workers) })
 	wg.Go(func() { r.terminator(chaosCtx) })
-	wg.Go(func() { r.redisOutages(chaosCtx) })
+	if m.postgresOnly {
+		wg.Go(func() { r.sessionFaults(chaosCtx) })
+	} else {
+		wg.Go(func() { r.redisOutages(chaosCtx) })
+	}
 	wg.Go(func() { r.operator(chaosCtx) })
 
 	start := time.Now()
@@ -195,8 +222,8 @@ func TestChaos(t *testing.T) {
 	}
 	stopChaos()
 	wg.Wait()
-	if !rs.Running() {
-		require.NoError(t, rs.Start())
+	if r.redis != nil && !r.redis.Running() {
+		require.NoError(t, r.redis.Start())
 	}
 	// A job may have been re-queued by the last moves of the chaos (a
 	// released save, a retry): drain it before stopping the workers.
@@ -212,17 +239,66 @@ func TestChaos(t *testing.T) {
 	// Settle: what the killed workers and the failed updates left, the
 	// sweeps finish; each record is settled or given up.
 	r.settleAll(set1, shist1)
-	elapsed := time.Since(start)
+	r.judge(waves*jobs, time.Since(start))
+}
 
+// newRun prepares the run's schema, its Redis (or the closed port that
+// stands for none) and the driver's guard.
+func newRun(t *testing.T, m mode, seed uint64, jobs int) *run {
+	env := testenv.New(t, testenv.Config{MaxConns: 12})
+	r := &run{
+		t: t, seed: seed, env: env, pool: env.Pool, mode: m,
+		timing: chaos.TimingDefault, dir: t.TempDir(), appName: "chaos-" + env.Schema, prefix: env.Prefix, jobs: jobs,
+		reported: chaos.Reported{MarkerUnsure: map[string]bool{}},
+	}
+	migrations := []string{jobguard.Migration, usage.Migration, settle.Migration, chaos.Schema}
+	markers := jobguard.MarkersRedis
+	if m.postgresOnly {
+		migrations = append(migrations, jobguard.MarkerMigration)
+		markers = jobguard.MarkersPostgres
+		r.redisAddr = closedPort(t)
+	} else {
+		rs, err := chaos.StartRedis(r.dir)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = rs.Stop() })
+		r.redis, r.redisAddr = rs, rs.Addr
+		r.rdb = redis.NewClient(&redis.Options{Addr: rs.Addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+		t.Cleanup(func() { _ = r.rdb.Close() })
+	}
+	for _, sql := range migrations {
+		env.Exec(sql)
+	}
+	var err error
+	r.guard, err = jobguard.NewWithConfig(context.Background(), env.Pool, jobguard.DefaultTable(),
+		jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix, Markers: markers}})
+	require.NoError(t, err)
+	r.seedAccounts()
+	return r
+}
+
+// closedPort returns host:port of a port nothing listens on: a Redis
+// client pointed there fails at once, loudly.
+func closedPort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// judge runs both judges, the invariant queries and the history checker,
+// prints the run's table and fails on what either finds.
+func (r *run) judge(jobs int, elapsed time.Duration) {
+	t, seed, ctx := r.t, r.seed, context.Background()
 	r.mu.Lock()
 	rep := r.reported
 	r.mu.Unlock()
-	violations, err := chaos.Check(ctx, env.Pool, rdb, env.Prefix, rep)
+	violations, err := chaos.Check(ctx, r.pool, r.rdb, r.prefix, rep)
 	require.NoError(t, err)
-	events, final, err := history.Load(ctx, env.Pool, chaos.FinalState)
+	events, final, err := history.Load(ctx, r.pool, chaos.FinalState)
 	require.NoError(t, err)
 	judged, stats := history.Check(events, final, history.Rules{Limit: r.timing.Limit, NoProgress: r.timing.NoProgress})
-	t.Log("\n" + r.table(waves*jobs, elapsed, len(violations), stats, len(judged)))
+	t.Log("\n" + r.table(jobs, elapsed, len(violations), stats, len(judged)))
 	for i, e := range r.sweepErrs {
 		if i == 5 {
 			break
@@ -235,7 +311,7 @@ func TestChaos(t *testing.T) {
 		}
 		t.Logf("settle sweep error: %s", e)
 	}
-	if jobs >= 1000 {
+	if r.jobs >= r.mode.exercised {
 		r.requireExercised()
 	}
 	if len(judged) > 0 {
@@ -268,13 +344,28 @@ func (r *run) requireExercised() {
 		chaos.EventLateRejected, chaos.EventStartRefused, chaos.EventStaleRefused).Scan(&reclaims, &late, &refusals, &stale))
 	var killedAfter int
 	require.NoError(r.t, r.pool.QueryRow(ctx, chaos.KilledAfterCompletion).Scan(&killedAfter))
-	for what, n := range map[string]int64{
+	required := map[string]int64{
 		"reclaims": int64(reclaims), "late completions rejected": int64(late), "start refusals": int64(refusals),
-		"stale-generation writes refused": int64(stale), "killed workers": r.killed.Load(),
-		"Redis outages": r.outages.Load(), "terminated connections": r.terminated.Load(), "operator retries": r.retries.Load(),
-		"finalize records settled by a sweep": int64(r.settled.Settled), "finalize records given up": int64(r.settled.GivenUp),
-		"workers killed between a completion and its billing": int64(killedAfter),
-	} {
+		"killed workers": r.killed.Load(), "terminated connections": r.terminated.Load(),
+		"operator retries": r.retries.Load(),
+	}
+	if r.mode.postgresOnly {
+		// A shorter run: its own faults and what only it does, the calls
+		// cancelled by a notice.
+		var cancelled int
+		require.NoError(r.t, r.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE kind = $1 AND detail = 'notice'`,
+			chaos.EventCancelled).Scan(&cancelled))
+		required["calls cancelled by a reclaim notice"] = int64(cancelled)
+		required["listening sessions terminated"] = r.listenersTerminated.Load()
+		required["reclaimer sessions terminated"] = r.reclaimersTerminated.Load()
+	} else {
+		required["stale-generation writes refused"] = int64(stale)
+		required["Redis outages"] = r.outages.Load()
+		required["finalize records settled by a sweep"] = int64(r.settled.Settled)
+		required["finalize records given up"] = int64(r.settled.GivenUp)
+		required["workers killed between a completion and its billing"] = int64(killedAfter)
+	}
+	for what, n := range required {
 		if n == 0 {
 			r.t.Errorf("seed %d: the run had no %s", r.seed, what)
 		}
@@ -372,7 +463,7 @@ func (r *run) startWorker(slot int) error {
 	r.incarnation++
 	w := &workerProc{incarnation: r.incarnation, app: r.appName + "-w" + strconv.Itoa(r.incarnation), exited: make(chan struct{})}
 	cfg, err := json.Marshal(chaos.WorkerConfig{
-		DatabaseURL: r.env.DatabaseURL, RedisAddr: r.redis.Addr, Prefix: r.prefix,
+		DatabaseURL: r.env.DatabaseURL, RedisAddr: r.redisAddr, PostgresOnly: r.mode.postgresOnly, Prefix: r.prefix,
 		Incarnation: w.incarnation, Concurrency: 4, AppName: w.app, Timing: r.timing,
 	})
 	if err != nil {
@@ -384,6 +475,11 @@ func (r *run) startWorker(slot int) error {
 	}
 	w.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	w.cmd.Env = append(os.Environ(), envWorker+"="+string(cfg))
+	if r.mode.postgresOnly {
+		// Nothing in a worker may reach for Redis; if something did, it
+		// would meet a closed port.
+		w.cmd.Env = append(w.cmd.Env, "JOBGUARD_REDIS_URL=redis://"+r.redisAddr+"/0")
+	}
 	w.cmd.Stdout, w.cmd.Stderr = logf, logf
 	w.cmd.SysProcAttr = chaos.ProcAttr(syscall.SIGKILL) // no orphan if the run dies
 	if err := w.cmd.Start(); err != nil {
@@ -461,13 +557,24 @@ func every(ctx context.Context, rng *rand.Rand, lo, hi time.Duration, fn func())
 func (r *run) newReclaimer(n int) (*reclaim.Reclaimer, *chaos.Recorder) {
 	t := r.t
 	rec := chaos.NewRecorder("reclaimer-"+strconv.Itoa(n), r.record)
-	pool := r.env.Connect(testenv.Config{MaxConns: 2})
+	pool := r.env.Connect(testenv.Config{MaxConns: 2, AppName: fmt.Sprintf("%s-reclaimer-%d", r.appName, n)})
 	logf, err := os.Create(filepath.Join(r.dir, fmt.Sprintf("reclaimer-%d.log", n)))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = logf.Close() })
-	rdb := redis.NewClient(&redis.Options{Addr: r.redis.Addr, DialTimeout: 200 * time.Millisecond,
-		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1})
-	t.Cleanup(func() { _ = rdb.Close() })
+	// Markers in Redis need a client; in the marker table, the reclaim's
+	// own transaction writes them, and the notices go out with NOTIFY.
+	var rdb jobguard.Redis
+	var notices reclaim.Notifier
+	if r.mode.postgresOnly {
+		pub, err := watch.NewPublisher(r.guard, watch.Transport{Postgres: pool})
+		require.NoError(t, err)
+		notices = pub
+	} else {
+		client := redis.NewClient(&redis.Options{Addr: r.redisAddr, DialTimeout: 200 * time.Millisecond,
+			ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1})
+		t.Cleanup(func() { _ = client.Close() })
+		rdb = client
+	}
 	rule := func(parent string) reclaim.ParentRule {
 		set, err := reclaim.SetParent(reclaim.ParentUpdate{Table: parent, Column: "status", Value: "FAILED", From: []string{"GENERATING", "ENCODING"}})
 		require.NoError(t, err)
@@ -486,7 +593,7 @@ func (r *run) newReclaimer(n int) (*reclaim.Reclaimer, *chaos.Recorder) {
 		}
 	}
 	recl, err := reclaim.New(reclaim.Config{
-		Guard: r.guard, DB: pool, Redis: rdb,
+		Guard: r.guard, DB: pool, Redis: rdb, Notices: notices,
 		Limits:     reclaim.StaticLimits{chaos.KindChapter: r.timing.Limit, chaos.KindVideo: r.timing.Limit},
 		NoProgress: r.timing.NoProgress,
 		// The second reclaimer runs on a machine whose clock is two
@@ -720,6 +827,35 @@ func (r *run) redisOutages(ctx context.Context) {
 	})
 }
 
+// sessionFaults, in a Postgres-only run, terminates from the server side
+// either every worker's listening session, so that notices are missed
+// until the watchers resubscribe and check, or a reclaimer's session in
+// the middle of a sweep (it waits up to a second to find one busy), whose
+// transaction rolls back with its markers, or commits and the reclaimer
+// never hears it did.
+func (r *run) sessionFaults(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(r.seed, 700))
+	terminate := func(sql, pattern string) int64 {
+		var n int64
+		_ = r.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE application_name LIKE $1 AND `+sql, pattern).Scan(&n)
+		return n
+	}
+	r.paced(ctx, rng, 500*time.Millisecond, 1500*time.Millisecond, 20, func() {
+		if rng.IntN(2) == 0 {
+			r.listenersTerminated.Add(terminate(`true`, r.appName+"-w%-listen"))
+			return
+		}
+		for range 200 {
+			if n := terminate(`state IN ('active', 'idle in transaction')`, r.appName+"-reclaimer-%"); n > 0 || ctx.Err() != nil {
+				r.reclaimersTerminated.Add(n)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+}
+
 // operator retries a few reclaimed jobs, the one way out of FAILED, and
 // queues them again.
 func (r *run) operator(ctx context.Context) {
@@ -812,12 +948,25 @@ func (r *run) table(jobs int, elapsed time.Duration, violations int, hist histor
 		{"sweeps (errors)", fmt.Sprintf("%d (%d)", r.sweeps.Load(), rep.SweepErrors)},
 		{"marker write errors", strconv.Itoa(rep.MarkerErrors)},
 		{"killed processes (mid-transaction)", fmt.Sprintf("%d (%d)", r.killed.Load(), r.killedMidTx.Load())},
-		{"Redis outages survived", strconv.Itoa(int(r.outages.Load()))},
+		{"mode", r.mode.name},
+	}
+	if r.mode.postgresOnly {
+		lines = append(lines, [][2]string{
+			{"calls cancelled by a notice / by the check", fmt.Sprintf("%d / %d",
+				count(`SELECT count(*) FROM events WHERE kind = 'cancelled' AND detail = 'notice'`),
+				count(`SELECT count(*) FROM events WHERE kind = 'cancelled' AND detail = 'check'`))},
+			{"listening / reclaimer sessions terminated", fmt.Sprintf("%d / %d",
+				r.listenersTerminated.Load(), r.reclaimersTerminated.Load())},
+		}...)
+	} else {
+		lines = append(lines, [2]string{"Redis outages survived", strconv.Itoa(int(r.outages.Load()))})
+	}
+	lines = append(lines, [][2]string{
 		{"terminated connections", strconv.Itoa(int(r.terminated.Load()))},
 		{"invariant violations", strconv.Itoa(violations)},
 		{"history", hist.String()},
 		{"history checker violations", strconv.Itoa(judged)},
-	}
+	}...)
 	var b strings.Builder
 	for _, l := range lines {
 		fmt.Fprintf(&b, "  %-46s %s\n", l[0], l[1])

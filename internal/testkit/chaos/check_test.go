@@ -189,3 +189,76 @@ func TestCheck_ReclaimedExecutionThatSavedMustHaveBeenRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, vs)
 }
+
+// reclaimOne fails a PROCESSING job at generation 1 as the reclaimer does,
+// with its parent, and returns its id.
+func reclaimOne(t *testing.T, env *testenv.Env) string {
+	t.Helper()
+	id := uuid.NewString()
+	env.Exec(`INSERT INTO jobs (id, type, status, generation, parent_id) VALUES ($1, 'chapter', 'PROCESSING', 1, 'course-1')`, id)
+	env.Exec(`INSERT INTO courses (id, status) VALUES ('course-1', 'GENERATING')`)
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT set_config('chaos.actor', 'reclaim', true);
+			UPDATE jobs SET status = 'FAILED', failure_reason = 'reclaimed: exceeded runtime limit without progress' WHERE id = '`+id+`';
+			UPDATE courses SET status = 'FAILED' WHERE id = 'course-1'`)
+		return err
+	}))
+	return id
+}
+
+func TestCheck_PostgresOnlyReadsTheMarkerTable(t *testing.T) {
+	t.Parallel()
+	env := checkEnv(t)
+	env.Exec(jobguard.MarkerMigration)
+	id := reclaimOne(t, env)
+	ctx := context.Background()
+	check := func() map[int][]string {
+		vs, err := chaos.Check(ctx, env.Pool, nil, env.Prefix, chaos.Reported{Reclaimed: 1})
+		require.NoError(t, err)
+		return invariants(vs)
+	}
+	require.Equal(t, map[int][]string{4: {"a reclaim whose marker is missing although its sweep reported no marker error"}}, check())
+
+	key := `"` + env.Schema + `"."jobs"`
+	env.Exec(`INSERT INTO job_reclaim_markers (jobs_table, job_id, generation, reason, reclaimed_at, expires_at)
+		VALUES ($1, $2, 1, 'reclaimed', now(), now() + interval '1 day')`, key, id)
+	require.Empty(t, check(), "the reclaim's marker, in the table")
+
+	env.Exec(`INSERT INTO job_reclaim_markers (jobs_table, job_id, generation, reason, reclaimed_at, expires_at)
+		VALUES ($1, $2, 3, 'reclaimed', now(), now() + interval '1 day')`, key, uuid.NewString())
+	require.Equal(t, map[int][]string{4: {"a marker without a reclaim of its generation in the history"}}, check())
+}
+
+func TestCheck_ReclaimsBeyondReportsOnlyAfterAFailedSweep(t *testing.T) {
+	t.Parallel()
+	env := checkEnv(t)
+	id := reclaimOne(t, env)
+	unsure := map[string]bool{id: true}
+	vs, err := chaos.Check(context.Background(), env.Pool, env.Redis, env.Prefix, chaos.Reported{MarkerUnsure: unsure})
+	require.NoError(t, err)
+	require.Equal(t, map[int][]string{6: {"reclaims in the history differ from the reclaimers' reports"}}, invariants(vs))
+	// A sweep whose connection ended as it committed reclaimed and could
+	// not report it.
+	vs, err = chaos.Check(context.Background(), env.Pool, env.Redis, env.Prefix, chaos.Reported{SweepErrors: 1, MarkerUnsure: unsure})
+	require.NoError(t, err)
+	require.Empty(t, vs)
+}
+
+func TestCheck_CallCancelledWhileItsJobWasItsOwn(t *testing.T) {
+	t.Parallel()
+	env := checkEnv(t)
+	id := uuid.NewString()
+	env.Exec(`INSERT INTO jobs (id, type, parent_id) VALUES ($1, 'chapter', 'course-1')`, id)
+	env.Exec(`INSERT INTO courses (id) VALUES ('course-1')`)
+	write(t, env, "start", 0, `UPDATE jobs SET status = 'PROCESSING', generation = generation + 1 WHERE id = $1`, id)
+	env.Exec(`INSERT INTO events (kind, job_id, generation, incarnation, detail) VALUES ('cancelled', $1, 1, 7, 'notice'),
+		('cancelled', $1, 1, 7, 'check')`, id)
+	vs, err := chaos.Check(context.Background(), env.Pool, env.Redis, env.Prefix, chaos.Reported{})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{
+		"a call cancelled by a reclaim notice although no reclaim took its generation or a later one",
+		"a call cancelled by the watcher's check while its job was still its own",
+		"a job still active after the queue drained",
+	}, append(invariants(vs)[5], invariants(vs)[0]...))
+}

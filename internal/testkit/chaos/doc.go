@@ -6,7 +6,22 @@
 // case; then every invariant of the design is checked from the database
 // and Redis.
 //
-// The run itself is TestChaos (go test ./internal/testkit/chaos/). The test binary
+// The run itself is TestChaos (go test ./internal/testkit/chaos/), with the
+// reclaim markers in a private Redis. TestChaos_PostgresOnly is a shorter
+// run with no Redis reachable at all, as a deployment without one: the
+// markers in the marker table, written in the reclaim's transaction; the
+// reclaim notices sent with NOTIFY to a watch.Watcher in every worker,
+// which cancels the call of a reclaimed execution (half the calls honour
+// it and stop; the other half return late and meet the guarded
+// completion); every process built with a nil Redis client and the Redis
+// URL on a closed port. Its faults are the database's: besides the kills
+// and the terminated worker transactions, the listening sessions are
+// terminated (notices are missed until the watchers resubscribe and
+// check) and so are the reclaimers' sessions in the middle of a sweep.
+// Check reads its markers from the marker table, where every reclaim must
+// have one.
+//
+// The test binary
 // re-executes itself as the worker processes; this package holds what both
 // sides share:
 //
@@ -32,7 +47,8 @@
 //   - RedisServer: a private redis-server on a free port, with an
 //     append-only file, that the run stops and starts.
 //   - Check: the invariants, each a query whose rows are violations, plus
-//     the comparison of the markers in Redis with the reclaims in history.
+//     the comparison of the markers (in Redis, or in the marker table)
+//     with the reclaims in history.
 //   - Recorder: every worker process, reclaimer, settle sweep and the
 //     operator append what they do, as they do it, to the history table of
 //     package history: an invoke before each operation, committed on its

@@ -170,4 +170,5 @@ const (
 	EventUnsettled     = "unsettled"      // a finalize completed but an update or its billing failed: left to the settle sweep
 	EventStopped       = "stopped"        // the re-check stopped the finalize; the job was failed
 	EventAccrued       = "accrued"        // the worker's finalize billed its usage
+	EventCancelled     = "cancelled"      // the watcher cancelled the execution's call; detail: how it learned (notice, check)
 )

@@ -20,14 +20,21 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/history"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/settle"
+	"github.com/jobguard/jobguard/watch"
 )
 
 // WorkerConfig configures one worker process.
 type WorkerConfig struct {
 	// DatabaseURL reaches the run's schema (search_path included).
 	DatabaseURL string
-	// RedisAddr is the run's private Redis.
+	// RedisAddr is the run's private Redis. In a Postgres-only run it is a
+	// closed port, and no Redis client is built.
 	RedisAddr string
+	// PostgresOnly runs the worker with no Redis at all: the reclaim
+	// markers in the marker table, the start guard built with a nil Redis
+	// client, and a watch.Watcher hearing the reclaim notices over
+	// LISTEN/NOTIFY.
+	PostgresOnly bool
 	// Prefix is the guard's Shared.Prefix: it namespaces the reclaim
 	// markers.
 	Prefix string
@@ -56,6 +63,9 @@ type Worker struct {
 	settler *settle.Settler
 	// rec records what the worker does in the run's history.
 	rec *Recorder
+	// watcher cancels the call of an execution whose job was reclaimed
+	// (Postgres-only runs); nil otherwise.
+	watcher *watch.Watcher
 }
 
 // delivery is one claimed queue row.
@@ -97,12 +107,18 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		return fmt.Errorf("chaos: worker: %w", err)
 	}
 	defer hpool.Close()
-	rdb := redis.NewClient(&redis.Options{
-		Addr: cfg.RedisAddr, DialTimeout: 200 * time.Millisecond,
-		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1,
-	})
-	defer rdb.Close()
-	guard, err := jobguard.NewWithConfig(ctx, pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: cfg.Prefix, Markers: jobguard.MarkersRedis}})
+	// A nil Redis in a Postgres-only run: any use of it would fail.
+	var rdb jobguard.Redis
+	markers := jobguard.MarkersPostgres
+	if !cfg.PostgresOnly {
+		client := redis.NewClient(&redis.Options{
+			Addr: cfg.RedisAddr, DialTimeout: 200 * time.Millisecond,
+			ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1,
+		})
+		defer client.Close()
+		rdb, markers = client, jobguard.MarkersRedis
+	}
+	guard, err := jobguard.NewWithConfig(ctx, pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: cfg.Prefix, Markers: markers}})
 	if err != nil {
 		return fmt.Errorf("chaos: worker: %w", err)
 	}
@@ -120,11 +136,44 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		return fmt.Errorf("chaos: worker: %w", err)
 	}
 	var wg sync.WaitGroup
+	if cfg.PostgresOnly {
+		if w.watcher, err = newWatcher(ctx, cfg, guard, pool); err != nil {
+			return err
+		}
+		wg.Go(func() { _ = w.watcher.Run(ctx) })
+	}
 	for range cfg.Concurrency {
 		wg.Go(func() { w.loop(ctx) })
 	}
 	wg.Wait()
 	return nil
+}
+
+// newWatcher builds the watcher of a Postgres-only worker: it listens on
+// a pool of its own (application_name "<AppName>-listen", so the driver can
+// terminate the listening session) and checks the watched rows every
+// 200ms on pool.
+func newWatcher(ctx context.Context, cfg WorkerConfig, guard *jobguard.Guard, pool *pgxpool.Pool) (*watch.Watcher, error) {
+	lcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: worker: %w", redact.New(cfg.DatabaseURL).Error(err))
+	}
+	lcfg.MaxConns = 2
+	lcfg.ConnConfig.RuntimeParams["application_name"] = cfg.AppName + "-listen"
+	listen, err := pgxpool.NewWithConfig(ctx, lcfg)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: worker: %w", err)
+	}
+	context.AfterFunc(ctx, listen.Close)
+	w, err := watch.New(watch.Config{
+		Guard: guard, DB: pool, Transport: watch.Transport{Postgres: listen},
+		CheckInterval: 200 * time.Millisecond, PingInterval: time.Second,
+		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 500 * time.Millisecond, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("chaos: worker: %w", err)
+	}
+	return w, nil
 }
 
 // WorkerProcess is the name of a worker incarnation in the history.
@@ -201,8 +250,14 @@ func (w *Worker) process(ctx context.Context, d delivery) {
 		return
 	}
 	defer w.hb.Forget(d.id)
-	if !w.work(ctx, d, exec) {
+	callCtx, watched, release := w.watch(ctx, d, exec)
+	defer release()
+	if !w.work(ctx, callCtx, d, exec) {
 		w.done(d) // lost the job: its new owner (or nobody) decides
+		return
+	}
+	if w.cancelled(callCtx, watched, d, exec) {
+		w.done(d) // the call stopped: there is no result to save
 		return
 	}
 	w.event(EventSaving, d.id, exec.Generation, "")
@@ -213,17 +268,46 @@ func (w *Worker) process(ctx context.Context, d delivery) {
 	}
 }
 
-// work is the model call or the encode. A hung call sleeps without a
-// heartbeat; the rest beat progress. It reports false when a heartbeat
-// found the job lost.
-func (w *Worker) work(ctx context.Context, d delivery, exec jobguard.Execution) bool {
+// watch returns the context the execution's call runs under, the
+// watched context, and its release. In a Postgres-only run the watcher
+// watches every execution: half the calls (by the job id's last digit)
+// run under the watched context and stop when it is cancelled, as a model
+// call given its context does; the other half ignore it, so that their
+// late result still meets the guarded completion. Otherwise both are ctx.
+func (w *Worker) watch(ctx context.Context, d delivery, exec jobguard.Execution) (call, watched context.Context, release context.CancelFunc) {
+	if w.watcher == nil {
+		return ctx, ctx, func() {}
+	}
+	watched, release = w.watcher.Watch(ctx, exec)
+	if strings.IndexByte("02468ace", d.id[len(d.id)-1]) < 0 {
+		return ctx, watched, release
+	}
+	return watched, watched, release
+}
+
+// cancelled records a call whose execution the watcher found reclaimed,
+// with how it learned (notice, check), and reports whether the call
+// stopped for it.
+func (w *Worker) cancelled(call, watched context.Context, d delivery, exec jobguard.Execution) bool {
+	var lost *watch.LostError
+	if !errors.As(context.Cause(watched), &lost) {
+		return false
+	}
+	w.event(EventCancelled, d.id, exec.Generation, lost.Via.String())
+	return call.Err() != nil
+}
+
+// work is the model call or the encode, run under call. A hung call sleeps
+// without a heartbeat; the rest beat progress, on ctx. It reports false
+// when a heartbeat found the job lost.
+func (w *Worker) work(ctx, call context.Context, d delivery, exec jobguard.Execution) bool {
 	if d.plan.Hang {
-		sleep(ctx, d.plan.Work)
+		sleep(call, d.plan.Work)
 		return true
 	}
 	start := time.Now()
-	for step := 0; time.Since(start) < d.plan.Work; step++ {
-		sleep(ctx, 15*time.Millisecond)
+	for step := 0; time.Since(start) < d.plan.Work && call.Err() == nil; step++ {
+		sleep(call, 15*time.Millisecond)
 		ev := heartbeat.Progress(min(99, int(100*time.Since(start)/d.plan.Work)))
 		if d.kind == KindVideo {
 			ev = heartbeat.Output(int64(4096 * (step + 1)))
@@ -295,6 +379,29 @@ var errDeleted = errors.New("video was deleted")
 
 func (w *Worker) finalizeVideo(ctx context.Context, d delivery, exec jobguard.Execution) {
 	call := w.rec.Invoke(history.OpComplete, d.id, exec.Generation)
+	res, err := w.settler.Finalize(ctx, w.pool, exec, w.finalizeSpec(d, exec, call))
+	fin := res.Finalized
+	if !fin.Completed() {
+		call.Outcome(err)
+	}
+	switch {
+	case errors.Is(err, jobguard.ErrStopped):
+		w.failStopped(ctx, d, exec)
+	case fin.Rejected():
+		w.rejected(d, exec, err)
+		w.done(d)
+	case fin.Completed():
+		w.finalized(d, exec, res, err)
+	default:
+		w.event(EventSaveError, d.id, exec.Generation, fmt.Sprint(err))
+		w.release(d)
+	}
+}
+
+// finalizeSpec is the video's finalize: its re-check (the plan may have
+// deleted the video), and the completion's own writes, the video READY
+// and the call's ok in history.
+func (w *Worker) finalizeSpec(d delivery, exec jobguard.Execution, call Call) settle.Spec {
 	spec := videoSpec(d.parent, d.plan)
 	spec.Recheck = func(context.Context) error {
 		if d.plan.Deleted {
@@ -318,55 +425,51 @@ func (w *Worker) finalizeVideo(ctx context.Context, d delivery, exec jobguard.Ex
 		}
 		return call.OK(ctx, tx, exec.Generation)
 	}
-	res, err := w.settler.Finalize(ctx, w.pool, exec, spec)
-	fin := res.Finalized
-	if !fin.Completed() {
-		call.Outcome(err)
+	return spec
+}
+
+// failStopped fails the job of a finalize its re-check stopped (the video
+// was deleted).
+func (w *Worker) failStopped(ctx context.Context, d delivery, exec jobguard.Execution) {
+	fail := w.rec.Invoke(history.OpFail, d.id, exec.Generation)
+	ferr := w.inTx(ctx, "worker", exec.Generation, func(tx pgx.Tx) error {
+		if err := w.guard.Fail(ctx, tx, exec, "video deleted"); err != nil {
+			return err
+		}
+		return fail.OK(ctx, tx, exec.Generation)
+	})
+	if ferr != nil {
+		fail.Outcome(ferr)
 	}
 	switch {
-	case errors.Is(err, jobguard.ErrStopped):
-		fail := w.rec.Invoke(history.OpFail, d.id, exec.Generation)
-		ferr := w.inTx(ctx, "worker", exec.Generation, func(tx pgx.Tx) error {
-			if err := w.guard.Fail(ctx, tx, exec, "video deleted"); err != nil {
-				return err
-			}
-			return fail.OK(ctx, tx, exec.Generation)
-		})
-		if ferr != nil {
-			fail.Outcome(ferr)
-		}
-		switch {
-		case ferr == nil:
-			w.event(EventStopped, d.id, exec.Generation, "")
-			w.done(d)
-		case errors.Is(ferr, jobguard.ErrJobTerminal):
-			w.rejected(d, exec, ferr)
-			w.done(d)
-		default:
-			w.event(EventSaveError, d.id, exec.Generation, ferr.Error())
-			w.release(d)
-		}
-	case fin.Rejected():
-		w.rejected(d, exec, err)
+	case ferr == nil:
+		w.event(EventStopped, d.id, exec.Generation, "")
 		w.done(d)
-	case fin.Completed():
-		w.event(EventCompleted, d.id, exec.Generation, "")
-		if fin.Confirmed() {
-			w.bookkeeping(`INSERT INTO confirmed (job_id, generation, incarnation) VALUES ($1, $2, $3)`,
-				d.id, exec.Generation, w.cfg.Incarnation)
-		}
-		switch {
-		case res.Settled && len(res.Accruals) > 0 && res.Accruals[0].Accrued:
-			w.event(EventAccrued, d.id, exec.Generation, "")
-		case !res.Settled:
-			// Completed, its record pending: the settle sweep finishes it.
-			w.event(EventUnsettled, d.id, exec.Generation, err.Error())
-		}
+	case errors.Is(ferr, jobguard.ErrJobTerminal):
+		w.rejected(d, exec, ferr)
 		w.done(d)
 	default:
-		w.event(EventSaveError, d.id, exec.Generation, fmt.Sprint(err))
+		w.event(EventSaveError, d.id, exec.Generation, ferr.Error())
 		w.release(d)
 	}
+}
+
+// finalized records a finalize whose completion committed: confirmed, and
+// billed by the worker or left to the settle sweep.
+func (w *Worker) finalized(d delivery, exec jobguard.Execution, res settle.Result, err error) {
+	w.event(EventCompleted, d.id, exec.Generation, "")
+	if res.Finalized.Confirmed() {
+		w.bookkeeping(`INSERT INTO confirmed (job_id, generation, incarnation) VALUES ($1, $2, $3)`,
+			d.id, exec.Generation, w.cfg.Incarnation)
+	}
+	switch {
+	case res.Settled && len(res.Accruals) > 0 && res.Accruals[0].Accrued:
+		w.event(EventAccrued, d.id, exec.Generation, "")
+	case !res.Settled:
+		// Completed, its record pending: the settle sweep finishes it.
+		w.event(EventUnsettled, d.id, exec.Generation, err.Error())
+	}
+	w.done(d)
 }
 
 // rejected records a refused write under the reason the guard gave.

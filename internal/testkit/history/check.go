@@ -170,65 +170,91 @@ func describe(e Event) string {
 	return s
 }
 
-// calls pairs each invoke with its outcome, flags the pairs that cannot
-// be, and records the indeterminate operations with their jobs.
-func (c *checker) calls(events []Event) Stats {
-	type key struct {
-		process string
-		call    int64
-	}
-	invokes := map[key]Event{}
-	var order []key
-	outcomes := map[key][]Event{}
+// callKey names one call: its process incarnation and its number there.
+type callKey struct {
+	process string
+	call    int64
+}
+
+// callLog is the history's calls: each invoke, in order, with its
+// outcomes, and the processes that crashed.
+type callLog struct {
+	invokes  map[callKey]Event
+	order    []callKey
+	outcomes map[callKey][]Event
 	// A process name is one incarnation: once it crashed, every invoke of
 	// it may be cut short, even one the database appended after the crash
 	// (a statement sent just before the kill runs after it).
-	crashed := map[string]bool{}
+	crashed map[string]bool
+}
+
+func collectCalls(events []Event) callLog {
+	l := callLog{invokes: map[callKey]Event{}, outcomes: map[callKey][]Event{}, crashed: map[string]bool{}}
 	for _, e := range events {
+		k := callKey{e.Process, e.Call}
 		switch {
 		case e.Kind == KindCrashed:
-			crashed[e.Process] = true
+			l.crashed[e.Process] = true
 		case e.Call == 0:
 		case e.Kind == KindInvoke:
-			invokes[key{e.Process, e.Call}] = e
-			order = append(order, key{e.Process, e.Call})
+			l.invokes[k] = e
+			l.order = append(l.order, k)
 		default:
-			outcomes[key{e.Process, e.Call}] = append(outcomes[key{e.Process, e.Call}], e)
+			l.outcomes[k] = append(l.outcomes[k], e)
 		}
 	}
+	return l
+}
+
+// calls pairs each invoke with its outcome, flags the pairs that cannot
+// be, and records the indeterminate operations with their jobs.
+func (c *checker) calls(events []Event) Stats {
+	l := collectCalls(events)
 	stats := Stats{Kinds: map[Kind]int{}, Ops: map[string]int{}}
-	for _, k := range order {
-		inv, outs := invokes[k], outcomes[k]
+	for _, k := range l.order {
+		inv, outs := l.invokes[k], l.outcomes[k]
 		switch {
-		case len(outs) == 0 && crashed[k.process]:
-			stats.Indeterminate++
-			c.job(inv.JobID).maybe = append(c.job(inv.JobID).maybe, inv)
+		case len(outs) == 0 && l.crashed[k.process]:
+			c.indeterminate(&stats, inv)
 		case len(outs) == 0:
 			c.flag(RuleExplained, "an invoke without an outcome from a process that did not crash", describe(inv))
-		default:
-			kinds := map[Kind]int{}
-			for _, o := range outs {
-				kinds[o.Kind]++
-			}
-			switch {
-			case kinds[KindRefused] > 0 && kinds[KindOK] > 0:
-				c.flag(RuleTyped, "an operation refused that also took effect", describe(inv))
-			case kinds[KindOK] > 1 || kinds[KindRefused] > 1:
-				c.flag(RuleExplained, "an operation with more than one outcome", describe(inv))
-			case kinds[KindOK] == 0 && kinds[KindRefused] == 0:
-				// Only failed: the commit may have been lost, or only its
-				// answer.
-				stats.Indeterminate++
-				c.job(inv.JobID).maybe = append(c.job(inv.JobID).maybe, inv)
-			}
+		case c.onlyFailed(inv, outs):
+			// Only failed: the commit may have been lost, or only its
+			// answer.
+			c.indeterminate(&stats, inv)
 		}
 	}
-	for k, outs := range outcomes {
-		if _, ok := invokes[k]; !ok {
+	for k, outs := range l.outcomes {
+		if _, ok := l.invokes[k]; !ok {
 			c.flag(RuleExplained, "an outcome without its invoke", describe(outs[0]))
 		}
 	}
 	return stats
+}
+
+// indeterminate records an operation that may or may not have taken
+// effect with its job.
+func (c *checker) indeterminate(stats *Stats, inv Event) {
+	stats.Indeterminate++
+	c.job(inv.JobID).maybe = append(c.job(inv.JobID).maybe, inv)
+}
+
+// onlyFailed flags the outcomes of inv that cannot be together, and
+// reports whether every outcome is a failure.
+func (c *checker) onlyFailed(inv Event, outs []Event) bool {
+	kinds := map[Kind]int{}
+	for _, o := range outs {
+		kinds[o.Kind]++
+	}
+	switch {
+	case kinds[KindRefused] > 0 && kinds[KindOK] > 0:
+		c.flag(RuleTyped, "an operation refused that also took effect", describe(inv))
+	case kinds[KindOK] > 1 || kinds[KindRefused] > 1:
+		c.flag(RuleExplained, "an operation with more than one outcome", describe(inv))
+	case kinds[KindOK] == 0 && kinds[KindRefused] == 0:
+		return true
+	}
+	return false
 }
 
 // apply walks one event through its job's lifecycle.
@@ -239,66 +265,73 @@ func (c *checker) apply(e Event) {
 	if e.Kind != KindOK || e.JobID == "" || e.Op == OpBill || e.Op == OpSweep {
 		return
 	}
-	j := c.job(e.JobID)
-	terminal := func() bool {
-		switch j.status {
-		case "FAILED":
-			c.flag(RuleRetryOnly, "a FAILED job changed other than through Retry", describe(e))
-			return true
-		case "COMPLETED":
-			c.flag(RuleRetryOnly, "a COMPLETED job changed", describe(e))
-			return true
-		}
-		return false
-	}
-	current := func() {
-		switch {
-		case e.Generation < j.gen:
-			c.flag(RuleSuperseded, "a "+e.Op+" accepted from a superseded generation", fmt.Sprintf("%s; current generation %d", describe(e), j.gen))
-		case e.Generation > j.gen:
-			c.flag(RuleSuperseded, "a "+e.Op+" accepted from a generation never started", fmt.Sprintf("%s; current generation %d", describe(e), j.gen))
-		}
-	}
-	newAttempt := func() {
-		if e.Generation <= j.gen {
-			c.flag(RuleGrow, "a "+e.Op+" that did not raise the generation", fmt.Sprintf("%s; was %d", describe(e), j.gen))
-		}
-		j.gen, j.started, j.progress = e.Generation, e.TxAt, []time.Time{e.TxAt}
-	}
+	c.applyOK(e, c.job(e.JobID))
+}
+
+// applyOK walks an operation that took effect through j's lifecycle.
+func (c *checker) applyOK(e Event, j *job) {
 	switch e.Op {
 	case OpStart:
-		terminal()
-		newAttempt()
+		c.terminal(e, j)
+		c.newAttempt(e, j)
 		j.status = "PROCESSING"
 	case OpRetry:
 		if j.status != "FAILED" {
 			c.flag(RuleRetryOnly, "a retry of a job that was not FAILED", fmt.Sprintf("%s; was %s", describe(e), j.status))
 		}
-		newAttempt()
+		c.newAttempt(e, j)
 		j.status = "QUEUED"
 	case OpHeartbeat:
-		terminal()
-		current()
+		c.terminal(e, j)
+		c.current(e, j)
 		if e.Generation == j.gen {
 			j.progress = append(j.progress, e.TxAt)
 		}
 	case OpComplete:
-		terminal()
-		current()
+		c.terminal(e, j)
+		c.current(e, j)
 		j.status = "COMPLETED"
 		j.completed[e.Generation] = true
 	case OpFail:
-		terminal()
-		current()
+		c.terminal(e, j)
+		c.current(e, j)
 		j.status = "FAILED"
 	case OpReclaim:
-		terminal()
-		current()
+		c.terminal(e, j)
+		c.current(e, j)
 		c.stuck(e, j)
 		j.status = "FAILED"
 	default:
 		c.flag(RuleExplained, "an operation the checker does not know", describe(e))
 	}
+}
+
+// terminal flags e if j had already ended.
+func (c *checker) terminal(e Event, j *job) {
+	switch j.status {
+	case "FAILED":
+		c.flag(RuleRetryOnly, "a FAILED job changed other than through Retry", describe(e))
+	case "COMPLETED":
+		c.flag(RuleRetryOnly, "a COMPLETED job changed", describe(e))
+	}
+}
+
+// current flags e if it came from a generation other than j's current one.
+func (c *checker) current(e Event, j *job) {
+	switch {
+	case e.Generation < j.gen:
+		c.flag(RuleSuperseded, "a "+e.Op+" accepted from a superseded generation", fmt.Sprintf("%s; current generation %d", describe(e), j.gen))
+	case e.Generation > j.gen:
+		c.flag(RuleSuperseded, "a "+e.Op+" accepted from a generation never started", fmt.Sprintf("%s; current generation %d", describe(e), j.gen))
+	}
+}
+
+// newAttempt begins j's attempt at e's generation, which must be higher.
+func (c *checker) newAttempt(e Event, j *job) {
+	if e.Generation <= j.gen {
+		c.flag(RuleGrow, "a "+e.Op+" that did not raise the generation", fmt.Sprintf("%s; was %d", describe(e), j.gen))
+	}
+	j.gen, j.started, j.progress = e.Generation, e.TxAt, []time.Time{e.TxAt}
 }
 
 // stuck checks that a reclaim judged an attempt that was over its limit
@@ -393,23 +426,34 @@ func (c *checker) explained(j *job, row Job) bool {
 	return false
 }
 
+// billKey is one bill: an attempt of a job, on a meter.
+type billKey struct {
+	job   string
+	gen   int64
+	meter string
+}
+
 // billing checks the bills against the finalize records and the ledger,
 // and the product rows against the jobs.
 func (c *checker) billing(events []Event, s State) {
-	type key struct {
-		job   string
-		gen   int64
-		meter string
-	}
-	bills := map[key][]Event{}
+	bills := map[billKey][]Event{}
 	billed := map[[2]string]bool{}
 	for _, e := range events {
 		if e.Op == OpBill && e.Kind == KindOK {
-			k := key{e.JobID, e.Generation, e.Detail}
+			k := billKey{e.JobID, e.Generation, e.Detail}
 			bills[k] = append(bills[k], e)
 			billed[[2]string{e.JobID, fmt.Sprint(e.Generation)}] = true
 		}
 	}
+	confirmed := c.confirmedBilled(s, billed)
+	c.billsConfirmed(bills, confirmed)
+	c.ledger(bills, s)
+	c.products(s)
+}
+
+// confirmedBilled returns the confirmed finalizes, flagging each one the
+// history never billed.
+func (c *checker) confirmedBilled(s State, billed map[[2]string]bool) map[[2]string]bool {
 	confirmed := map[[2]string]bool{}
 	for _, st := range s.Settlements {
 		k := [2]string{st.JobID, fmt.Sprint(st.Generation)}
@@ -420,6 +464,12 @@ func (c *checker) billing(events []Event, s State) {
 			}
 		}
 	}
+	return confirmed
+}
+
+// billsConfirmed flags a bill made twice, or for an attempt that was not
+// confirmed or never completed.
+func (c *checker) billsConfirmed(bills map[billKey][]Event, confirmed map[[2]string]bool) {
 	for k, es := range bills {
 		if len(es) > 1 {
 			var ex []string
@@ -435,9 +485,13 @@ func (c *checker) billing(events []Event, s State) {
 			c.flag(RuleBilledOnce, "a bill for an attempt the history never completed", describe(es[0]))
 		}
 	}
-	ledger := map[key]int{}
+}
+
+// ledger compares the ledger's rows with the bills, both ways.
+func (c *checker) ledger(bills map[billKey][]Event, s State) {
+	ledger := map[billKey]int{}
 	for _, l := range s.Ledger {
-		k := key{l.JobID, l.Generation, l.Meter}
+		k := billKey{l.JobID, l.Generation, l.Meter}
 		ledger[k]++
 		if len(bills[k]) == 0 {
 			c.flag(RuleBilledOnce, "a ledger row the history never billed", fmt.Sprintf("job %s gen %d meter %s", l.JobID, l.Generation, l.Meter))
@@ -448,7 +502,11 @@ func (c *checker) billing(events []Event, s State) {
 			c.flag(RuleBilledOnce, "a bill the ledger does not hold exactly once", fmt.Sprintf("%s; ledger rows %d", describe(es[0]), ledger[k]))
 		}
 	}
+}
 
+// products flags a product row or READY parent of a job that is not
+// COMPLETED at the row's generation.
+func (c *checker) products(s State) {
 	for _, p := range append(append([]Product(nil), s.Products...), s.Ready...) {
 		row, ok := s.Jobs[p.JobID]
 		switch {

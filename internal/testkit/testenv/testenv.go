@@ -66,6 +66,10 @@ type Config struct {
 	// "Asia/Seoul": timestamps must mean the same in every zone. Defaults to
 	// the server's setting.
 	TimeZone string
+	// AppName is the application_name of the pool's connections, so that
+	// a test can find them in pg_stat_activity (and terminate them).
+	// Defaults to the driver's.
+	AppName string
 }
 
 var shared struct {
@@ -185,6 +189,9 @@ func (e *Env) Connect(o Config) *pgxpool.Pool {
 	}
 	if o.TimeZone != "" {
 		cfg.ConnConfig.RuntimeParams["timezone"] = o.TimeZone
+	}
+	if o.AppName != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = o.AppName
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {

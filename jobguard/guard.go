@@ -11,7 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobguard/jobguard/internal/guardlink"
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // DB is what the guard needs of a database handle. *pgxpool.Pool, *pgx.Conn
@@ -48,14 +50,13 @@ type Guard struct {
 	idKind idKind
 	idBits int // width of an integer id column: 16, 32 or 64
 	sql    statements
-	batch  batchStatements
-	set    *Batch
+	set    guardlink.SetStatements // package jobset's
 	shared Shared
 	met    *guardMetrics
 	// unmapped are the table's columns under an optional column's default
 	// name that the mapping leaves out.
 	unmapped []UnmappedColumn
-	// markerTable is the table of reclaim markers (MarkerTableName) as
+	// markerTable is the table of reclaim markers (marker.TableName) as
 	// the catalog names it, or "" when the search_path had none at New.
 	markerTable string
 }
@@ -125,8 +126,7 @@ func newGuard(ctx context.Context, db DB, table Table) (*Guard, error) {
 		return nil, fmt.Errorf("jobguard: new: %w", err)
 	}
 	g.sql = buildStatements(table, cat, g.markerTable)
-	g.batch = buildBatchStatements(table, cat)
-	g.set = &Batch{g: g}
+	g.set = buildSetStatements(table, cat)
 	return g, nil
 }
 
@@ -144,6 +144,28 @@ func (g *Guard) Table() Table { return g.table }
 // or moving it to another schema changes it; see the side tables'
 // migrations for how to move their rows along.
 func (g *Guard) TableKey() string { return g.cat.key }
+
+// MarkerPlace says where the reclaim markers of the guard's jobs live:
+// under Shared.Prefix in Redis, or in the marker table (marker.TableName)
+// that New found on the search_path ("" when it found none). Package
+// marker's stores ask it, so that they keep the markers where the
+// reclaimer and the start guards look.
+func (g *Guard) MarkerPlace() marker.Place {
+	return marker.Place{Prefix: g.shared.Prefix, Table: g.markerTable}
+}
+
+// lookupMarkerTable returns the marker table the search_path finds, as the
+// catalog names it, or "" when there is none.
+func lookupMarkerTable(ctx context.Context, db DB) (string, error) {
+	schema, rel, err := catalogName(ctx, db, ident.Quote(marker.TableName))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("look up table %s: %w", marker.TableName, err)
+	}
+	return ident.Quote(schema, rel), nil
+}
 
 // Unmapped lists the columns of the table under an optional column's
 // default name (GenerationColumnDefault, TypeColumnDefault, ...) that the

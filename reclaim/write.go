@@ -14,12 +14,13 @@ import (
 	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/internal/txstate"
-	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // outcome is what the write did with the jobs chosen for reclaim.
 type outcome struct {
-	failed     []jobguard.JobState
+	failed     []jobset.Job
 	moved      int // rows changed since they were read: lost races
 	locked     int // rows another transaction held: skipped
 	ruleErrors int // jobs left alone because their parent rule failed
@@ -27,7 +28,7 @@ type outcome struct {
 	panicked   error // the first rule error that is a rule's panic
 }
 
-func (o *outcome) add(res jobguard.FailResult) {
+func (o *outcome) add(res jobset.FailResult) {
 	o.failed = append(o.failed, res.Failed...)
 	o.moved += res.Moved
 	o.locked += res.Locked
@@ -50,9 +51,9 @@ func (o *outcome) add(res jobguard.FailResult) {
 // pass.waitUntil), so that the jobs whose parents are free commit within
 // the deadline however many parents are held. When it returns an error,
 // the outcome still holds what committed before.
-func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobState, typeOf map[string]string) (outcome, error) {
+func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobset.Job, typeOf map[string]string) (outcome, error) {
 	if len(r.cfg.OnReclaim) == 0 && r.table == nil {
-		res, err := r.cfg.Guard.Batch().FailIfUnchanged(ctx, r.cfg.DB, chosen, r.cfg.Guard.Shared().ReclaimedReason)
+		res, err := jobset.New(r.cfg.Guard).FailIfUnchanged(ctx, r.cfg.DB, chosen, r.cfg.Guard.Shared().ReclaimedReason)
 		if err != nil {
 			return outcome{}, err
 		}
@@ -62,10 +63,10 @@ func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobSta
 	}
 	if len(r.cfg.OnReclaim) == 0 {
 		// The markers commit with the reclaim, in its transaction.
-		var res jobguard.FailResult
+		var res jobset.FailResult
 		err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
 			var err error
-			if res, err = r.cfg.Guard.Batch().FailIfUnchanged(ctx, tx, chosen, r.cfg.Guard.Shared().ReclaimedReason); err != nil {
+			if res, err = jobset.New(r.cfg.Guard).FailIfUnchanged(ctx, tx, chosen, r.cfg.Guard.Shared().ReclaimedReason); err != nil {
 				return err
 			}
 			return r.mark(ctx, tx, res.Failed)
@@ -78,7 +79,7 @@ func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobSta
 		return out, nil
 	}
 	var out outcome
-	var aside []jobguard.JobState
+	var aside []jobset.Job
 	// A rule that leaves its transaction broken (a result still open on
 	// its connection, where not even the rollback to a savepoint can run)
 	// ends that transaction: what is left of the page goes on in a new one.
@@ -99,7 +100,7 @@ func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobSta
 				if re == nil || ctx.Err() != nil {
 					return err
 				}
-				var rest []jobguard.JobState
+				var rest []jobset.Job
 				for _, c := range batch {
 					if typeOf[c.ID] == re.typ {
 						aside = append(aside, c)
@@ -119,13 +120,13 @@ func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobSta
 		}
 	}
 	for _, c := range aside {
-		var res jobguard.FailResult
+		var res jobset.FailResult
 		err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
 			outer, err := r.waitAtMost(ctx, tx, p)
 			if err != nil {
 				return err
 			}
-			res, err = r.attempt(ctx, tx, p, outer, []jobguard.JobState{c}, typeOf)
+			res, err = r.attempt(ctx, tx, p, outer, []jobset.Job{c}, typeOf)
 			return err
 		})
 		re := asRuleError(err)
@@ -152,13 +153,13 @@ func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobSta
 // mark writes the markers of the reclaimed jobs in tx, the reclaim's own
 // transaction, when they are kept in Postgres; with Redis, announce writes
 // them after the commit.
-func (r *Reclaimer) mark(ctx context.Context, tx pgx.Tx, reclaimed []jobguard.JobState) error {
+func (r *Reclaimer) mark(ctx context.Context, tx pgx.Tx, reclaimed []jobset.Job) error {
 	if r.table == nil || len(reclaimed) == 0 {
 		return nil
 	}
-	markers := make([]jobguard.Marker, len(reclaimed))
+	markers := make([]marker.Marker, len(reclaimed))
 	for i, c := range reclaimed {
-		markers[i] = jobguard.Marker{JobID: c.ID, Generation: c.Generation, Reason: r.cfg.Guard.Shared().ReclaimedReason}
+		markers[i] = marker.Marker{JobID: c.ID, Generation: c.Generation, Reason: r.cfg.Guard.Shared().ReclaimedReason}
 	}
 	return r.table.Write(ctx, tx, markers...)
 }
@@ -223,20 +224,20 @@ func (r *Reclaimer) waitLeft(ctx context.Context, p *pass, floor time.Duration) 
 // savepoint of tx. When a rule fails, everything the attempt wrote is rolled
 // back and the error is a *ruleError that names the rule's job type; any
 // other error is the page's own. outer is tx's statement_timeout.
-func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer string, batch []jobguard.JobState, typeOf map[string]string) (jobguard.FailResult, error) {
+func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer string, batch []jobset.Job, typeOf map[string]string) (jobset.FailResult, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
-		return jobguard.FailResult{}, err
+		return jobset.FailResult{}, err
 	}
 	defer func() { _ = sp.Rollback(ctx) }() // a no-op once released
-	res, err := r.cfg.Guard.Batch().FailIfUnchanged(ctx, sp, batch, r.cfg.Guard.Shared().ReclaimedReason)
+	res, err := jobset.New(r.cfg.Guard).FailIfUnchanged(ctx, sp, batch, r.cfg.Guard.Shared().ReclaimedReason)
 	if err != nil {
-		return jobguard.FailResult{}, err
+		return jobset.FailResult{}, err
 	}
 	if err := r.mark(ctx, sp, res.Failed); err != nil {
-		return jobguard.FailResult{}, err
+		return jobset.FailResult{}, err
 	}
-	byType := map[string][]jobguard.JobState{}
+	byType := map[string][]jobset.Job{}
 	for _, f := range res.Failed {
 		typ := typeOf[f.ID]
 		if f.Type == "" {
@@ -251,14 +252,14 @@ func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer strin
 		}
 		ruleErr, broken, err := r.rule(ctx, sp, p, outer, parentRule, byType[typ])
 		if err != nil {
-			return jobguard.FailResult{}, err
+			return jobset.FailResult{}, err
 		}
 		if ruleErr != nil {
-			return jobguard.FailResult{}, &ruleError{typ: typ, err: ruleErr, broken: broken}
+			return jobset.FailResult{}, &ruleError{typ: typ, err: ruleErr, broken: broken}
 		}
 	}
 	if err := sp.Commit(ctx); err != nil {
-		return jobguard.FailResult{}, err
+		return jobset.FailResult{}, err
 	}
 	return res, nil
 }
@@ -273,7 +274,7 @@ func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer strin
 // a savepoint it left that cannot be released or rolled back; broken, that
 // the rule left sp where no statement runs (txstate.Broken). err
 // is one of the page's own statements failing before the rule ran.
-func (r *Reclaimer) rule(ctx context.Context, sp pgx.Tx, p *pass, outer string, parentRule ParentRule, jobs []jobguard.JobState) (ruleErr error, broken bool, err error) {
+func (r *Reclaimer) rule(ctx context.Context, sp pgx.Tx, p *pass, outer string, parentRule ParentRule, jobs []jobset.Job) (ruleErr error, broken bool, err error) {
 	rsp, err := sp.Begin(ctx)
 	if err != nil {
 		return nil, false, err

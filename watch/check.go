@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
 // verdict is what a check makes of one watched execution and its row.
@@ -39,7 +40,7 @@ type rules struct {
 // reason is the reclaimer's, since a reclaim keeps the generation too.
 // Without a generation column the status and the reason are all there is to
 // go on, so a COMPLETED row is taken as the execution's own.
-func judge(r rules, exec jobguard.Execution, row jobguard.JobState, found bool) verdict {
+func judge(r rules, exec jobguard.Execution, row jobset.Job, found bool) verdict {
 	switch {
 	case !found:
 		return lost
@@ -79,7 +80,7 @@ func (w *Watcher) Check(ctx context.Context) (int, error) {
 	}
 	// Only executions registered before the read are judged by it: one
 	// watched after the query began may be newer than the row it saw.
-	rows, err := w.cfg.Guard.Batch().Snapshot(ctx, w.cfg.DB, ids)
+	rows, err := jobset.New(w.cfg.Guard).Snapshot(ctx, w.cfg.DB, ids)
 	if err != nil {
 		return 0, fmt.Errorf("watch: check: %w", err)
 	}

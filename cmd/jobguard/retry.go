@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 var retryCommand = &command{
@@ -61,13 +63,13 @@ func retry(ctx context.Context, c *cli, s *settings, args []string) error {
 			return err
 		}
 	}
-	before, err := guard.Batch().Snapshot(ctx, cn.pool, []string{id})
+	before, err := jobset.New(guard).Snapshot(ctx, cn.pool, []string{id})
 	if err != nil {
 		return err
 	}
 	var gen int64
 	if pgMarkers {
-		markers, err := jobguard.NewPostgresMarkers(guard, jobguard.MarkerConfig{})
+		markers, err := marker.NewPostgresStore(guard, marker.Config{})
 		if err != nil {
 			return fail(exitError, err, "")
 		}
@@ -93,7 +95,7 @@ func retry(ctx context.Context, c *cli, s *settings, args []string) error {
 	}
 	markerDeleted := pgMarkers
 	if !guard.Fenced() && !pgMarkers {
-		markers, err := jobguard.NewMarkerStore(guard, cn.redis, jobguard.MarkerConfig{})
+		markers, err := marker.NewRedisStore(guard, cn.redis, marker.Config{})
 		if err != nil {
 			return fail(exitError, fmt.Errorf("job %s was retried, but its reclaim marker was not deleted: %w", id, err), "")
 		}

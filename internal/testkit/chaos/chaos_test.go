@@ -28,6 +28,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/history"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
@@ -471,7 +472,7 @@ func (r *run) newReclaimer(n int) (*reclaim.Reclaimer, *chaos.Recorder) {
 	rule := func(parent string) reclaim.ParentRule {
 		set, err := reclaim.SetParent(reclaim.ParentUpdate{Table: parent, Column: "status", Value: "FAILED", From: []string{"GENERATING", "ENCODING"}})
 		require.NoError(t, err)
-		return func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
+		return func(ctx context.Context, tx pgx.Tx, jobs []jobset.Job) error {
 			if _, err := tx.Exec(ctx, `SELECT set_config('chaos.actor', 'reclaim', true)`); err != nil {
 				return err
 			}

@@ -80,6 +80,10 @@ type statements struct {
 	touchProgress      guarded // $1 id, $2 progress [, $3 generation]
 	retry              guarded // $1 id → generation
 	start              string  // $1 id, $2 reclaimed reason [, $3 marker generation] → generation
+	// started and completed are what Start and Resume accept of a row,
+	// for whyRefused: Start's SQL is start or startMarked, Resume writes
+	// nothing.
+	started, completed guarded
 	// startMarked is start with the marker table's evidence read in the
 	// same statement: $1 id, $2 reclaimed reason, $3 table key, $4
 	// canonical id → generation. Empty without a marker table.
@@ -268,6 +272,8 @@ func buildStatements(t Table, cat catalog, markerTable string) statements {
 		liveFence = " AND m.generation >= j." + q(t.GenerationColumn)
 	}
 	s.start = start(markerFence)
+	s.started = guarded{op: OpStart, allowed: []string{st.Queued, st.Processing}}
+	s.completed = guarded{op: OpResume, allowed: []string{st.Completed}, fenced: t.GenerationColumn != ""}
 	if markerTable != "" {
 		s.startMarked = start(fmt.Sprintf(` AND NOT EXISTS (SELECT FROM %s m WHERE m.jobs_table = $3 AND m.job_id = $4`+
 			` AND m.expires_at > statement_timestamp()%s)`, markerTable, liveFence))
@@ -308,23 +314,11 @@ func (g *Guard) inspect(ctx context.Context, db DB, id any) (r row, found bool, 
 // after it, against the statuses w accepts. The error names the job by its
 // canonical id, id's, whatever spelling exec has.
 func (g *Guard) refusal(ctx context.Context, db DB, w guarded, id any, exec Execution, kind error) error {
-	e := &StateError{Op: w.op, JobID: canonicalID(id), Want: exec.Generation, kind: kind}
 	r, found, err := g.inspect(ctx, db, id)
-	switch {
-	case err != nil:
+	e := whyRefused(w, canonicalID(id), exec.Generation, kind, r, found, err)
+	if err != nil {
 		// The write's answer stands; only the explanation is missing.
-		e.Reason = ReasonUnread
 		return fmt.Errorf("%w (%v)", e, err)
-	case !found:
-		e.Reason = ReasonNotFound
-	default:
-		e.Status, e.Generation = r.status, r.generation
-		switch {
-		case w.fenced && r.generation != exec.Generation:
-			e.Reason = ReasonSuperseded
-		case !slices.Contains(w.allowed, r.status):
-			e.Reason = ReasonStatus
-		}
 	}
 	return e
 }

@@ -99,6 +99,19 @@ func (b MarkerBackend) String() string {
 // withDefaults fills in every field left at its zero value and validates
 // the names they make: a marker key, the Redis notice channel, the
 // Postgres notice channel (an identifier).
+// Reclaimed reports whether a job's failure reason says the reclaimer
+// failed it: it starts with ReclaimedReason (ReclaimedReasonDefault when
+// empty). The start guard refuses such a job, and the watcher tells a
+// reclaim of its execution's job from the execution's own Fail by it:
+// both ask here.
+func (s Shared) Reclaimed(reason string) bool {
+	prefix := s.ReclaimedReason
+	if prefix == "" {
+		prefix = ReclaimedReasonDefault
+	}
+	return strings.HasPrefix(reason, prefix)
+}
+
 func (s Shared) withDefaults() (Shared, error) {
 	if s.Prefix == "" {
 		s.Prefix = PrefixDefault

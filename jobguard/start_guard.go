@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -256,28 +255,23 @@ func (s *StartGuard) startMarked(ctx context.Context, db DB, id any, jobID strin
 	return Execution{JobID: jobID, Generation: gen}, nil
 }
 
-// startRefusal explains a Start that matched no row.
+// startRefusal explains a Start that matched no row: the reclaim evidence
+// first, then what whyRefused finds of the row.
 func (s *StartGuard) startRefusal(ctx context.Context, db DB, id any, jobID string, m marker.Marker, marked bool) error {
 	r, found, err := s.guard.inspect(ctx, db, id)
 	switch {
 	case err != nil:
 		return fmt.Errorf("jobguard: start: job %s was not started (reading it to explain: %w)", jobID, err)
-	case !found:
-		return &StateError{Op: OpStart, JobID: jobID, Reason: ReasonNotFound, kind: ErrJobTerminal}
-	case s.reclaimed(r.reason):
+	case found && s.reclaimed(r.reason):
 		return &ReclaimedError{JobID: jobID, Source: "database", Reason: r.reason}
-	case marked && s.markerApplies(m, r.generation):
+	case found && marked && s.markerApplies(m, r.generation):
 		return &ReclaimedError{JobID: jobID, Source: "marker", Reason: m.Reason, Generation: m.Generation}
 	}
-	st := s.guard.table.Statuses
-	e := &StateError{Op: OpStart, JobID: jobID, Status: r.status, Generation: r.generation, kind: ErrJobTerminal}
-	if r.status != st.Queued && r.status != st.Processing {
-		e.Reason = ReasonStatus
-	}
-	return e
+	return whyRefused(s.guard.sql.started, jobID, 0, ErrJobTerminal, r, found, nil)
 }
 
-func (s *StartGuard) reclaimed(reason string) bool { return strings.HasPrefix(reason, s.reason) }
+// reclaimed reports whether a failure reason says the job was reclaimed.
+func (s *StartGuard) reclaimed(reason string) bool { return s.guard.shared.Reclaimed(reason) }
 
 // markerApplies reports whether a marker still speaks for the job: it was
 // written for the job's current generation (or a later one). A Retry bumps

@@ -26,9 +26,9 @@ const (
 
 // rules are what judge needs to know of the table.
 type rules struct {
-	fenced    bool
-	statuses  jobguard.Statuses
-	reclaimed string // prefix of the reclaimer's failure reason
+	fenced   bool
+	statuses jobguard.Statuses
+	shared   jobguard.Shared // says which failure reasons are a reclaim's
 }
 
 // judge decides what the row (found or not) says of exec.
@@ -50,7 +50,7 @@ func judge(r rules, exec jobguard.Execution, row jobset.Job, found bool) verdict
 		return owned
 	case row.Status == r.statuses.Completed:
 		return ended
-	case row.Status == r.statuses.Failed && !strings.HasPrefix(row.FailureReason, r.reclaimed):
+	case row.Status == r.statuses.Failed && !r.shared.Reclaimed(row.FailureReason):
 		return ended
 	}
 	return lost

@@ -12,7 +12,7 @@ import (
 func TestJudge(t *testing.T) {
 	t.Parallel()
 	statuses := jobguard.Statuses{Queued: "waiting", Processing: "running", Completed: "done", Failed: "dead"}
-	fenced := rules{fenced: true, statuses: statuses, reclaimed: jobguard.ReclaimedReasonDefault}
+	fenced := rules{fenced: true, statuses: statuses, shared: jobguard.Shared{ReclaimedReason: jobguard.ReclaimedReasonDefault}}
 	unfenced := fenced
 	unfenced.fenced = false
 	exec := jobguard.Execution{JobID: "j", Generation: 4}

@@ -3,7 +3,6 @@ package watch
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/jobguard/jobset"

@@ -81,13 +81,32 @@ func unwrapNum(n int64, err error) (int64, error) {
 // parseUUID reads s as PostgreSQL's uuid input does, after an optional
 // "urn:uuid:" prefix, and returns it in its canonical form.
 func parseUUID(s string) (string, bool) {
+	s, ok := uuidBody(s)
+	if !ok {
+		return "", false
+	}
+	return uuidDigits(s)
+}
+
+// uuidBody returns s without its "urn:uuid:" prefix and its braces; ok is
+// false for an opening brace that is not closed at the end.
+func uuidBody(s string) (string, bool) {
 	if len(s) > 9 && strings.EqualFold(s[:9], "urn:uuid:") {
 		s = s[9:]
 	}
-	braces := len(s) > 0 && s[0] == '{'
-	if braces {
-		s = s[1:]
+	if len(s) == 0 || s[0] != '{' {
+		return s, true
 	}
+	if len(s) < 2 || s[len(s)-1] != '}' {
+		return "", false
+	}
+	return s[1 : len(s)-1], true
+}
+
+// uuidDigits reads s as 32 hex digits, a dash allowed after any group of
+// four but the last, and returns them in the 8-4-4-4-12 form in lower
+// case.
+func uuidDigits(s string) (string, bool) {
 	var out [36]byte
 	n := 0
 	for i := range 16 {
@@ -105,12 +124,6 @@ func parseUUID(s string) (string, bool) {
 		if len(s) > 0 && s[0] == '-' && i%2 == 1 && i < 15 {
 			s = s[1:]
 		}
-	}
-	if braces {
-		if len(s) == 0 || s[0] != '}' {
-			return "", false
-		}
-		s = s[1:]
 	}
 	if s != "" {
 		return "", false

@@ -115,4 +115,7 @@
 //	fin, err := arts.Finalize(ctx, pool, exec, spec)
 //	// beside the reclaimer:
 //	go arts.Run(ctx)
+//
+// Artifacts.Finalize is one of three Finalizes: the package doc of
+// jobguard, "Three Finalizes, two Updates", sets them side by side.
 package compensate

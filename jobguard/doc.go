@@ -22,8 +22,9 @@
 //   - A start guard. StartGuard refuses, with a permanent *ReclaimedError
 //     wrapping ErrReclaimed, a job whose failure reason or reclaim marker
 //     says it was reclaimed. The markers live where Shared.Markers says: in
-//     a table of the jobs' database (the default; MarkerMigration), which
-//     Start reads inside its conditional statement, or in Redis. Start never moves a FAILED job back to PROCESSING;
+//     a table of the jobs' database (the default; marker.Migration), which
+//     Start reads inside its conditional statement, or in Redis (package
+//     marker holds both stores). Start never moves a FAILED job back to PROCESSING;
 //     only Retry (an operator's explicit retry) does, and it bumps the
 //     generation so old markers stop applying.
 //   - Finalize. A re-check, the conditional completion in its own short
@@ -65,7 +66,7 @@
 //
 // # Using it
 //
-//	// once: apply jobguard.Migration (or map your table) and jobguard.MarkerMigration
+//	// once: apply jobguard.Migration (or map your table) and marker.Migration
 //	guard, err := jobguard.New(ctx, pool, jobguard.DefaultTable())
 //	starts, err := jobguard.NewStartGuard(guard, nil, jobguard.StartGuardConfig{}) // no Redis needed
 //
@@ -132,7 +133,31 @@
 //     Retry: an operator's retry of a FAILED job.
 //
 // The set-oriented reads and writes of the services built on the guard
-// (the reclaimer, the watcher) live apart, on Batch.
+// (the reclaimer, the watcher, the operator command) live apart, in
+// package jobset; the reclaim markers' stores in package marker.
+//
+// # Three Finalizes, two Updates
+//
+// Three methods are called Finalize because they make one promise: the
+// re-check, the conditional completion in its own transaction, then the
+// metadata updates once it committed, with a result that is Confirmed
+// only if all of it happened. They differ in what else they keep:
+//
+//   - Guard.Finalize (this package): the promise alone. Its updates are
+//     Update values, a name and a func, run in this process right after
+//     the commit; a worker that dies before they ran leaves them undone,
+//     and Resume runs them again for a caller that knows they are owed.
+//   - settle.Settler.Finalize: the promise with a record of what it owes,
+//     written in the completion's transaction, so that its sweep finishes
+//     a finalize whose worker died. Its updates are settle.Update values:
+//     a handler's name and JSON arguments, data that a record can hold
+//     and another process can run, where an Update here is code.
+//   - compensate.Artifacts.Finalize: the promise with the execution's
+//     artifacts settled: kept with the completion, or undone (compensated)
+//     when the completion is refused. It takes this package's
+//     FinalizeSpec and returns its Finalized.
+//
+// Pick the one whose extra guarantee you need; their docs say the rest.
 //
 // # Inside your transaction
 //

@@ -7,46 +7,71 @@ import (
 	"github.com/jobguard/jobguard/internal/safe"
 )
 
-// ErrJobTerminal is returned, wrapped in a *StateError, whenever a conditional
-// write affects zero rows: the job is gone, already terminal, or owned by a
-// newer execution. The caller's execution has lost the job and should stop;
-// retrying cannot help.
-var ErrJobTerminal = errors.New("jobguard: job is terminal for this execution")
+// The errors callers branch on, with errors.Is. The permanent ones (see
+// IsPermanent) come wrapped in a type that says more: *StateError,
+// *ReclaimedError.
+var (
+	// ErrJobTerminal is returned, wrapped in a *StateError, whenever a
+	// conditional write affects zero rows: the job is gone, already
+	// terminal, or owned by a newer execution. The caller's execution has
+	// lost the job and should stop; retrying cannot help.
+	ErrJobTerminal = errors.New("jobguard: job is terminal for this execution")
 
-// ErrReclaimed is the start guard's refusal, wrapped in a *ReclaimedError: the
-// job was reclaimed for exceeding its runtime limit. It is not retryable.
-var ErrReclaimed = errors.New("jobguard: job was reclaimed")
+	// ErrReclaimed is the start guard's refusal, wrapped in a
+	// *ReclaimedError: the job was reclaimed for exceeding its runtime
+	// limit. It is not retryable.
+	ErrReclaimed = errors.New("jobguard: job was reclaimed")
 
-// ErrNotRetryable is returned, wrapped in a *StateError, by Retry when the job
-// is not FAILED (or does not exist).
-var ErrNotRetryable = errors.New("jobguard: job cannot be retried")
+	// ErrNotRetryable is returned, wrapped in a *StateError, by Retry when
+	// the job is not FAILED (or does not exist).
+	ErrNotRetryable = errors.New("jobguard: job cannot be retried")
 
-// ErrGuardUnavailable is the fail-closed start guard's refusal when a lookup
-// (Redis marker, marker table or database reason) failed. Unlike ErrReclaimed it is
-// retryable: the job may well be fine once the lookup works again.
-var ErrGuardUnavailable = errors.New("jobguard: start guard lookup failed")
+	// ErrGuardUnavailable is the fail-closed start guard's refusal when a
+	// lookup (Redis marker, marker table or database reason) failed.
+	// Unlike ErrReclaimed it is retryable: the job may well be fine once
+	// the lookup works again.
+	ErrGuardUnavailable = errors.New("jobguard: start guard lookup failed")
 
-// ErrInvalidJobID is returned when a job id is empty or does not parse as the
-// id column's type (uuid, or an integer within the column's range: int4 ends
-// at 2147483647). No SQL is sent.
-var ErrInvalidJobID = errors.New("jobguard: invalid job id")
+	// ErrInvalidJobID is returned when a job id is empty or does not parse
+	// as the id column's type (uuid, or an integer within the column's
+	// range: int4 ends at 2147483647). No SQL is sent.
+	ErrInvalidJobID = errors.New("jobguard: invalid job id")
 
-// ErrUnstorable is returned, wrapped with the field and why, when a value a
-// caller gave would be refused by PostgreSQL where the library stores it:
-// text holding U+0000 or bytes that are not UTF-8, or JSON for a jsonb
-// column holding \u0000, half a surrogate pair, or a number beyond
-// numeric's range. It is refused before anything is sent, since the same
-// value would fail every try; IsPermanent reports it.
-var ErrUnstorable = errors.New("jobguard: value cannot be stored")
+	// ErrUnstorable is returned, wrapped with the field and why, when a
+	// value a caller gave would be refused by PostgreSQL where the library
+	// stores it: text holding U+0000 or bytes that are not UTF-8, or JSON
+	// for a jsonb column holding \u0000, half a surrogate pair, or a
+	// number beyond numeric's range. It is refused before anything is
+	// sent, since the same value would fail every try; IsPermanent
+	// reports it.
+	ErrUnstorable = errors.New("jobguard: value cannot be stored")
 
-// ErrInTransaction is returned, saying what the handle is, when a call that
-// needs a transaction of its own is given a handle inside a transaction of
-// its caller's. Nothing is sent to the database. Finalize refuses a pgx.Tx,
-// since what it reports must have committed; CompleteTx, Finalize and
-// usage.Accrue refuse a connection on which a transaction is open that is
-// not passed as its pgx.Tx, since the server would ignore their BEGIN and
-// their COMMIT would commit the caller's transaction.
-var ErrInTransaction = errors.New("jobguard: db is inside a transaction")
+	// ErrInTransaction is returned, saying what the handle is, when a call
+	// that needs a transaction of its own is given a handle inside a
+	// transaction of its caller's. Nothing is sent to the database.
+	// Finalize refuses a pgx.Tx, since what it reports must have
+	// committed; CompleteTx, Finalize and usage.Accrue refuse a
+	// connection on which a transaction is open that is not passed as its
+	// pgx.Tx, since the server would ignore their BEGIN and their COMMIT
+	// would commit the caller's transaction.
+	ErrInTransaction = errors.New("jobguard: db is inside a transaction")
+
+	// ErrStopped is returned, joined with the re-check's own error, when
+	// FinalizeSpec.Recheck says the job must not be completed. Nothing was
+	// written.
+	ErrStopped = errors.New("jobguard: finalize stopped by re-check")
+
+	// ErrAbandoned is returned, wrapped with its context's cause, for code
+	// the library ran under a deadline it documents (a Finalize update's
+	// UpdateTimeout) that was still running a moment after its context
+	// ended: the library stopped waiting for it and went on, and the code
+	// was left to finish on its own; what it returns then is dropped.
+	ErrAbandoned = safe.ErrAbandoned
+
+	// ErrGoexit is the Value of a *PanicError whose code called
+	// runtime.Goexit instead of returning (a test's t.FailNow, for one).
+	ErrGoexit = safe.ErrGoexit
+)
 
 // PanicError is a panic recovered from code the library was given to run:
 // a Finalize update, a settle handler or increment, a reclaim parent rule,
@@ -57,17 +82,6 @@ var ErrInTransaction = errors.New("jobguard: db is inside a transaction")
 // value ErrGoexit. Error prints the value, never the stack; a PanicError
 // whose value is an error unwraps to it.
 type PanicError = safe.PanicError
-
-// ErrGoexit is the Value of a *PanicError whose code called
-// runtime.Goexit instead of returning (a test's t.FailNow, for one).
-var ErrGoexit = safe.ErrGoexit
-
-// ErrAbandoned is returned, wrapped with its context's cause, for code the
-// library ran under a deadline it documents (a Finalize update's
-// UpdateTimeout) that was still running a moment after its context ended:
-// the library stopped waiting for it and went on, and the code was left to
-// finish on its own; what it returns then is dropped.
-var ErrAbandoned = safe.ErrAbandoned
 
 // IsPermanent reports whether a queue must not retry after err: the job is
 // terminal for this execution, was reclaimed, its id is unusable, or a

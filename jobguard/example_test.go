@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // A worker starts a job, the reclaimer fails it while the model call is
@@ -20,7 +21,7 @@ func Example() {
 	ctx := context.Background()
 	pool := env.Pool
 
-	if _, err := pool.Exec(ctx, jobguard.Migration+jobguard.MarkerMigration+`
+	if _, err := pool.Exec(ctx, jobguard.Migration+marker.Migration+`
 		CREATE TABLE chapters (job_id uuid, title text)`); err != nil {
 		panic(err)
 	}

@@ -32,7 +32,8 @@ func (g *Guard) Fail(ctx context.Context, db DB, exec Execution, reason string) 
 // wraps ErrNotRetryable.
 //
 // On a table without a generation column the marker cannot be told apart
-// from a fresh one: delete it with MarkerStore.Delete as well.
+// from a fresh one: delete it with the marker store's Delete as well
+// (package marker).
 func (g *Guard) Retry(ctx context.Context, db DB, jobID string) (int64, error) {
 	id, err := g.idArg(jobID)
 	if err != nil {

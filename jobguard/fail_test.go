@@ -10,6 +10,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
 // A worker fails its job with what went wrong, often an error's or a
@@ -68,11 +69,11 @@ func TestFailIfUnchanged_ReasonLongerThanAVarcharColumnStillFailsTheJobs(t *test
 	jobs := fixture.Create(t, env, fixture.IntID) // failure_reason varchar(200)
 	ctx := context.Background()
 	id := jobs.Insert(t, fixture.Job{Generation: 1})
-	snap, err := jobs.Guard.Batch().Snapshot(ctx, env.Pool, []string{id})
+	snap, err := jobset.New(jobs.Guard).Snapshot(ctx, env.Pool, []string{id})
 	require.NoError(t, err)
 
 	reason := strings.Repeat("é", 300) + "\x00"
-	res, err := jobs.Guard.Batch().FailIfUnchanged(ctx, env.Pool, []jobguard.JobState{snap[id]}, reason)
+	res, err := jobset.New(jobs.Guard).FailIfUnchanged(ctx, env.Pool, []jobset.Job{snap[id]}, reason)
 	require.NoError(t, err)
 	require.Len(t, res.Failed, 1)
 	row := jobs.Read(t, id)

@@ -14,6 +14,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // privateRedis starts a redis-server of the test's own, so the test can
@@ -92,7 +93,7 @@ func TestFaults_RedisRestart_KeepsMarkers(t *testing.T) {
 	require.NoError(t, err)
 	// A late worker overwrote the database reason; only the marker knows.
 	id := jobs.Insert(t, fixture.Job{Status: "PROCESSING", Generation: 2, Reason: "worker: done"})
-	require.NoError(t, starts.Markers().Write(ctx, jobguard.Marker{JobID: id, Generation: 2, Reason: jobguard.ReclaimedReasonDefault, At: time.Now()}))
+	require.NoError(t, starts.Markers().Write(ctx, marker.Marker{JobID: id, Generation: 2, Reason: jobguard.ReclaimedReasonDefault, At: time.Now()}))
 
 	require.NoError(t, srv.Stop())
 	require.NoError(t, srv.Start())

@@ -13,11 +13,6 @@ import (
 	"github.com/jobguard/jobguard/internal/txstate"
 )
 
-// ErrStopped is returned, joined with the re-check's own error, when
-// FinalizeSpec.Recheck says the job must not be completed. Nothing was
-// written.
-var ErrStopped = errors.New("jobguard: finalize stopped by re-check")
-
 // FinalizeSpec says how Finalize completes one execution and what it updates
 // afterwards.
 type FinalizeSpec struct {

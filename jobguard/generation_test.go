@@ -9,6 +9,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 func newStartGuard(t *testing.T, jobs *fixture.Jobs, opts jobguard.StartGuardConfig) *jobguard.StartGuard {
@@ -114,7 +115,7 @@ func TestRetry_MakesReclaimedJobStartableDespiteOldMarker(t *testing.T) {
 	t.Parallel()
 	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		if !jobs.Guard.Fenced() {
-			t.Skip("status-only table: the marker must be deleted with MarkerStore.Delete")
+			t.Skip("status-only table: the marker must be deleted with marker.RedisStore.Delete")
 		}
 		ctx := context.Background()
 		db := jobs.Env.Pool
@@ -126,7 +127,7 @@ func TestRetry_MakesReclaimedJobStartableDespiteOldMarker(t *testing.T) {
 
 		// What the reclaimer does: fail with the reclaimed reason, write a marker.
 		require.NoError(t, jobs.Guard.Fail(ctx, db, exec, jobguard.ReclaimedReasonDefault))
-		require.NoError(t, sg.Markers().Write(ctx, jobguard.Marker{JobID: id, Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault}))
+		require.NoError(t, sg.Markers().Write(ctx, marker.Marker{JobID: id, Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault}))
 		_, err = sg.Start(ctx, db, id)
 		require.ErrorIs(t, err, jobguard.ErrReclaimed)
 

@@ -11,7 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobguard/jobguard/internal/guardlink"
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // DB is what the guard needs of a database handle. *pgxpool.Pool, *pgx.Conn
@@ -48,14 +50,13 @@ type Guard struct {
 	idKind idKind
 	idBits int // width of an integer id column: 16, 32 or 64
 	sql    statements
-	batch  batchStatements
-	set    *Batch
+	set    guardlink.SetStatements // package jobset's
 	shared Shared
 	met    *guardMetrics
 	// unmapped are the table's columns under an optional column's default
 	// name that the mapping leaves out.
 	unmapped []UnmappedColumn
-	// markerTable is the table of reclaim markers (MarkerTableName) as
+	// markerTable is the table of reclaim markers (marker.TableName) as
 	// the catalog names it, or "" when the search_path had none at New.
 	markerTable string
 }
@@ -79,6 +80,10 @@ type statements struct {
 	touchProgress      guarded // $1 id, $2 progress [, $3 generation]
 	retry              guarded // $1 id → generation
 	start              string  // $1 id, $2 reclaimed reason [, $3 marker generation] → generation
+	// started and completed are what Start and Resume accept of a row,
+	// for whyRefused: Start's SQL is start or startMarked, Resume writes
+	// nothing.
+	started, completed guarded
 	// startMarked is start with the marker table's evidence read in the
 	// same statement: $1 id, $2 reclaimed reason, $3 table key, $4
 	// canonical id → generation. Empty without a marker table.
@@ -125,8 +130,7 @@ func newGuard(ctx context.Context, db DB, table Table) (*Guard, error) {
 		return nil, fmt.Errorf("jobguard: new: %w", err)
 	}
 	g.sql = buildStatements(table, cat, g.markerTable)
-	g.batch = buildBatchStatements(table, cat)
-	g.set = &Batch{g: g}
+	g.set = buildSetStatements(table, cat)
 	return g, nil
 }
 
@@ -144,6 +148,28 @@ func (g *Guard) Table() Table { return g.table }
 // or moving it to another schema changes it; see the side tables'
 // migrations for how to move their rows along.
 func (g *Guard) TableKey() string { return g.cat.key }
+
+// MarkerPlace says where the reclaim markers of the guard's jobs live:
+// under Shared.Prefix in Redis, or in the marker table (marker.TableName)
+// that New found on the search_path ("" when it found none). Package
+// marker's stores ask it, so that they keep the markers where the
+// reclaimer and the start guards look.
+func (g *Guard) MarkerPlace() marker.Place {
+	return marker.Place{Prefix: g.shared.Prefix, Table: g.markerTable}
+}
+
+// lookupMarkerTable returns the marker table the search_path finds, as the
+// catalog names it, or "" when there is none.
+func lookupMarkerTable(ctx context.Context, db DB) (string, error) {
+	schema, rel, err := catalogName(ctx, db, ident.Quote(marker.TableName))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("look up table %s: %w", marker.TableName, err)
+	}
+	return ident.Quote(schema, rel), nil
+}
 
 // Unmapped lists the columns of the table under an optional column's
 // default name (GenerationColumnDefault, TypeColumnDefault, ...) that the
@@ -246,6 +272,8 @@ func buildStatements(t Table, cat catalog, markerTable string) statements {
 		liveFence = " AND m.generation >= j." + q(t.GenerationColumn)
 	}
 	s.start = start(markerFence)
+	s.started = guarded{op: OpStart, allowed: []string{st.Queued, st.Processing}}
+	s.completed = guarded{op: OpResume, allowed: []string{st.Completed}, fenced: t.GenerationColumn != ""}
 	if markerTable != "" {
 		s.startMarked = start(fmt.Sprintf(` AND NOT EXISTS (SELECT FROM %s m WHERE m.jobs_table = $3 AND m.job_id = $4`+
 			` AND m.expires_at > statement_timestamp()%s)`, markerTable, liveFence))
@@ -286,23 +314,11 @@ func (g *Guard) inspect(ctx context.Context, db DB, id any) (r row, found bool, 
 // after it, against the statuses w accepts. The error names the job by its
 // canonical id, id's, whatever spelling exec has.
 func (g *Guard) refusal(ctx context.Context, db DB, w guarded, id any, exec Execution, kind error) error {
-	e := &StateError{Op: w.op, JobID: canonicalID(id), Want: exec.Generation, kind: kind}
 	r, found, err := g.inspect(ctx, db, id)
-	switch {
-	case err != nil:
+	e := whyRefused(w, canonicalID(id), exec.Generation, kind, r, found, err)
+	if err != nil {
 		// The write's answer stands; only the explanation is missing.
-		e.Reason = ReasonUnread
 		return fmt.Errorf("%w (%v)", e, err)
-	case !found:
-		e.Reason = ReasonNotFound
-	default:
-		e.Status, e.Generation = r.status, r.generation
-		switch {
-		case w.fenced && r.generation != exec.Generation:
-			e.Reason = ReasonSuperseded
-		case !slices.Contains(w.allowed, r.status):
-			e.Reason = ReasonStatus
-		}
 	}
 	return e
 }

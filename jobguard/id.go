@@ -81,13 +81,32 @@ func unwrapNum(n int64, err error) (int64, error) {
 // parseUUID reads s as PostgreSQL's uuid input does, after an optional
 // "urn:uuid:" prefix, and returns it in its canonical form.
 func parseUUID(s string) (string, bool) {
+	s, ok := uuidBody(s)
+	if !ok {
+		return "", false
+	}
+	return uuidDigits(s)
+}
+
+// uuidBody returns s without its "urn:uuid:" prefix and its braces; ok is
+// false for an opening brace that is not closed at the end.
+func uuidBody(s string) (string, bool) {
 	if len(s) > 9 && strings.EqualFold(s[:9], "urn:uuid:") {
 		s = s[9:]
 	}
-	braces := len(s) > 0 && s[0] == '{'
-	if braces {
-		s = s[1:]
+	if len(s) == 0 || s[0] != '{' {
+		return s, true
 	}
+	if len(s) < 2 || s[len(s)-1] != '}' {
+		return "", false
+	}
+	return s[1 : len(s)-1], true
+}
+
+// uuidDigits reads s as 32 hex digits, a dash allowed after any group of
+// four but the last, and returns them in the 8-4-4-4-12 form in lower
+// case.
+func uuidDigits(s string) (string, bool) {
 	var out [36]byte
 	n := 0
 	for i := range 16 {
@@ -105,12 +124,6 @@ func parseUUID(s string) (string, bool) {
 		if len(s) > 0 && s[0] == '-' && i%2 == 1 && i < 15 {
 			s = s[1:]
 		}
-	}
-	if braces {
-		if len(s) == 0 || s[0] != '}' {
-			return "", false
-		}
-		s = s[1:]
 	}
 	if s != "" {
 		return "", false
@@ -174,4 +187,54 @@ func canonicalID(id any) string {
 		return strconv.FormatInt(n, 10)
 	}
 	return id.(string)
+}
+
+// CanonicalID returns jobID as the id column prints it: a uuid in lower case
+// with dashes, an integer in decimal without a plus sign, leading zeros or
+// white space, a char(n) value without its trailing spaces, text and
+// varchar as given. It reads every spelling that PostgreSQL's input
+// function for the column's type reads (and a uuid's URN form); see the
+// package doc, "One job, one id". Every entry point of the library names
+// a job this way in what it returns and in every key it writes or
+// compares (executions, errors, markers, notices, heartbeat slots, the
+// side tables' rows, reclaim reports), so that one job spelled two ways
+// is still one job. An id that cannot be a value of the column returns an
+// error wrapping ErrInvalidJobID.
+//
+// An id already in its canonical form comes back as it is, without
+// allocating, so a hot path (a heartbeat) can key by it at no cost.
+func (g *Guard) CanonicalID(jobID string) (string, error) {
+	if g.idKind == idUUID && isLowerUUID(jobID) {
+		return jobID, nil
+	}
+	v, err := g.idArg(jobID)
+	if err != nil {
+		return "", err
+	}
+	if n, ok := v.(int64); ok && jobID == strconv.FormatInt(n, 10) {
+		return jobID, nil
+	}
+	return canonicalID(v), nil
+}
+
+// isLowerUUID reports whether s is a uuid as PostgreSQL prints one: lower
+// case hex in the 8-4-4-4-12 form.
+func isLowerUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // TestIdentity_EveryEntryPointNamesTheJobByItsCanonicalID feeds every entry
@@ -104,7 +106,7 @@ func TestIdentity_EveryEntryPointNamesTheJobByItsCanonicalID(t *testing.T) {
 				stateID("a refused CompleteTx", g.CompleteTx(ctx, env.Pool, spelled2, func(pgx.Tx) error { return nil }))
 
 				require.Equal(t, markers.Key(id2), markers.Key(s2), "Key")
-				require.NoError(t, markers.Write(ctx, jobguard.Marker{JobID: s2, Generation: exec2.Generation, Reason: jobguard.ReclaimedReasonDefault}))
+				require.NoError(t, markers.Write(ctx, marker.Marker{JobID: s2, Generation: exec2.Generation, Reason: jobguard.ReclaimedReasonDefault}))
 				m, found, err := markers.Read(ctx, id2)
 				require.NoError(t, err)
 				require.True(t, found, "a marker written as %q is read as %q", s2, id2)
@@ -236,7 +238,7 @@ func TestStartGuard_MarkerOfAnotherJobsTableRefusesNothing(t *testing.T) {
 		starts[name] = sg
 	}
 	require.NoError(t, starts["tasks"].Markers().Write(ctx,
-		jobguard.Marker{JobID: "42", Generation: 5, Reason: jobguard.ReclaimedReasonDefault}))
+		marker.Marker{JobID: "42", Generation: 5, Reason: jobguard.ReclaimedReasonDefault}))
 	require.NotEqual(t, starts["tasks"].Markers().Key("42"), starts["exports"].Markers().Key("42"))
 	_, found, err := starts["exports"].Markers().Read(ctx, "42")
 	require.NoError(t, err)
@@ -244,7 +246,7 @@ func TestStartGuard_MarkerOfAnotherJobsTableRefusesNothing(t *testing.T) {
 	exec, err := starts["exports"].Start(ctx, env.Pool, "42")
 	require.NoError(t, err, "export 42 starts")
 	require.NoError(t, starts["exports"].Markers().Write(ctx,
-		jobguard.Marker{JobID: "42", Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault}))
+		marker.Marker{JobID: "42", Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault}))
 	m, found, err := starts["tasks"].Markers().Read(ctx, "42")
 	require.NoError(t, err)
 	require.True(t, found)
@@ -284,7 +286,7 @@ func TestCanonicalID_CharColumnIgnoresTrailingSpaces(t *testing.T) {
 	exec, err := sg.Start(ctx, env.Pool, "abc  ")
 	require.NoError(t, err)
 	require.Equal(t, "abc", exec.JobID)
-	rows, err := g.Batch().Snapshot(ctx, env.Pool, []string{"abc  "})
+	rows, err := jobset.New(g).Snapshot(ctx, env.Pool, []string{"abc  "})
 	require.NoError(t, err)
 	require.Equal(t, "abc", rows["abc  "].ID)
 	fin, err := g.Finalize(ctx, env.Pool, jobguard.Execution{JobID: "abc     ", Generation: exec.Generation}, jobguard.FinalizeSpec{})

@@ -14,6 +14,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/metricstest"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // instrumented returns a guard over jobs' table whose metrics r reads.
@@ -98,7 +99,7 @@ func TestMetrics_StartRefusalsCountedBySource(t *testing.T) {
 	// The marker alone refuses a job a late writer flipped back.
 	exec, err := sg.Start(ctx, db, jobs.Insert(t, fixture.Job{Status: "QUEUED"}))
 	require.NoError(t, err)
-	require.NoError(t, sg.Markers().Write(ctx, jobguard.Marker{JobID: exec.JobID, Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault}))
+	require.NoError(t, sg.Markers().Write(ctx, marker.Marker{JobID: exec.JobID, Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault}))
 	_, err = sg.Start(ctx, db, exec.JobID)
 	require.ErrorIs(t, err, jobguard.ErrReclaimed)
 

@@ -13,6 +13,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
 func TestNew_RejectsBadMappingWithNamedProblem(t *testing.T) {
@@ -290,7 +291,7 @@ func TestGuard_RefusesIntegerIDOutOfTheColumnsRange(t *testing.T) {
 						return err
 					},
 					"FailIfUnchanged": func(db jobguard.DB, id string) error {
-						_, err := guard.Batch().FailIfUnchanged(ctx, db, []jobguard.JobState{{ID: id, Status: "PROCESSING"}}, "x")
+						_, err := jobset.New(guard).FailIfUnchanged(ctx, db, []jobset.Job{{ID: id, Status: "PROCESSING"}}, "x")
 						return err
 					},
 				}
@@ -305,7 +306,7 @@ func TestGuard_RefusesIntegerIDOutOfTheColumnsRange(t *testing.T) {
 				}
 				err = guard.Touch(ctx, tx, jobguard.Execution{JobID: w.outOfRange})
 				require.ErrorContains(t, err, sqlf(`%q is out of range for column "id"`, w.outOfRange))
-				rows, err := guard.Batch().Snapshot(ctx, tx, []string{w.outOfRange, "1"})
+				rows, err := jobset.New(guard).Snapshot(ctx, tx, []string{w.outOfRange, "1"})
 				require.NoError(t, err)
 				require.NotContains(t, rows, w.outOfRange)
 				require.Contains(t, rows, "1")

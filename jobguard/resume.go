@@ -66,16 +66,7 @@ func (g *Guard) completedBy(ctx context.Context, db DB, exec Execution) error {
 	if err != nil {
 		return fmt.Errorf("jobguard: resume: %w", err)
 	}
-	e := &StateError{Op: OpResume, JobID: exec.JobID, Want: exec.Generation, kind: ErrJobTerminal}
-	switch {
-	case !found:
-		e.Reason = ReasonNotFound
-		return e
-	case g.Fenced() && r.generation != exec.Generation:
-		e.Reason, e.Status, e.Generation = ReasonSuperseded, r.status, r.generation
-		return e
-	case r.status != g.table.Statuses.Completed:
-		e.Reason, e.Status, e.Generation = ReasonStatus, r.status, r.generation
+	if e := whyRefused(g.sql.completed, exec.JobID, exec.Generation, ErrJobTerminal, r, found, nil); e.Reason != ReasonUnknown {
 		return e
 	}
 	return nil

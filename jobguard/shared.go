@@ -61,7 +61,7 @@ type Shared struct {
 	LeaderKey int64
 	// Markers says where the reclaimer writes its reclaim markers and the
 	// start guards read them: MarkersPostgres, a table in the jobs table's
-	// database (MarkerMigration), or MarkersRedis, keys under Prefix.
+	// database (marker.Migration), or MarkersRedis, keys under Prefix.
 	// Every process working the table must agree on it, or a start guard
 	// looks for markers where the reclaimer never wrote them. Defaults to
 	// MarkersDefault (MarkersPostgres): a deployment needs no Redis.
@@ -72,18 +72,19 @@ type Shared struct {
 type MarkerBackend int
 
 const (
-	// MarkersPostgres keeps the markers in the table MarkerTableName
-	// (MarkerMigration creates it), found on the search_path when the
+	// MarkersPostgres keeps the markers in the table marker.TableName
+	// (marker.Migration creates it), found on the search_path when the
 	// guard is built. The reclaimer writes them in the reclaim's own
 	// transaction, and Start reads them inside its conditional statement.
 	MarkersPostgres MarkerBackend = iota + 1
 	// MarkersRedis keeps the markers in Redis, one key per job under
-	// Shared.Prefix, written after the reclaim commits (MarkerStore).
+	// Shared.Prefix, written after the reclaim commits
+	// (marker.RedisStore).
 	MarkersRedis
+	// MarkersDefault is the marker store of a Shared left at its zero
+	// value.
+	MarkersDefault = MarkersPostgres
 )
-
-// MarkersDefault is the marker store of a Shared left at its zero value.
-const MarkersDefault = MarkersPostgres
 
 func (b MarkerBackend) String() string {
 	switch b {
@@ -98,6 +99,19 @@ func (b MarkerBackend) String() string {
 // withDefaults fills in every field left at its zero value and validates
 // the names they make: a marker key, the Redis notice channel, the
 // Postgres notice channel (an identifier).
+// Reclaimed reports whether a job's failure reason says the reclaimer
+// failed it: it starts with ReclaimedReason (ReclaimedReasonDefault when
+// empty). The start guard refuses such a job, and the watcher tells a
+// reclaim of its execution's job from the execution's own Fail by it:
+// both ask here.
+func (s Shared) Reclaimed(reason string) bool {
+	prefix := s.ReclaimedReason
+	if prefix == "" {
+		prefix = ReclaimedReasonDefault
+	}
+	return strings.HasPrefix(reason, prefix)
+}
+
 func (s Shared) withDefaults() (Shared, error) {
 	if s.Prefix == "" {
 		s.Prefix = PrefixDefault

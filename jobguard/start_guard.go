@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/internal/txstate"
+	"github.com/jobguard/jobguard/jobguard/marker"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -58,8 +58,8 @@ type StartGuardConfig struct {
 // as a new execution. Use one per process; it is safe for concurrent use.
 type StartGuard struct {
 	guard   *Guard
-	markers *MarkerStore     // Shared.Markers = MarkersRedis
-	table   *PostgresMarkers // Shared.Markers = MarkersPostgres
+	markers *marker.RedisStore    // Shared.Markers = MarkersRedis
+	table   *marker.PostgresStore // Shared.Markers = MarkersPostgres
 	reason  string
 	policy  LookupPolicy
 	log     *slog.Logger
@@ -68,11 +68,11 @@ type StartGuard struct {
 
 // NewStartGuard returns a start guard over guard's table and the reclaim
 // markers where guard's Shared.Markers says they are. With MarkersPostgres
-// (the default) it needs the marker table (MarkerMigration) on the
+// (the default) it needs the marker table (marker.Migration) on the
 // search_path when guard was built, and no Redis: rdb may be nil, and is
 // not used. With MarkersRedis it reads the markers in rdb, which must not
 // be nil.
-func NewStartGuard(guard *Guard, rdb Redis, opts StartGuardConfig) (*StartGuard, error) {
+func NewStartGuard(guard *Guard, rdb marker.Redis, opts StartGuardConfig) (*StartGuard, error) {
 	if guard == nil {
 		return nil, errors.New("jobguard: start guard: guard is nil")
 	}
@@ -83,9 +83,9 @@ func NewStartGuard(guard *Guard, rdb Redis, opts StartGuardConfig) (*StartGuard,
 		if rdb == nil {
 			return nil, errors.New("jobguard: start guard: Shared.Markers is MarkersRedis, but the Redis client is nil")
 		}
-		sg.markers, err = NewMarkerStore(guard, rdb, MarkerConfig{})
+		sg.markers, err = marker.NewRedisStore(guard, rdb, marker.Config{})
 	default:
-		sg.table, err = NewPostgresMarkers(guard, MarkerConfig{})
+		sg.table, err = marker.NewPostgresStore(guard, marker.Config{})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: start guard: %w", err)
@@ -102,15 +102,15 @@ func NewStartGuard(guard *Guard, rdb Redis, opts StartGuardConfig) (*StartGuard,
 
 // Markers returns the Redis marker store the guard reads, or nil when its
 // markers are in Postgres (see PostgresMarkers).
-func (s *StartGuard) Markers() *MarkerStore { return s.markers }
+func (s *StartGuard) Markers() *marker.RedisStore { return s.markers }
 
 // PostgresMarkers returns the marker table the guard reads, or nil when
 // its markers are in Redis (see Markers).
-func (s *StartGuard) PostgresMarkers() *PostgresMarkers { return s.table }
+func (s *StartGuard) PostgresMarkers() *marker.PostgresStore { return s.table }
 
 // Marker returns jobID's marker from wherever the guard reads them; db is
 // used when they are in Postgres. found is false when there is none.
-func (s *StartGuard) Marker(ctx context.Context, db DB, jobID string) (m Marker, found bool, err error) {
+func (s *StartGuard) Marker(ctx context.Context, db DB, jobID string) (m marker.Marker, found bool, err error) {
 	if s.table != nil {
 		return s.table.Read(ctx, db, jobID)
 	}
@@ -142,7 +142,7 @@ func (s *StartGuard) check(ctx context.Context, db DB, jobID string) error {
 	} else if s.reclaimed(r.reason) {
 		return &ReclaimedError{JobID: jobID, Source: "database", Reason: r.reason}
 	}
-	var m Marker
+	var m marker.Marker
 	var ok bool
 	err = inSavepoint(ctx, db, func() (err error) {
 		m, ok, err = s.Marker(ctx, db, jobID)
@@ -201,7 +201,7 @@ func (s *StartGuard) start(ctx context.Context, db DB, jobID string) (Execution,
 // startUnmarked runs the start statement that reads no marker table, with
 // the marker the caller read (marked false when there is none, or when its
 // lookup failed).
-func (s *StartGuard) startUnmarked(ctx context.Context, db DB, id any, jobID string, m Marker, marked bool) (Execution, error) {
+func (s *StartGuard) startUnmarked(ctx context.Context, db DB, id any, jobID string, m marker.Marker, marked bool) (Execution, error) {
 	g := s.guard
 	args := []any{id, s.reason}
 	if g.Fenced() {
@@ -240,7 +240,7 @@ func (s *StartGuard) startMarked(ctx context.Context, db DB, id any, jobID strin
 		if err := s.lookupFailed(ctx, jobID, "marker", err); err != nil {
 			return Execution{}, err
 		}
-		return s.startUnmarked(ctx, db, id, jobID, Marker{}, false)
+		return s.startUnmarked(ctx, db, id, jobID, marker.Marker{}, false)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		m, marked, err := s.table.Read(ctx, db, jobID)
@@ -255,33 +255,28 @@ func (s *StartGuard) startMarked(ctx context.Context, db DB, id any, jobID strin
 	return Execution{JobID: jobID, Generation: gen}, nil
 }
 
-// startRefusal explains a Start that matched no row.
-func (s *StartGuard) startRefusal(ctx context.Context, db DB, id any, jobID string, m Marker, marked bool) error {
+// startRefusal explains a Start that matched no row: the reclaim evidence
+// first, then what whyRefused finds of the row.
+func (s *StartGuard) startRefusal(ctx context.Context, db DB, id any, jobID string, m marker.Marker, marked bool) error {
 	r, found, err := s.guard.inspect(ctx, db, id)
 	switch {
 	case err != nil:
 		return fmt.Errorf("jobguard: start: job %s was not started (reading it to explain: %w)", jobID, err)
-	case !found:
-		return &StateError{Op: OpStart, JobID: jobID, Reason: ReasonNotFound, kind: ErrJobTerminal}
-	case s.reclaimed(r.reason):
+	case found && s.reclaimed(r.reason):
 		return &ReclaimedError{JobID: jobID, Source: "database", Reason: r.reason}
-	case marked && s.markerApplies(m, r.generation):
+	case found && marked && s.markerApplies(m, r.generation):
 		return &ReclaimedError{JobID: jobID, Source: "marker", Reason: m.Reason, Generation: m.Generation}
 	}
-	st := s.guard.table.Statuses
-	e := &StateError{Op: OpStart, JobID: jobID, Status: r.status, Generation: r.generation, kind: ErrJobTerminal}
-	if r.status != st.Queued && r.status != st.Processing {
-		e.Reason = ReasonStatus
-	}
-	return e
+	return whyRefused(s.guard.sql.started, jobID, 0, ErrJobTerminal, r, found, nil)
 }
 
-func (s *StartGuard) reclaimed(reason string) bool { return strings.HasPrefix(reason, s.reason) }
+// reclaimed reports whether a failure reason says the job was reclaimed.
+func (s *StartGuard) reclaimed(reason string) bool { return s.guard.shared.Reclaimed(reason) }
 
 // markerApplies reports whether a marker still speaks for the job: it was
 // written for the job's current generation (or a later one). A Retry bumps
 // the generation past it. Without a generation column every marker applies.
-func (s *StartGuard) markerApplies(m Marker, rowGeneration int64) bool {
+func (s *StartGuard) markerApplies(m marker.Marker, rowGeneration int64) bool {
 	return !s.guard.Fenced() || m.Generation >= rowGeneration
 }
 

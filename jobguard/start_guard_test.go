@@ -15,6 +15,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // reclaim puts a job where the reclaimer leaves it: FAILED with the
@@ -23,7 +24,7 @@ func reclaim(t *testing.T, jobs *fixture.Jobs, sg *jobguard.StartGuard, exec job
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, jobs.Guard.Fail(ctx, jobs.Env.Pool, exec, jobguard.ReclaimedReasonDefault+" (ran 31m, limit 30m)"))
-	require.NoError(t, sg.Markers().Write(ctx, jobguard.Marker{JobID: exec.JobID, Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault}))
+	require.NoError(t, sg.Markers().Write(ctx, marker.Marker{JobID: exec.JobID, Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault}))
 }
 
 func TestStartGuard_RefusesOnDatabaseReason(t *testing.T) {
@@ -127,7 +128,7 @@ func TestStartGuard_GarbageMarkerIsALookupFailure(t *testing.T) {
 	require.NoError(t, env.Redis.Set(ctx, open.Markers().Key(id), "{not json", 0).Err())
 
 	_, _, err := open.Markers().Read(ctx, id)
-	require.ErrorIs(t, err, jobguard.ErrBadMarker)
+	require.ErrorIs(t, err, marker.ErrUnreadable)
 	_, err = closed.Start(ctx, env.Pool, id)
 	require.ErrorIs(t, err, jobguard.ErrGuardUnavailable)
 	_, err = open.Start(ctx, env.Pool, id)
@@ -181,7 +182,7 @@ func TestStartGuard_UpperCaseUUIDFindsTheMarker(t *testing.T) {
 
 	// The reclaimer keys the marker by the canonical id; with no database
 	// reason, only the marker can refuse.
-	require.NoError(t, sg.Markers().Write(ctx, jobguard.Marker{JobID: id, Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault}))
+	require.NoError(t, sg.Markers().Write(ctx, marker.Marker{JobID: id, Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault}))
 	_, err = sg.Start(ctx, env.Pool, strings.ToUpper(id))
 	require.ErrorIs(t, err, jobguard.ErrReclaimed)
 	require.ErrorIs(t, sg.Check(ctx, env.Pool, strings.ToUpper(id)), jobguard.ErrReclaimed)

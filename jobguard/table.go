@@ -441,23 +441,7 @@ func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 		return catalog{}, fmt.Errorf("read columns of %s: %w", name, err)
 	}
 	cat.key = ident.Quote(schema, rel)
-	var errs []error
-	for _, c := range t.columns() {
-		if c.name == "" {
-			continue
-		}
-		ti, ok := cat.columns[c.name]
-		switch {
-		case !ok:
-			errs = append(errs, fmt.Errorf("%w%s", missingError(name, c),
-				spell.Hint(c.name, slices.Collect(maps.Keys(cat.columns)), "%q")))
-		case !c.accepts(ti):
-			errs = append(errs, fmt.Errorf("column %q (%s) of %s is %s; want %s", c.name, c.field, name, ti.name, c.accepted))
-		case c.notNull.required && !ti.notNull:
-			errs = append(errs, nullableError(name, c, ti))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := checkColumns(t, name, cat); err != nil {
 		return catalog{}, err
 	}
 	if id := cat.columns[t.IDColumn]; id.collation != "" {
@@ -483,6 +467,29 @@ func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 		}
 	}
 	return cat, nil
+}
+
+// checkColumns checks every column t maps against the catalog of the
+// table name: it exists, is of a type the field takes, and is NOT NULL
+// where the field needs it. The error joins every problem found.
+func checkColumns(t Table, name string, cat catalog) error {
+	var errs []error
+	for _, c := range t.columns() {
+		if c.name == "" {
+			continue
+		}
+		ti, ok := cat.columns[c.name]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%w%s", missingError(name, c),
+				spell.Hint(c.name, slices.Collect(maps.Keys(cat.columns)), "%q")))
+		case !c.accepts(ti):
+			errs = append(errs, fmt.Errorf("column %q (%s) of %s is %s; want %s", c.name, c.field, name, ti.name, c.accepted))
+		case c.notNull.required && !ti.notNull:
+			errs = append(errs, nullableError(name, c, ti))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // nearTables is "; did you mean ...?" for the tables t most likely meant,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
 // A guarded write inside a caller's longer transaction stamps updated_at
@@ -57,7 +58,7 @@ func TestWrites_StampTheTimeOfTheWriteNotOfTheTransaction(t *testing.T) {
 		began, wrote := inTx(func(tx pgx.Tx) (err error) { exec, err = starts.Start(ctx, tx, id); return err })
 		requireStampedAtWrite("Start", jobs.Read(t, id).UpdatedAt, began, wrote)
 		if jobs.Table.StartedAtColumn != "" {
-			rows, err := g.Batch().Snapshot(ctx, pool, []string{id})
+			rows, err := jobset.New(g).Snapshot(ctx, pool, []string{id})
 			require.NoError(t, err)
 			requireStampedAtWrite("Start's started_at", rows[id].StartedAt, began, wrote)
 		}
@@ -83,10 +84,10 @@ func TestWrites_StampTheTimeOfTheWriteNotOfTheTransaction(t *testing.T) {
 		requireStampedAtWrite("Retry", jobs.Read(t, failed).UpdatedAt, began, wrote)
 
 		stuck := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: time.Hour})
-		rows, err := g.Batch().Snapshot(ctx, pool, []string{stuck})
+		rows, err := jobset.New(g).Snapshot(ctx, pool, []string{stuck})
 		require.NoError(t, err)
 		began, wrote = inTx(func(tx pgx.Tx) error {
-			changed, err := g.Batch().FailIfUnchanged(ctx, tx, []jobguard.JobState{rows[stuck]}, jobguard.ReclaimedReasonDefault)
+			changed, err := jobset.New(g).FailIfUnchanged(ctx, tx, []jobset.Job{rows[stuck]}, jobguard.ReclaimedReasonDefault)
 			require.NoError(t, err)
 			require.Len(t, changed.Failed, 1)
 			return nil

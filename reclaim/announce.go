@@ -7,6 +7,8 @@ import (
 
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // afterCommitTimeout bounds the marker write and the notices that follow a
@@ -18,7 +20,7 @@ const afterCommitTimeout = 10 * time.Second
 // go out even if the sweep's context has ended (Run shutting down, the
 // sweep's deadline), or a redelivered job would be refused by the database
 // reason alone and its worker would run on until its next check.
-func (r *Reclaimer) announce(ctx context.Context, reclaimed []jobguard.JobState, rep *Report, n *notes) {
+func (r *Reclaimer) announce(ctx context.Context, reclaimed []jobset.Job, rep *Report, n *notes) {
 	if len(reclaimed) == 0 {
 		return
 	}
@@ -31,9 +33,9 @@ func (r *Reclaimer) announce(ctx context.Context, reclaimed []jobguard.JobState,
 	// Markers in Postgres committed with the reclaim (see mark).
 	if r.markers != nil {
 		now := r.cfg.Now()
-		markers := make([]jobguard.Marker, len(reclaimed))
+		markers := make([]marker.Marker, len(reclaimed))
 		for i, c := range reclaimed {
-			markers[i] = jobguard.Marker{JobID: c.ID, Generation: c.Generation, Reason: r.cfg.Guard.Shared().ReclaimedReason, At: now}
+			markers[i] = marker.Marker{JobID: c.ID, Generation: c.Generation, Reason: r.cfg.Guard.Shared().ReclaimedReason, At: now}
 		}
 		if err := r.markers.Write(ctx, markers...); err != nil {
 			rep.MarkerErrors += countJoined(err, len(markers))
@@ -57,7 +59,7 @@ func (r *Reclaimer) announce(ctx context.Context, reclaimed []jobguard.JobState,
 	}
 }
 
-// countJoined counts the errors joined in err (MarkerStore.Write joins one
+// countJoined counts the errors joined in err (marker.RedisStore.Write joins one
 // per failed marker), or returns all when it cannot tell.
 func countJoined(err error, all int) int {
 	for e := err; e != nil; e = errors.Unwrap(e) {

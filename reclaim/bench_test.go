@@ -17,6 +17,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
@@ -39,7 +40,7 @@ type benchTable struct {
 	stuck   []string
 	active  int
 	limits  *reclaim.TableLimits
-	markers *jobguard.MarkerStore
+	markers *marker.RedisStore
 }
 
 func newBenchTable(b *testing.B, finished, active, stuck int) *benchTable {
@@ -75,7 +76,7 @@ FROM generate_series(1, $1::int) AS i`, active, stuck)
 	b.Cleanup(pool.Close)
 	limits, err := reclaim.NewTableLimits(reclaim.TableLimitsConfig{DB: pool})
 	require.NoError(b, err)
-	markers, err := jobguard.NewMarkerStore(jobs.Guard, env.Redis, jobguard.MarkerConfig{})
+	markers, err := marker.NewRedisStore(jobs.Guard, env.Redis, marker.Config{})
 	require.NoError(b, err)
 	return &benchTable{jobs: jobs, pool: pool, trips: trips, stuck: ids, active: active, limits: limits, markers: markers}
 }

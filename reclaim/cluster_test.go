@@ -16,6 +16,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/rediscluster"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
@@ -65,7 +66,7 @@ func (b *clusterBundle) sweep(t *testing.T, ids []string) reclaim.Report {
 }
 
 // marker reads id's marker from the cluster; it must be there.
-func (b *clusterBundle) marker(t *testing.T, id string) jobguard.Marker {
+func (b *clusterBundle) marker(t *testing.T, id string) marker.Marker {
 	t.Helper()
 	m, found, err := b.sg.Markers().Read(context.Background(), id)
 	require.NoError(t, err)
@@ -89,7 +90,7 @@ func TestSweep_MarkersOnACluster(t *testing.T) {
 		b := clusterSetup(t, c)
 		ids := b.stuck(t, 3, 3)
 		moved, migrating, fresh := ids[0], ids[1], ids[2]
-		newer := []jobguard.Marker{{JobID: moved, Generation: 7, At: time.Now()}, {JobID: migrating, Generation: 7, At: time.Now()}}
+		newer := []marker.Marker{{JobID: moved, Generation: 7, At: time.Now()}, {JobID: migrating, Generation: 7, At: time.Now()}}
 		require.NoError(t, b.sg.Markers().Write(ctx, newer...))
 		// The client now holds the slot map from before the moves.
 		owner := map[string]int{}
@@ -173,9 +174,9 @@ func TestSweep_MarkersOnACluster(t *testing.T) {
 		ctx := context.Background()
 		b := clusterSetup(t, c)
 		ids := b.stuck(t, 60, 4)
-		var newer []jobguard.Marker
+		var newer []marker.Marker
 		for _, id := range ids[:30] {
-			newer = append(newer, jobguard.Marker{JobID: id, Generation: 9, Reason: "newer", At: time.Now()})
+			newer = append(newer, marker.Marker{JobID: id, Generation: 9, Reason: "newer", At: time.Now()})
 		}
 		require.NoError(t, b.sg.Markers().Write(ctx, newer...))
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
 // Decision is what a sweep does with one job. Every listed job gets exactly
@@ -76,7 +77,7 @@ func screen(l ActiveJob, r rule) (Decision, bool) {
 // listing's has moved on: a listing of either is stale. Progress is
 // compared on the database's clock only (ReadAt minus UpdatedAt), so a
 // reclaimer whose clock runs ahead cannot take a beating job for stalled.
-func decide(l ActiveJob, row *jobguard.JobState, r rule, st jobguard.Statuses) Decision {
+func decide(l ActiveJob, row *jobset.Job, r rule, st jobguard.Statuses) Decision {
 	if d, ok := screen(l, r); ok {
 		return d
 	}

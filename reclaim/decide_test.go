@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
 func TestDecide(t *testing.T) {
@@ -21,8 +22,8 @@ func TestDecide(t *testing.T) {
 	queuedAgo := func(d time.Duration) time.Time { return now.Add(-d) }
 	// row is a PROCESSING row of generation 2 as the database read it:
 	// started startedAgo and last progressed updatedAgo before its ReadAt.
-	row := func(status string, startedAgo, updatedAgo time.Duration) *jobguard.JobState {
-		r := &jobguard.JobState{Status: status, Generation: 2, ReadAt: db, UpdatedAt: db.Add(-updatedAgo)}
+	row := func(status string, startedAgo, updatedAgo time.Duration) *jobset.Job {
+		r := &jobset.Job{Status: status, Generation: 2, ReadAt: db, UpdatedAt: db.Add(-updatedAgo)}
 		if startedAgo > 0 {
 			r.StartedAt = db.Add(-startedAgo)
 		}
@@ -32,7 +33,7 @@ func TestDecide(t *testing.T) {
 
 	for name, tc := range map[string]struct {
 		listing ActiveJob
-		row     *jobguard.JobState
+		row     *jobset.Job
 		rule    rule
 		want    Decision
 	}{

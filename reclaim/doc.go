@@ -107,7 +107,7 @@
 // progress, and in words (PlannedJob.String).
 //
 // Suggest reads the limits from evidence instead of guesses: per type, the
-// runtimes of the latest completions (jobguard's Batch.History, one index
+// runtimes of the latest completions (jobset's Set.History, one index
 // range per type over a bounded window), how many of them ran longer than
 // the current limit, how many jobs were reclaimed, and a suggested limit (a
 // percentile times a margin, never below the longest completion unless

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
-	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
@@ -81,7 +81,7 @@ func TestSetParent_NoParentsSendsNothing(t *testing.T) {
 	tx, err := env.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	for name, jobs := range map[string][]jobguard.JobState{"nil": nil, "empty": {}, "no parent": {{ID: "1"}}} {
+	for name, jobs := range map[string][]jobset.Job{"nil": nil, "empty": {}, "no parent": {{ID: "1"}}} {
 		require.NoError(t, rule(ctx, tx, jobs), name)
 	}
 	var one int

@@ -25,6 +25,8 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/sourcetest"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
+	"github.com/jobguard/jobguard/jobguard/marker"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/reclaim/bullmq"
 )
@@ -56,7 +58,7 @@ func (s faultSetup) course(t *testing.T) string {
 
 // faultConfig is the reclaimer of these tests: chapters over a minute
 // without progress for a minute are stuck; their course fails with them.
-func faultConfig(t testing.TB, db *pgxpool.Pool, guard *jobguard.Guard, rdb jobguard.Redis, logger *slog.Logger) reclaim.Config {
+func faultConfig(t testing.TB, db *pgxpool.Pool, guard *jobguard.Guard, rdb marker.Redis, logger *slog.Logger) reclaim.Config {
 	t.Helper()
 	rule, err := reclaim.SetParent(reclaim.ParentUpdate{Table: "courses", Column: "status", Value: "FAILED", From: []string{"GENERATING"}})
 	require.NoError(t, err)
@@ -162,7 +164,7 @@ func TestFaults_ReclaimerChild(t *testing.T) {
 	cfg := faultConfig(t, pool, guard, rdb, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	if c.BlockInRule {
 		set := cfg.OnReclaim["chapter"]
-		cfg.OnReclaim["chapter"] = func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
+		cfg.OnReclaim["chapter"] = func(ctx context.Context, tx pgx.Tx, jobs []jobset.Job) error {
 			if err := set(ctx, tx, jobs); err != nil {
 				return err
 			}
@@ -310,9 +312,9 @@ func TestFaults_ReclaimerKilledInsideItsTransaction(t *testing.T) {
 	require.Equal(t, int64(3), m.Generation)
 }
 
-func markerStore(t *testing.T, s faultSetup) *jobguard.MarkerStore {
+func markerStore(t *testing.T, s faultSetup) *marker.RedisStore {
 	t.Helper()
-	m, err := jobguard.NewMarkerStore(s.jobs.Guard, s.env.Redis, jobguard.MarkerConfig{})
+	m, err := marker.NewRedisStore(s.jobs.Guard, s.env.Redis, marker.Config{})
 	require.NoError(t, err)
 	return m
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
+	"github.com/jobguard/jobguard/jobguard/marker"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
@@ -91,7 +93,7 @@ func TestSweep_PostgresMarkerAndReclaimCommitTogether(t *testing.T) {
 	t.Parallel()
 	for name, rules := range map[string]map[string]reclaim.ParentRule{
 		"without parent rules": nil,
-		"with a parent rule":   {"chapter": func(context.Context, pgx.Tx, []jobguard.JobState) error { return nil }},
+		"with a parent rule":   {"chapter": func(context.Context, pgx.Tx, []jobset.Job) error { return nil }},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -130,7 +132,7 @@ func TestSweep_PostgresMarkerOnlyForWhatCommitted(t *testing.T) {
 	r, _ := pgReclaimer(t, guard, jobs, reclaim.Config{
 		Limits: reclaim.StaticLimits{"chapter": 30 * time.Minute, "export": 30 * time.Minute},
 		Source: listSource{{ID: ok, Type: "chapter", StartedAt: old}, {ID: refused, Type: "export", StartedAt: old}},
-		OnReclaim: map[string]reclaim.ParentRule{"export": func(context.Context, pgx.Tx, []jobguard.JobState) error {
+		OnReclaim: map[string]reclaim.ParentRule{"export": func(context.Context, pgx.Tx, []jobset.Job) error {
 			return errors.New("parent refuses")
 		}},
 	})
@@ -138,7 +140,7 @@ func TestSweep_PostgresMarkerOnlyForWhatCommitted(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{ok}, rep.ReclaimedIDs)
 	require.Equal(t, 1, rep.RuleErrors)
-	s, err := jobguard.NewPostgresMarkers(guard, jobguard.MarkerConfig{})
+	s, err := marker.NewPostgresStore(guard, marker.Config{})
 	require.NoError(t, err)
 	_, found, err := s.Read(ctx, jobs.Env.Pool, ok)
 	require.NoError(t, err)

@@ -3,6 +3,7 @@ package reclaim_test
 import (
 	"context"
 	"errors"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 	"log/slog"
 	"testing"
 	"time"
@@ -44,7 +45,7 @@ func TestMetrics_EveryReportCountIsADecision(t *testing.T) {
 	// raced is read while stalled, then moves before the write: the source
 	// hands the sweep a row that is no longer the row.
 	raced := insert(time.Hour, "")
-	rows, err := jobs.Guard.Batch().Snapshot(ctx, env.Pool, []string{raced})
+	rows, err := jobset.New(jobs.Guard).Snapshot(ctx, env.Pool, []string{raced})
 	require.NoError(t, err)
 	row := rows[raced]
 	setUpdatedAgo(t, jobs, raced, 50*time.Minute)

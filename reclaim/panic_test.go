@@ -17,14 +17,15 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/panicky"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
 // panickingRule runs rule, but panics while broken is set when one of its
 // jobs has the parent bad: a rule with a bug for one parent.
 func panickingRule(rule reclaim.ParentRule, bad string, broken *atomic.Bool) reclaim.ParentRule {
-	return func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
-		if broken.Load() && slices.ContainsFunc(jobs, func(j jobguard.JobState) bool { return j.ParentID == bad }) {
+	return func(ctx context.Context, tx pgx.Tx, jobs []jobset.Job) error {
+		if broken.Load() && slices.ContainsFunc(jobs, func(j jobset.Job) bool { return j.ParentID == bad }) {
 			panic("boom")
 		}
 		return rule(ctx, tx, jobs)
@@ -190,8 +191,8 @@ func TestRun_PanickingSourceLoggerAndMeterDoNotStopTheSweeps(t *testing.T) {
 // refusingRule fails, by an error or a panic, for a page that holds bad,
 // and writes nothing otherwise.
 func refusingRule(bad string, panics bool) reclaim.ParentRule {
-	return func(_ context.Context, _ pgx.Tx, jobs []jobguard.JobState) error {
-		if !slices.ContainsFunc(jobs, func(j jobguard.JobState) bool { return j.ID == bad }) {
+	return func(_ context.Context, _ pgx.Tx, jobs []jobset.Job) error {
+		if !slices.ContainsFunc(jobs, func(j jobset.Job) bool { return j.ID == bad }) {
 			return nil
 		}
 		if panics {
@@ -237,8 +238,8 @@ func TestSweep_UntypedTableRuleThatFailsHoldsBackOnlyItsJob(t *testing.T) {
 // returns nil, as how says: the connection is busy until those rows are
 // closed, which nobody can do.
 func openRowsRule(rule reclaim.ParentRule, bad, how string) reclaim.ParentRule {
-	return func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
-		if !slices.ContainsFunc(jobs, func(j jobguard.JobState) bool { return j.ParentID == bad }) {
+	return func(ctx context.Context, tx pgx.Tx, jobs []jobset.Job) error {
+		if !slices.ContainsFunc(jobs, func(j jobset.Job) bool { return j.ParentID == bad }) {
 			return rule(ctx, tx, jobs)
 		}
 		return leaveRowsOpen(ctx, tx, how)

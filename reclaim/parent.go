@@ -9,7 +9,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/pgarray"
-	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
 // ParentRule follows a reclaim into the jobs' parents (the course, the
@@ -36,7 +36,7 @@ import (
 // must return when ctx ends: it holds the reclaim's transaction, so it
 // cannot be abandoned, and the sweep's deadline (SweepTimeout) reaches it
 // only through ctx.
-type ParentRule func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error
+type ParentRule func(ctx context.Context, tx pgx.Tx, jobs []jobset.Job) error
 
 // ParentUpdate is the write of SetParent: set Column to Value on the rows of
 // Table whose IDColumn is a reclaimed job's ParentID.
@@ -90,7 +90,7 @@ func SetParent(p ParentUpdate) (ParentRule, error) {
 	col := ident.Quote(p.Column)
 	sql := fmt.Sprintf(`UPDATE %s SET %s = $1 WHERE %s = ANY($2) AND %s::text = ANY($3::text[])`,
 		table, col, ident.Quote(p.IDColumn), col)
-	return func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
+	return func(ctx context.Context, tx pgx.Tx, jobs []jobset.Job) error {
 		var parents []string
 		for _, j := range jobs {
 			if j.ParentID != "" {

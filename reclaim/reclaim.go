@@ -13,6 +13,7 @@ import (
 	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // Defaults of Config.
@@ -40,7 +41,7 @@ type Config struct {
 	// MarkersRedis, and is required then. With MarkersPostgres (the
 	// default) the markers are written to the marker table in the
 	// reclaim's own transaction, and Redis is not used: leave it nil.
-	Redis jobguard.Redis
+	Redis marker.Redis
 	// Source lists the active jobs. Defaults to a TableSource over Guard and
 	// DB, which needs the mapping's StartedAtColumn.
 	Source Source
@@ -56,9 +57,9 @@ type Config struct {
 	NoProgress time.Duration
 	// Markers configures the markers written (their TTL). Their prefix, and
 	// the failure reason written, are Guard's Shared settings, which the
-	// start guards and watchers read. Defaults to the MarkerConfig defaults
+	// start guards and watchers read. Defaults to the marker.Config defaults
 	// (a TTL of 7 days).
-	Markers jobguard.MarkerConfig
+	Markers marker.Config
 	// Notices, when set, announces every reclaimed execution after the
 	// reclaim has committed and its markers are written, so that a
 	// watch.Watcher in the worker cancels the execution's context and its
@@ -120,8 +121,8 @@ type Config struct {
 // conditional).
 type Reclaimer struct {
 	cfg     Config
-	markers *jobguard.MarkerStore     // Shared.Markers = MarkersRedis
-	table   *jobguard.PostgresMarkers // Shared.Markers = MarkersPostgres
+	markers *marker.RedisStore    // Shared.Markers = MarkersRedis
+	table   *marker.PostgresStore // Shared.Markers = MarkersPostgres
 	log     *slog.Logger
 	met     *sweepMetrics
 }
@@ -137,9 +138,9 @@ func New(cfg Config) (*Reclaimer, error) {
 	}
 	r := &Reclaimer{cfg: cfg, log: cfg.Logger, met: newSweepMetrics(cfg.MeterProvider, cfg.Shadow)}
 	if cfg.Guard.Shared().Markers == jobguard.MarkersRedis {
-		r.markers, err = jobguard.NewMarkerStore(cfg.Guard, cfg.Redis, cfg.Markers)
+		r.markers, err = marker.NewRedisStore(cfg.Guard, cfg.Redis, cfg.Markers)
 	} else {
-		r.table, err = jobguard.NewPostgresMarkers(cfg.Guard, cfg.Markers)
+		r.table, err = marker.NewPostgresStore(cfg.Guard, cfg.Markers)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: new: Markers: %w", err)

@@ -18,6 +18,8 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
+	"github.com/jobguard/jobguard/jobguard/marker"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
@@ -75,9 +77,9 @@ func setUpdatedAgo(t *testing.T, jobs *fixture.Jobs, id string, ago time.Duratio
 	jobs.Backdate(t, id, jobs.Table.UpdatedAtColumn, ago)
 }
 
-func markers(t testing.TB, jobs *fixture.Jobs) *jobguard.MarkerStore {
+func markers(t testing.TB, jobs *fixture.Jobs) *marker.RedisStore {
 	t.Helper()
-	m, err := jobguard.NewMarkerStore(jobs.Guard, jobs.Env.Redis, jobguard.MarkerConfig{})
+	m, err := marker.NewRedisStore(jobs.Guard, jobs.Env.Redis, marker.Config{})
 	require.NoError(t, err)
 	return m
 }
@@ -379,7 +381,7 @@ func TestSweep_ConcurrentReclaimersReclaimEachJobOnce(t *testing.T) {
 		env.Exec(`INSERT INTO courses (id, status) VALUES ($1, 'GENERATING')`, course)
 		ids = append(ids, jobs.Insert(t, fixture.Job{ParentID: course, UpdatedAgo: 2 * time.Hour}))
 	}
-	countFailure := func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
+	countFailure := func(ctx context.Context, tx pgx.Tx, jobs []jobset.Job) error {
 		var parents []string
 		for _, j := range jobs {
 			parents = append(parents, j.ParentID)
@@ -523,7 +525,7 @@ func TestSweep_FailingParentRuleHoldsBackOnlyItsJobs(t *testing.T) {
 	jobs := fixture.Create(t, env, fixture.Default)
 	chapter := jobs.Insert(t, fixture.Job{ParentID: "course-1", UpdatedAgo: 2 * time.Hour})
 	video := jobs.Insert(t, fixture.Job{Type: "video", UpdatedAgo: 2 * time.Hour})
-	broken := func(context.Context, pgx.Tx, []jobguard.JobState) error { return errors.New("parent table locked") }
+	broken := func(context.Context, pgx.Tx, []jobset.Job) error { return errors.New("parent table locked") }
 	r, logs := newReclaimer(t, jobs, reclaim.Config{
 		Limits:    reclaim.StaticLimits{"chapter": 30 * time.Minute, "video": 30 * time.Minute},
 		OnReclaim: map[string]reclaim.ParentRule{"chapter": broken},

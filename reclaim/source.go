@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
 // Source lists the jobs a queue considers active, a page at a time, so that
@@ -85,7 +86,7 @@ type ActiveJob struct {
 	// on it and matches its write against it instead of reading the row
 	// again. Defaults to nil: Sweep reads the rows it needs in one query per
 	// page.
-	Row *jobguard.JobState
+	Row *jobset.Job
 }
 
 // TableSource reads the active jobs from the jobs table itself: the
@@ -121,9 +122,9 @@ type UnstartedCounter interface {
 
 // CountUnstarted counts the PROCESSING rows whose start column is NULL, in
 // one statement that reads one index range per job type (jobguard's
-// Batch.Unstarted).
+// jobset.Set.Unstarted).
 func (s *TableSource) CountUnstarted(ctx context.Context) (int, error) {
-	n, err := s.guard.Batch().Unstarted(ctx, s.db)
+	n, err := jobset.New(s.guard).Unstarted(ctx, s.db)
 	if err != nil {
 		return 0, fmt.Errorf("reclaim: table source: %w", err)
 	}
@@ -154,7 +155,7 @@ func (s *TableSource) Active(ctx context.Context, q Query, page func([]ActiveJob
 	}
 	// A type that has no limit is listed once its jobs have run longer than
 	// the shortest limit, so that the sweep can report it.
-	types, err := s.guard.Batch().ActiveTypes(ctx, s.db)
+	types, err := jobset.New(s.guard).ActiveTypes(ctx, s.db)
 	if err != nil {
 		return fmt.Errorf("reclaim: table source: %w", err)
 	}
@@ -171,9 +172,9 @@ func (s *TableSource) Active(ctx context.Context, q Query, page func([]ActiveJob
 	}
 	// One row past the page says whether another page follows, without a
 	// query that finds nothing.
-	oq := jobguard.OverdueQuery{Limits: limits, Max: q.PageSize + 1}
+	oq := jobset.OverdueQuery{Limits: limits, Max: q.PageSize + 1}
 	for {
-		rows, err := s.guard.Batch().Overdue(ctx, s.db, oq)
+		rows, err := jobset.New(s.guard).Overdue(ctx, s.db, oq)
 		if err != nil {
 			return fmt.Errorf("reclaim: table source: %w", err)
 		}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jobguard/jobguard/internal/interval"
-	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
 // The defaults of SuggestSpec.
@@ -61,7 +61,7 @@ type SuggestSpec struct {
 
 // Suggestion is the evidence of one job type and the limit it suggests.
 type Suggestion struct {
-	jobguard.TypeHistory
+	jobset.TypeHistory
 	// Limit is the type's current limit; zero when it has none. OverLimit
 	// counts the completions that ran longer.
 	Limit time.Duration
@@ -76,7 +76,7 @@ type Suggestion struct {
 }
 
 // Suggest reads the history of the finished jobs (jobguard's
-// Batch.History: per type, one index range of the latest finished jobs
+// jobset.Set.History: per type, one index range of the latest finished jobs
 // within the window) and suggests a limit for each type from the runtimes
 // of its completions. It writes nothing; TableLimits.Set applies a
 // suggestion.
@@ -95,11 +95,11 @@ func (r *Reclaimer) Suggest(ctx context.Context, spec SuggestSpec) ([]Suggestion
 	// the window has nothing to suggest from and is left out.
 	wanted := map[string]bool{}
 	if len(types) == 0 {
-		active, err := r.cfg.Guard.Batch().ActiveTypes(ctx, r.cfg.DB)
+		active, err := jobset.New(r.cfg.Guard).ActiveTypes(ctx, r.cfg.DB)
 		if err != nil {
 			return nil, fmt.Errorf("reclaim: suggest: %w", err)
 		}
-		finished, err := r.cfg.Guard.Batch().FinishedTypes(ctx, r.cfg.DB)
+		finished, err := jobset.New(r.cfg.Guard).FinishedTypes(ctx, r.cfg.DB)
 		if err != nil {
 			return nil, fmt.Errorf("reclaim: suggest: %w", err)
 		}
@@ -118,12 +118,12 @@ func (r *Reclaimer) Suggest(ctx context.Context, spec SuggestSpec) ([]Suggestion
 	if len(types) == 0 {
 		return nil, nil
 	}
-	q := jobguard.HistoryQuery{Limits: make(map[string]time.Duration, len(types)), Window: spec.Window,
+	q := jobset.HistoryQuery{Limits: make(map[string]time.Duration, len(types)), Window: spec.Window,
 		PerType: spec.PerType, Percentile: spec.Percentile}
 	for _, t := range types {
 		q.Limits[t] = limits[t]
 	}
-	hs, err := r.cfg.Guard.Batch().History(ctx, r.cfg.DB, q)
+	hs, err := jobset.New(r.cfg.Guard).History(ctx, r.cfg.DB, q)
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: suggest: %w", err)
 	}
@@ -171,7 +171,7 @@ func (s SuggestSpec) withDefaults() (SuggestSpec, error) {
 }
 
 // suggest is the limit h suggests under s.
-func (s SuggestSpec) suggest(h jobguard.TypeHistory) time.Duration {
+func (s SuggestSpec) suggest(h jobset.TypeHistory) time.Duration {
 	if h.Completed == 0 {
 		return 0
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jobguard/jobguard/internal/safe"
-	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
 // Sweep runs one pass. It reads the limits once, then takes the source's
@@ -193,7 +193,7 @@ func (r *Reclaimer) page(ctx context.Context, p *pass, listed []ActiveJob, limit
 		return err
 	}
 
-	var chosen []jobguard.JobState
+	var chosen []jobset.Job
 	typeOf := map[string]string{} // id → the type its limit and parent rule are keyed by
 	st := r.cfg.Guard.Table().Statuses
 	for _, l := range jobs {
@@ -261,7 +261,7 @@ func (r *Reclaimer) readRows(ctx context.Context, jobs []ActiveJob, ruleOf func(
 	if len(unread) == 0 {
 		return nil
 	}
-	rows, err := r.cfg.Guard.Batch().Snapshot(ctx, r.cfg.DB, unread)
+	rows, err := jobset.New(r.cfg.Guard).Snapshot(ctx, r.cfg.DB, unread)
 	if err != nil {
 		return fmt.Errorf("read rows: %w", err)
 	}

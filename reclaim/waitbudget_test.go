@@ -12,7 +12,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
-	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
@@ -130,7 +130,7 @@ func TestSweep_RuleThatBlocksWithoutALockFailsOnlyItsJobs(t *testing.T) {
 	jobs := fixture.Create(t, env, fixture.Default)
 	slow := jobs.Insert(t, fixture.Job{Type: "slow", Generation: 1, UpdatedAgo: 2 * time.Hour})
 	free := jobs.Insert(t, fixture.Job{Type: "video", Generation: 1, UpdatedAgo: 2 * time.Hour})
-	sleep := func(ctx context.Context, tx pgx.Tx, _ []jobguard.JobState) error {
+	sleep := func(ctx context.Context, tx pgx.Tx, _ []jobset.Job) error {
 		_, err := tx.Exec(ctx, `SELECT pg_sleep(60)`)
 		return err
 	}
@@ -160,7 +160,7 @@ func TestSweep_RuleThatSwallowsAFailedStatementFailsOnlyItsJobs(t *testing.T) {
 	audited := jobs.Insert(t, fixture.Job{Type: "audited", Generation: 1, UpdatedAgo: 2 * time.Hour})
 	free := jobs.Insert(t, fixture.Job{Type: "video", Generation: 1, UpdatedAgo: 2 * time.Hour})
 	var swallowed error
-	bestEffort := func(ctx context.Context, tx pgx.Tx, _ []jobguard.JobState) error {
+	bestEffort := func(ctx context.Context, tx pgx.Tx, _ []jobset.Job) error {
 		_, swallowed = tx.Exec(ctx, `INSERT INTO no_such_audit_table (note) VALUES ('reclaimed')`)
 		return nil // the audit row is optional
 	}

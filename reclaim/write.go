@@ -15,11 +15,13 @@ import (
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // outcome is what the write did with the jobs chosen for reclaim.
 type outcome struct {
-	failed     []jobguard.JobState
+	failed     []jobset.Job
 	moved      int // rows changed since they were read: lost races
 	locked     int // rows another transaction held: skipped
 	ruleErrors int // jobs left alone because their parent rule failed
@@ -27,7 +29,7 @@ type outcome struct {
 	panicked   error // the first rule error that is a rule's panic
 }
 
-func (o *outcome) add(res jobguard.FailResult) {
+func (o *outcome) add(res jobset.FailResult) {
 	o.failed = append(o.failed, res.Failed...)
 	o.moved += res.Moved
 	o.locked += res.Locked
@@ -50,82 +52,117 @@ func (o *outcome) add(res jobguard.FailResult) {
 // pass.waitUntil), so that the jobs whose parents are free commit within
 // the deadline however many parents are held. When it returns an error,
 // the outcome still holds what committed before.
-func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobState, typeOf map[string]string) (outcome, error) {
-	if len(r.cfg.OnReclaim) == 0 && r.table == nil {
-		res, err := r.cfg.Guard.Batch().FailIfUnchanged(ctx, r.cfg.DB, chosen, r.cfg.Guard.Shared().ReclaimedReason)
-		if err != nil {
-			return outcome{}, err
-		}
-		var out outcome
-		out.add(res)
-		return out, nil
-	}
+func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobset.Job, typeOf map[string]string) (outcome, error) {
 	if len(r.cfg.OnReclaim) == 0 {
-		// The markers commit with the reclaim, in its transaction.
-		var res jobguard.FailResult
-		err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
+		return r.writeAll(ctx, chosen)
+	}
+	out, aside, err := r.writePage(ctx, p, chosen, typeOf)
+	if err != nil {
+		return outcome{}, err
+	}
+	err = r.writeAside(ctx, p, aside, typeOf, &out)
+	return out, err
+}
+
+// failUnchanged fails the jobs of batch still as read, on db, with the
+// reclaimer's failure reason.
+func (r *Reclaimer) failUnchanged(ctx context.Context, db jobguard.DB, batch []jobset.Job) (jobset.FailResult, error) {
+	return jobset.New(r.cfg.Guard).FailIfUnchanged(ctx, db, batch, r.cfg.Guard.Shared().ReclaimedReason)
+}
+
+// writeAll is write without parent rules: one statement, and with the
+// markers kept in Postgres, one transaction that commits them with the
+// reclaim.
+func (r *Reclaimer) writeAll(ctx context.Context, chosen []jobset.Job) (outcome, error) {
+	var res jobset.FailResult
+	var err error
+	if r.table == nil {
+		res, err = r.failUnchanged(ctx, r.cfg.DB, chosen)
+	} else {
+		err = pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
 			var err error
-			if res, err = r.cfg.Guard.Batch().FailIfUnchanged(ctx, tx, chosen, r.cfg.Guard.Shared().ReclaimedReason); err != nil {
+			if res, err = r.failUnchanged(ctx, tx, chosen); err != nil {
 				return err
 			}
 			return r.mark(ctx, tx, res.Failed)
 		})
-		if err != nil {
-			return outcome{}, err
-		}
-		var out outcome
-		out.add(res)
-		return out, nil
+	}
+	if err != nil {
+		return outcome{}, err
 	}
 	var out outcome
-	var aside []jobguard.JobState
-	// A rule that leaves its transaction broken (a result still open on
-	// its connection, where not even the rollback to a savepoint can run)
-	// ends that transaction: what is left of the page goes on in a new one.
+	out.add(res)
+	return out, nil
+}
+
+// writePage fails the page with its parent rules in one transaction, or
+// in a new one after each rule that breaks its own (see writeBatch), and
+// returns the jobs set aside because their rule failed.
+func (r *Reclaimer) writePage(ctx context.Context, p *pass, chosen []jobset.Job, typeOf map[string]string) (out outcome, aside []jobset.Job, err error) {
 	for batch := chosen; len(batch) > 0; {
 		err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
-			outer, err := r.waitAtMost(ctx, tx, p)
-			if err != nil {
-				return err
-			}
-			for len(batch) > 0 {
-				res, err := r.attempt(ctx, tx, p, outer, batch, typeOf)
-				if err == nil {
-					out.add(res)
-					batch = nil
-					return nil
-				}
-				re := asRuleError(err)
-				if re == nil || ctx.Err() != nil {
-					return err
-				}
-				var rest []jobguard.JobState
-				for _, c := range batch {
-					if typeOf[c.ID] == re.typ {
-						aside = append(aside, c)
-					} else {
-						rest = append(rest, c)
-					}
-				}
-				batch = rest
-				if re.broken {
-					return err
-				}
-			}
-			return nil
+			var err error
+			batch, err = r.writeBatch(ctx, tx, p, batch, typeOf, &out, &aside)
+			return err
 		})
 		if re := asRuleError(err); err != nil && (re == nil || !re.broken || ctx.Err() != nil) {
-			return outcome{}, err
+			return outcome{}, nil, err
 		}
 	}
+	return out, aside, nil
+}
+
+// writeBatch attempts batch in tx, setting the jobs of a rule that fails
+// aside and attempting the rest again, until an attempt succeeds (its
+// result added to out) or fails for another reason. It returns what is
+// left of batch: nothing after a success. A rule that leaves tx broken (a
+// result still open on its connection, where not even the rollback to a
+// savepoint can run) ends tx: its error is returned, and what is left of
+// the page goes on in a new transaction.
+func (r *Reclaimer) writeBatch(ctx context.Context, tx pgx.Tx, p *pass, batch []jobset.Job, typeOf map[string]string,
+	out *outcome, aside *[]jobset.Job) ([]jobset.Job, error) {
+	outer, err := r.waitAtMost(ctx, tx, p)
+	if err != nil {
+		return batch, err
+	}
+	for len(batch) > 0 {
+		res, err := r.attempt(ctx, tx, p, outer, batch, typeOf)
+		if err == nil {
+			out.add(res)
+			return nil, nil
+		}
+		re := asRuleError(err)
+		if re == nil || ctx.Err() != nil {
+			return batch, err
+		}
+		var rest []jobset.Job
+		for _, c := range batch {
+			if typeOf[c.ID] == re.typ {
+				*aside = append(*aside, c)
+			} else {
+				rest = append(rest, c)
+			}
+		}
+		batch = rest
+		if re.broken {
+			return batch, err
+		}
+	}
+	return batch, nil
+}
+
+// writeAside tries each job set aside alone, in a transaction of its own,
+// so that a parent that refuses a write holds back only its own job. A job
+// whose rule fails again is counted in out and left for the next sweep.
+func (r *Reclaimer) writeAside(ctx context.Context, p *pass, aside []jobset.Job, typeOf map[string]string, out *outcome) error {
 	for _, c := range aside {
-		var res jobguard.FailResult
+		var res jobset.FailResult
 		err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
 			outer, err := r.waitAtMost(ctx, tx, p)
 			if err != nil {
 				return err
 			}
-			res, err = r.attempt(ctx, tx, p, outer, []jobguard.JobState{c}, typeOf)
+			res, err = r.attempt(ctx, tx, p, outer, []jobset.Job{c}, typeOf)
 			return err
 		})
 		re := asRuleError(err)
@@ -133,32 +170,37 @@ func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobguard.JobSta
 		case err == nil:
 			out.add(res)
 		case re == nil || ctx.Err() != nil:
-			return out, err
+			return err
 		default:
-			out.ruleErrors++
-			if out.ruleErr == nil {
-				out.ruleErr = fmt.Errorf("job %s: %w", c.ID, err)
-			}
-			if out.panicked == nil && safe.AsPanic(err) != nil {
-				out.panicked = fmt.Errorf("job %s: %w", c.ID, err)
-			}
-			r.log.DebugContext(ctx, "reclaim: parent rule failed; job left for the next sweep",
-				slog.String("job_id", c.ID), slog.String("job_type", re.typ), slog.Any("error", err))
+			r.ruleFailed(ctx, out, c, re, err)
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// ruleFailed counts, keeps and logs the failure of c's parent rule.
+func (r *Reclaimer) ruleFailed(ctx context.Context, out *outcome, c jobset.Job, re *ruleError, err error) {
+	out.ruleErrors++
+	if out.ruleErr == nil {
+		out.ruleErr = fmt.Errorf("job %s: %w", c.ID, err)
+	}
+	if out.panicked == nil && safe.AsPanic(err) != nil {
+		out.panicked = fmt.Errorf("job %s: %w", c.ID, err)
+	}
+	r.log.DebugContext(ctx, "reclaim: parent rule failed; job left for the next sweep",
+		slog.String("job_id", c.ID), slog.String("job_type", re.typ), slog.Any("error", err))
 }
 
 // mark writes the markers of the reclaimed jobs in tx, the reclaim's own
 // transaction, when they are kept in Postgres; with Redis, announce writes
 // them after the commit.
-func (r *Reclaimer) mark(ctx context.Context, tx pgx.Tx, reclaimed []jobguard.JobState) error {
+func (r *Reclaimer) mark(ctx context.Context, tx pgx.Tx, reclaimed []jobset.Job) error {
 	if r.table == nil || len(reclaimed) == 0 {
 		return nil
 	}
-	markers := make([]jobguard.Marker, len(reclaimed))
+	markers := make([]marker.Marker, len(reclaimed))
 	for i, c := range reclaimed {
-		markers[i] = jobguard.Marker{JobID: c.ID, Generation: c.Generation, Reason: r.cfg.Guard.Shared().ReclaimedReason}
+		markers[i] = marker.Marker{JobID: c.ID, Generation: c.Generation, Reason: r.cfg.Guard.Shared().ReclaimedReason}
 	}
 	return r.table.Write(ctx, tx, markers...)
 }
@@ -223,20 +265,20 @@ func (r *Reclaimer) waitLeft(ctx context.Context, p *pass, floor time.Duration) 
 // savepoint of tx. When a rule fails, everything the attempt wrote is rolled
 // back and the error is a *ruleError that names the rule's job type; any
 // other error is the page's own. outer is tx's statement_timeout.
-func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer string, batch []jobguard.JobState, typeOf map[string]string) (jobguard.FailResult, error) {
+func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer string, batch []jobset.Job, typeOf map[string]string) (jobset.FailResult, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
-		return jobguard.FailResult{}, err
+		return jobset.FailResult{}, err
 	}
 	defer func() { _ = sp.Rollback(ctx) }() // a no-op once released
-	res, err := r.cfg.Guard.Batch().FailIfUnchanged(ctx, sp, batch, r.cfg.Guard.Shared().ReclaimedReason)
+	res, err := r.failUnchanged(ctx, sp, batch)
 	if err != nil {
-		return jobguard.FailResult{}, err
+		return jobset.FailResult{}, err
 	}
 	if err := r.mark(ctx, sp, res.Failed); err != nil {
-		return jobguard.FailResult{}, err
+		return jobset.FailResult{}, err
 	}
-	byType := map[string][]jobguard.JobState{}
+	byType := map[string][]jobset.Job{}
 	for _, f := range res.Failed {
 		typ := typeOf[f.ID]
 		if f.Type == "" {
@@ -251,14 +293,14 @@ func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer strin
 		}
 		ruleErr, broken, err := r.rule(ctx, sp, p, outer, parentRule, byType[typ])
 		if err != nil {
-			return jobguard.FailResult{}, err
+			return jobset.FailResult{}, err
 		}
 		if ruleErr != nil {
-			return jobguard.FailResult{}, &ruleError{typ: typ, err: ruleErr, broken: broken}
+			return jobset.FailResult{}, &ruleError{typ: typ, err: ruleErr, broken: broken}
 		}
 	}
 	if err := sp.Commit(ctx); err != nil {
-		return jobguard.FailResult{}, err
+		return jobset.FailResult{}, err
 	}
 	return res, nil
 }
@@ -273,7 +315,7 @@ func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer strin
 // a savepoint it left that cannot be released or rolled back; broken, that
 // the rule left sp where no statement runs (txstate.Broken). err
 // is one of the page's own statements failing before the rule ran.
-func (r *Reclaimer) rule(ctx context.Context, sp pgx.Tx, p *pass, outer string, parentRule ParentRule, jobs []jobguard.JobState) (ruleErr error, broken bool, err error) {
+func (r *Reclaimer) rule(ctx context.Context, sp pgx.Tx, p *pass, outer string, parentRule ParentRule, jobs []jobset.Job) (ruleErr error, broken bool, err error) {
 	rsp, err := sp.Begin(ctx)
 	if err != nil {
 		return nil, false, err

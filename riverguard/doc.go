@@ -72,7 +72,7 @@
 // # Use
 //
 // A River shop needs nothing but Postgres: the reclaim markers live in the
-// table jobguard.MarkerMigration creates (Shared.Markers defaults to
+// table marker.Migration (package jobguard/marker) creates (Shared.Markers defaults to
 // jobguard.MarkersPostgres), and the watcher's notices travel over
 // LISTEN/NOTIFY (watch.Transport{Postgres: pool}).
 //

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 	"github.com/jobguard/jobguard/riverguard"
 )
 
@@ -53,7 +54,7 @@ func Example() {
 	pool := env.Pool
 	// The jobs table and the reclaim markers' table: River and jobguard
 	// need nothing but Postgres.
-	if _, err := pool.Exec(ctx, jobguard.Migration+jobguard.MarkerMigration+`CREATE TABLE chapters (job_id uuid, title text)`); err != nil {
+	if _, err := pool.Exec(ctx, jobguard.Migration+marker.Migration+`CREATE TABLE chapters (job_id uuid, title text)`); err != nil {
 		panic(err)
 	}
 	guard, err := jobguard.New(ctx, pool, jobguard.DefaultTable())

@@ -20,6 +20,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/reclaim/riversource"
 	"github.com/jobguard/jobguard/riverguard"
@@ -90,7 +91,7 @@ type options struct {
 	// Redis, when set, keeps the markers in Redis, in this client. Unset,
 	// the suite runs as a River shop without Redis does: markers in
 	// Postgres, notices over LISTEN/NOTIFY, and no Redis client anywhere.
-	Redis jobguard.Redis
+	Redis marker.Redis
 	// DB, when set, is the middleware's DB instead of the test's pool.
 	DB jobguard.DB
 	// Kinds is the middleware's Config.Kinds.
@@ -100,7 +101,7 @@ type options struct {
 // bundle is one test's jobs table, River client and worker.
 type bundle struct {
 	env    *testenv.Env
-	rdb    jobguard.Redis // nil: markers in Postgres
+	rdb    marker.Redis // nil: markers in Postgres
 	jobs   *fixture.Jobs
 	client *river.Client[pgx.Tx]
 	worker *chapterWorker

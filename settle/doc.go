@@ -127,7 +127,9 @@
 // keep their meaning. Choose settle when billing is money and metadata
 // must always catch up: the cost is one more row written with the
 // completion, one short write per update, and handlers registered by name
-// in every process that finalizes or sweeps.
+// in every process that finalizes or sweeps. The package doc of jobguard,
+// "Three Finalizes, two Updates", sets this Finalize and its Update beside
+// jobguard's and compensate's.
 //
 // Why a package of its own: records are a table with their own lifecycle
 // and a background sweep, above both jobguard (the completion, and Resume,

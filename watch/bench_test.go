@@ -11,6 +11,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 	"github.com/jobguard/jobguard/watch"
 )
 
@@ -59,7 +60,7 @@ func BenchmarkCheck(b *testing.B) {
 		require.NoError(b, rows.Err())
 		b.Run(fmt.Sprintf("n=%d/baseline=snapshot", n), func(b *testing.B) {
 			for b.Loop() {
-				_, err := jobs.Guard.Batch().Snapshot(ctx, env.Pool, ids)
+				_, err := jobset.New(jobs.Guard).Snapshot(ctx, env.Pool, ids)
 				require.NoError(b, err)
 			}
 		})

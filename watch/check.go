@@ -3,9 +3,9 @@ package watch
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
 // verdict is what a check makes of one watched execution and its row.
@@ -25,9 +25,9 @@ const (
 
 // rules are what judge needs to know of the table.
 type rules struct {
-	fenced    bool
-	statuses  jobguard.Statuses
-	reclaimed string // prefix of the reclaimer's failure reason
+	fenced   bool
+	statuses jobguard.Statuses
+	shared   jobguard.Shared // says which failure reasons are a reclaim's
 }
 
 // judge decides what the row (found or not) says of exec.
@@ -39,7 +39,7 @@ type rules struct {
 // reason is the reclaimer's, since a reclaim keeps the generation too.
 // Without a generation column the status and the reason are all there is to
 // go on, so a COMPLETED row is taken as the execution's own.
-func judge(r rules, exec jobguard.Execution, row jobguard.JobState, found bool) verdict {
+func judge(r rules, exec jobguard.Execution, row jobset.Job, found bool) verdict {
 	switch {
 	case !found:
 		return lost
@@ -49,7 +49,7 @@ func judge(r rules, exec jobguard.Execution, row jobguard.JobState, found bool) 
 		return owned
 	case row.Status == r.statuses.Completed:
 		return ended
-	case row.Status == r.statuses.Failed && !strings.HasPrefix(row.FailureReason, r.reclaimed):
+	case row.Status == r.statuses.Failed && !r.shared.Reclaimed(row.FailureReason):
 		return ended
 	}
 	return lost
@@ -79,7 +79,7 @@ func (w *Watcher) Check(ctx context.Context) (int, error) {
 	}
 	// Only executions registered before the read are judged by it: one
 	// watched after the query began may be newer than the row it saw.
-	rows, err := w.cfg.Guard.Batch().Snapshot(ctx, w.cfg.DB, ids)
+	rows, err := jobset.New(w.cfg.Guard).Snapshot(ctx, w.cfg.DB, ids)
 	if err != nil {
 		return 0, fmt.Errorf("watch: check: %w", err)
 	}

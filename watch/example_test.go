@@ -9,6 +9,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 	"github.com/jobguard/jobguard/watch"
 )
 
@@ -31,8 +32,8 @@ func newExample() (example, func()) {
 // reclaim fails the example's job the way the reclaimer does, with the
 // reclaimer's reason and without publishing a notice.
 func reclaim(ctx context.Context, ex example) {
-	rows, _ := ex.guard.Batch().Snapshot(ctx, ex.env.Pool, []string{ex.exec.JobID})
-	_, _ = ex.guard.Batch().FailIfUnchanged(ctx, ex.env.Pool, []jobguard.JobState{rows[ex.exec.JobID]}, jobguard.ReclaimedReasonDefault)
+	rows, _ := jobset.New(ex.guard).Snapshot(ctx, ex.env.Pool, []string{ex.exec.JobID})
+	_, _ = jobset.New(ex.guard).FailIfUnchanged(ctx, ex.env.Pool, []jobset.Job{rows[ex.exec.JobID]}, jobguard.ReclaimedReasonDefault)
 }
 
 func ExampleWatcher_Watch() {
@@ -57,8 +58,8 @@ func ExampleWatcher_Watch() {
 	// Meanwhile the reclaimer fails the job with the guard's reclaimed
 	// reason and, once that committed, publishes a notice for it.
 	pub, _ := watch.NewPublisher(ex.guard, transport)
-	rows, _ := ex.guard.Batch().Snapshot(ctx, ex.env.Pool, []string{ex.exec.JobID})
-	reclaimed, _ := ex.guard.Batch().FailIfUnchanged(ctx, ex.env.Pool, []jobguard.JobState{rows[ex.exec.JobID]},
+	rows, _ := jobset.New(ex.guard).Snapshot(ctx, ex.env.Pool, []string{ex.exec.JobID})
+	reclaimed, _ := jobset.New(ex.guard).FailIfUnchanged(ctx, ex.env.Pool, []jobset.Job{rows[ex.exec.JobID]},
 		ex.guard.Shared().ReclaimedReason)
 	_ = pub.Publish(ctx, watch.NoticesFrom(reclaimed.Failed)...)
 
@@ -131,7 +132,7 @@ func ExampleNewPublisher() {
 }
 
 func ExampleNoticesFrom() {
-	reclaimed := []jobguard.JobState{{ID: "job-1", Status: "FAILED", Generation: 3}, {ID: "job-2", Status: "FAILED", Generation: 1}}
+	reclaimed := []jobset.Job{{ID: "job-1", Status: "FAILED", Generation: 3}, {ID: "job-2", Status: "FAILED", Generation: 1}}
 	fmt.Println(watch.NoticesFrom(reclaimed))
 	// Output: [{job-1 3} {job-2 1}]
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 	"github.com/jobguard/jobguard/watch"
 )
 
@@ -106,13 +107,13 @@ func (b *bundle) watch(t *testing.T, exec jobguard.Execution) context.Context {
 func (b *bundle) reclaim(t *testing.T, publish bool, ids ...string) time.Time {
 	t.Helper()
 	ctx := context.Background()
-	rows, err := b.jobs.Guard.Batch().Snapshot(ctx, b.env.Pool, ids)
+	rows, err := jobset.New(b.jobs.Guard).Snapshot(ctx, b.env.Pool, ids)
 	require.NoError(t, err)
-	var expected []jobguard.JobState
+	var expected []jobset.Job
 	for _, r := range rows {
 		expected = append(expected, r)
 	}
-	changed, err := b.jobs.Guard.Batch().FailIfUnchanged(ctx, b.env.Pool, expected, jobguard.ReclaimedReasonDefault)
+	changed, err := jobset.New(b.jobs.Guard).FailIfUnchanged(ctx, b.env.Pool, expected, jobguard.ReclaimedReasonDefault)
 	require.NoError(t, err)
 	committed := time.Now()
 	require.Len(t, changed.Failed, len(ids))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
 // Notice says that a job's execution was reclaimed: the job's id, as the id
@@ -30,7 +31,7 @@ type wireNotice struct {
 // NoticesFrom returns a notice for every row of states, typically the rows
 // that a reclaim's conditional write (jobguard's FailIfUnchanged) really
 // changed. Publish them once that write has committed.
-func NoticesFrom(states []jobguard.JobState) []Notice {
+func NoticesFrom(states []jobset.Job) []Notice {
 	out := make([]Notice, len(states))
 	for i, s := range states {
 		out[i] = Notice{JobID: s.ID, Generation: s.Generation}

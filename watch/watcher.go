@@ -135,7 +135,7 @@ func New(cfg Config) (*Watcher, error) {
 	w := &Watcher{
 		cfg:      cfg,
 		log:      cfg.Logger,
-		rules:    rules{fenced: cfg.Guard.Fenced(), statuses: cfg.Guard.Table().Statuses, reclaimed: cfg.Guard.Shared().ReclaimedReason},
+		rules:    rules{fenced: cfg.Guard.Fenced(), statuses: cfg.Guard.Table().Statuses, shared: cfg.Guard.Shared()},
 		table:    cfg.Guard.TableKey(),
 		jobs:     make(map[string]map[*entry]struct{}),
 		checkNow: make(chan struct{}, 1),

@@ -13,6 +13,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 	"github.com/jobguard/jobguard/watch"
 )
 
@@ -194,12 +195,12 @@ func TestPublisher_PostgresNoticeInTransactionArrivesOnCommit(t *testing.T) {
 	exec := b.start(t, 1)
 	execCtx := b.watch(t, exec)
 
-	rows, err := b.jobs.Guard.Batch().Snapshot(ctx, b.env.Pool, []string{exec.JobID})
+	rows, err := jobset.New(b.jobs.Guard).Snapshot(ctx, b.env.Pool, []string{exec.JobID})
 	require.NoError(t, err)
 	tx, err := b.env.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	changed, err := b.jobs.Guard.Batch().FailIfUnchanged(ctx, tx, []jobguard.JobState{rows[exec.JobID]}, "reclaimed")
+	changed, err := jobset.New(b.jobs.Guard).FailIfUnchanged(ctx, tx, []jobset.Job{rows[exec.JobID]}, "reclaimed")
 	require.NoError(t, err)
 	require.Len(t, changed.Failed, 1)
 	require.NoError(t, b.pub.PublishOn(ctx, tx, watch.NoticesFrom(changed.Failed)...))

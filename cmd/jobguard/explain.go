@@ -10,6 +10,8 @@ import (
 
 	"github.com/jobguard/jobguard/internal/redact"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
+	"github.com/jobguard/jobguard/jobguard/marker"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
@@ -61,18 +63,18 @@ type explanation struct {
 	ReadAt        time.Time  `json:"read_at"`
 	// Listed is whether the queue lists the job as active; nil for the
 	// table source.
-	Listed         *bool      `json:"listed,omitempty"`
-	QueueStartedAt *time.Time `json:"queue_started_at,omitempty"`
-	LimitSeconds   *float64   `json:"limit_seconds"`
-	NoProgressSecs float64    `json:"no_progress_seconds"`
-	RuntimeSeconds *float64   `json:"runtime_seconds"`
-	StalledSeconds *float64   `json:"stalled_for_seconds"`
-	Marker         *marker    `json:"marker"`
-	MarkerError    string     `json:"marker_error,omitempty"`
-	StartGuard     string     `json:"start_guard"`
-	StartGuardWhy  string     `json:"start_guard_why"`
-	Decision       string     `json:"decision"`
-	Why            string     `json:"why"`
+	Listed         *bool        `json:"listed,omitempty"`
+	QueueStartedAt *time.Time   `json:"queue_started_at,omitempty"`
+	LimitSeconds   *float64     `json:"limit_seconds"`
+	NoProgressSecs float64      `json:"no_progress_seconds"`
+	RuntimeSeconds *float64     `json:"runtime_seconds"`
+	StalledSeconds *float64     `json:"stalled_for_seconds"`
+	Marker         *foundMarker `json:"marker"`
+	MarkerError    string       `json:"marker_error,omitempty"`
+	StartGuard     string       `json:"start_guard"`
+	StartGuardWhy  string       `json:"start_guard_why"`
+	Decision       string       `json:"decision"`
+	Why            string       `json:"why"`
 	// UnstartedJobs counts the table's running jobs without a start time,
 	// which the table source never lists; nil for a queue source.
 	UnstartedJobs   *int   `json:"unstarted_jobs,omitempty"`
@@ -81,8 +83,8 @@ type explanation struct {
 	limit           time.Duration
 }
 
-// marker is a reclaim marker, as --json prints it.
-type marker struct {
+// foundMarker is a reclaim marker, as --json prints it.
+type foundMarker struct {
 	Key        string    `json:"key"`
 	Generation int64     `json:"generation"`
 	Reason     string    `json:"reason"`
@@ -138,8 +140,8 @@ func explain(ctx context.Context, c *cli, s *settings, args []string) error {
 	}
 	if e.markerReadError != nil {
 		if starts.Markers() == nil {
-			return fail(exitError, fmt.Errorf("the reclaim marker could not be read from %s: %w", jobguard.MarkerTableName, e.markerReadError),
-				"the rest is printed above; check that jobguard.MarkerMigration was applied in %s", cn.where)
+			return fail(exitError, fmt.Errorf("the reclaim marker could not be read from %s: %w", marker.TableName, e.markerReadError),
+				"the rest is printed above; check that jobguard/marker.Migration was applied in %s", cn.where)
 		}
 		return fail(exitError, fmt.Errorf("the reclaim marker could not be read from Redis at %s: %w", cn.redisWhere, e.markerReadError),
 			"the rest is printed above; %s", cn.redisTodo)
@@ -153,7 +155,7 @@ func markerKey(starts *jobguard.StartGuard, guard *jobguard.Guard, id string) st
 	if m := starts.Markers(); m != nil {
 		return m.Key(id)
 	}
-	return fmt.Sprintf("%s row (%s, %s)", jobguard.MarkerTableName, guard.TableKey(), id)
+	return fmt.Sprintf("%s row (%s, %s)", marker.TableName, guard.TableKey(), id)
 }
 
 // explained gathers the explanation of planned, the one job of src.
@@ -179,7 +181,7 @@ func explained(ctx context.Context, guard *jobguard.Guard, starts *jobguard.Star
 	case err != nil:
 		e.MarkerError, e.markerReadError = err.Error(), err
 	case found:
-		e.Marker = &marker{Key: markerKey(starts, guard, row.ID), Generation: m.Generation, Reason: m.Reason, At: m.At}
+		e.Marker = &foundMarker{Key: markerKey(starts, guard, row.ID), Generation: m.Generation, Reason: m.Reason, At: m.At}
 	}
 	e.StartGuard, e.StartGuardWhy = startVerdict(starts.Check(ctx, src.db, row.ID), row, t)
 
@@ -248,7 +250,7 @@ func (e *explanation) redact(r *redact.Redactor) {
 // its own execution or an operator) and when (its updated_at, which the
 // failing write stamped); or COMPLETED, and when. ok is false for a job
 // that is QUEUED or PROCESSING.
-func finished(row *jobguard.JobState, t jobguard.Table, reclaimedReason string, m *marker) (decision, why string, ok bool) {
+func finished(row *jobset.Job, t jobguard.Table, reclaimedReason string, m *foundMarker) (decision, why string, ok bool) {
 	when := fmt.Sprintf("at %s (%s ago)", row.UpdatedAt.UTC().Format(time.RFC3339), dur(row.ReadAt.Sub(row.UpdatedAt)))
 	const untouched = "; no sweep touches it again ('jobguard retry' runs it again)"
 	switch row.Status {
@@ -280,7 +282,7 @@ func finished(row *jobguard.JobState, t jobguard.Table, reclaimedReason string, 
 
 // startVerdict says what the start guard's Check found, in a word and in
 // words.
-func startVerdict(err error, row *jobguard.JobState, t jobguard.Table) (string, string) {
+func startVerdict(err error, row *jobset.Job, t jobguard.Table) (string, string) {
 	var re *jobguard.ReclaimedError
 	switch {
 	case errors.As(err, &re):

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // explainJSON is what explain --json prints, as a script reads it.
@@ -110,9 +111,9 @@ func TestExplain_ShowsTheMarkerAndTheStartGuardsRefusal(t *testing.T) {
 	reason := jobguard.ReclaimedReasonDefault
 	id := b.jobs.Insert(t, fixture.Job{Status: "FAILED", Generation: 4, Reason: reason})
 	guard := b.jobs.GuardWith(t, jobguard.Shared{})
-	markers, err := jobguard.NewMarkerStore(guard, b.env.Redis, jobguard.MarkerConfig{})
+	markers, err := marker.NewRedisStore(guard, b.env.Redis, marker.Config{})
 	require.NoError(t, err)
-	require.NoError(t, markers.Write(context.Background(), jobguard.Marker{JobID: id, Generation: 4, Reason: reason, At: time.Now()}))
+	require.NoError(t, markers.Write(context.Background(), marker.Marker{JobID: id, Generation: 4, Reason: reason, At: time.Now()}))
 
 	r := b.run(t, "explain", id)
 	require.Equal(t, 0, r.code, r)
@@ -221,10 +222,10 @@ func TestExplain_AFinishedJobSaysWhatBecameOfItByWhomAndWhen(t *testing.T) {
 	ctx := context.Background()
 	reason := jobguard.ReclaimedReasonDefault
 	guard := b.jobs.GuardWith(t, jobguard.Shared{})
-	markers, err := jobguard.NewMarkerStore(guard, b.env.Redis, jobguard.MarkerConfig{})
+	markers, err := marker.NewRedisStore(guard, b.env.Redis, marker.Config{})
 	require.NoError(t, err)
 	mark := func(id string, gen int64) {
-		require.NoError(t, markers.Write(ctx, jobguard.Marker{JobID: id, Generation: gen, Reason: reason, At: time.Now()}))
+		require.NoError(t, markers.Write(ctx, marker.Marker{JobID: id, Generation: gen, Reason: reason, At: time.Now()}))
 	}
 	reclaimed := b.jobs.Insert(t, fixture.Job{Status: "FAILED", Generation: 2, Reason: reason, UpdatedAgo: 3 * time.Hour})
 	unlimited := b.jobs.Insert(t, fixture.Job{Type: "video", Status: "FAILED", Generation: 2, Reason: reason, UpdatedAgo: 3 * time.Hour})

@@ -91,7 +91,7 @@ A Prisma-style table:
 
 shared must match what the workers' guards use (jobguard.Shared): the start
 guard reads the markers where "markers" says (postgres: the table
-job_reclaim_markers, which jobguard.MarkerMigration creates; redis: under
+job_reclaim_markers, which jobguard/marker.Migration creates; redis: under
 "prefix") and the failure reason
 "reclaimed_reason"; the reclaimers of one jobs table elect their leader on
 "leader_key". parent_rules are reclaim.SetParent rules, by job type: when a

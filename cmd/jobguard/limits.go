@@ -50,7 +50,7 @@ var limitsSuggestCommand = &command{
 	short: "suggest limits from the runtimes of finished jobs; --apply sets them",
 	long: `
 Suggest reads, per job type, the runtimes of the latest finished jobs within
---window (jobguard's Batch.History: from the started-at column to the
+--window (jobset's Set.History: from the started-at column to the
 updated-at column of COMPLETED jobs) and suggests a limit: the runtime at
 --percentile times --margin, never below the longest completion unless
 --below-longest (reclaim.Reclaimer.Suggest). It prints, per type: the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // pgArgs are the flags of a deployment without Redis: the database, the
@@ -37,7 +38,7 @@ func TestPostgresMarkers_SweepExplainAndRetryNeedNoRedis(t *testing.T) {
 	var rep sweepJSON
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep.Report), r)
 	require.Equal(t, 1, rep.Report.Reclaimed)
-	s, err := jobguard.NewPostgresMarkers(b.jobs.NoRedis(t), jobguard.MarkerConfig{})
+	s, err := marker.NewPostgresStore(b.jobs.NoRedis(t), marker.Config{})
 	require.NoError(t, err)
 	_, found, err := s.Read(ctx, b.env.Pool, id)
 	require.NoError(t, err)
@@ -59,9 +60,9 @@ func TestPostgresMarkers_StatusOnlyRetryDeletesTheMarker(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t, fixture.NoGeneration)
 	id := b.jobs.Insert(t, fixture.Job{Status: "FAILED", Reason: jobguard.ReclaimedReasonDefault})
-	s, err := jobguard.NewPostgresMarkers(b.jobs.NoRedis(t), jobguard.MarkerConfig{})
+	s, err := marker.NewPostgresStore(b.jobs.NoRedis(t), marker.Config{})
 	require.NoError(t, err)
-	require.NoError(t, s.Write(ctx, b.env.Pool, jobguard.Marker{JobID: id, Reason: jobguard.ReclaimedReasonDefault}))
+	require.NoError(t, s.Write(ctx, b.env.Pool, marker.Marker{JobID: id, Reason: jobguard.ReclaimedReasonDefault}))
 
 	r := jgEnv(t, []string{envRedisURL + "=redis://" + closedPort + "/0"}, append([]string{"retry", id, "--json"}, b.pgArgs()...)...)
 	require.Equal(t, 0, r.code, r)

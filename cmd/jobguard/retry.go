@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 var retryCommand = &command{
@@ -54,7 +56,7 @@ func retry(ctx context.Context, c *cli, s *settings, args []string) error {
 			return err
 		}
 	}
-	before, err := guard.Batch().Snapshot(ctx, cn.pool, []string{id})
+	before, err := jobset.New(guard).Snapshot(ctx, cn.pool, []string{id})
 	if err != nil {
 		return err
 	}
@@ -90,7 +92,7 @@ func refuseUnmappedGeneration(guard *jobguard.Guard) error {
 // there, or not FAILED, is refused with its exit code.
 func retryRow(ctx context.Context, cn *conns, guard *jobguard.Guard, id string, pgMarkers bool) (gen int64, err error) {
 	if pgMarkers {
-		markers, err := jobguard.NewPostgresMarkers(guard, jobguard.MarkerConfig{})
+		markers, err := marker.NewPostgresStore(guard, marker.Config{})
 		if err != nil {
 			return 0, fail(exitError, err, "")
 		}
@@ -117,7 +119,7 @@ func retryRow(ctx context.Context, cn *conns, guard *jobguard.Guard, id string, 
 // deleteRedisMarker deletes the reclaim marker of job id, just retried,
 // from Redis.
 func deleteRedisMarker(ctx context.Context, cn *conns, guard *jobguard.Guard, id string) error {
-	markers, err := jobguard.NewMarkerStore(guard, cn.redis, jobguard.MarkerConfig{})
+	markers, err := marker.NewRedisStore(guard, cn.redis, marker.Config{})
 	if err != nil {
 		return fail(exitError, fmt.Errorf("job %s was retried, but its reclaim marker was not deleted: %w", id, err), "")
 	}
@@ -129,7 +131,7 @@ func deleteRedisMarker(ctx context.Context, cn *conns, guard *jobguard.Guard, id
 }
 
 // printRetry says what the retry of job id, whose row was prev, changed.
-func printRetry(c *cli, s *settings, guard *jobguard.Guard, id string, prev jobguard.JobState, gen int64, markerDeleted bool) error {
+func printRetry(c *cli, s *settings, guard *jobguard.Guard, id string, prev jobset.Job, gen int64, markerDeleted bool) error {
 	// A worker may have failed the job with an error that quoted a URL.
 	reason := c.red.String(prev.FailureReason)
 	if s.JSON {

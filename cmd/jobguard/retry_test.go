@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // retry refuses a job that is not FAILED (exit 4) and changes nothing;
@@ -53,9 +54,9 @@ func TestRetry_StatusOnlyTableDeletesTheMarker(t *testing.T) {
 	t.Parallel()
 	b := setup(t, fixture.NoGeneration)
 	id := b.jobs.Insert(t, fixture.Job{Status: "FAILED", Reason: jobguard.ReclaimedReasonDefault})
-	markers, err := jobguard.NewMarkerStore(b.jobs.Guard, b.env.Redis, jobguard.MarkerConfig{})
+	markers, err := marker.NewRedisStore(b.jobs.Guard, b.env.Redis, marker.Config{})
 	require.NoError(t, err)
-	require.NoError(t, markers.Write(context.Background(), jobguard.Marker{JobID: id, Reason: jobguard.ReclaimedReasonDefault, At: time.Now()}))
+	require.NoError(t, markers.Write(context.Background(), marker.Marker{JobID: id, Reason: jobguard.ReclaimedReasonDefault, At: time.Now()}))
 
 	r := b.run(t, "retry", id, "--json")
 	require.Equal(t, 0, r.code, r)

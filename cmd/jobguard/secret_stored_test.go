@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // storedSecrets are connection strings, with passwords the command is not
@@ -39,10 +40,10 @@ func TestSecrets_NoCommandPrintsAPasswordItRead(t *testing.T) {
 		b.jobs.Insert(t, fixture.Job{Status: "FAILED", Reason: reason(0), Generation: 3, UpdatedAgo: time.Hour}),
 		b.jobs.Insert(t, fixture.Job{Status: "FAILED", Reason: reason(1), Generation: 3, UpdatedAgo: time.Hour}),
 	}
-	markers, err := jobguard.NewMarkerStore(b.jobs.GuardWith(t, jobguard.Shared{}), b.env.Redis, jobguard.MarkerConfig{})
+	markers, err := marker.NewRedisStore(b.jobs.GuardWith(t, jobguard.Shared{}), b.env.Redis, marker.Config{})
 	require.NoError(t, err)
 	for _, id := range failed {
-		require.NoError(t, markers.Write(ctx, jobguard.Marker{JobID: id, Generation: 3, Reason: "reclaimed by " + storedSecrets[2], At: time.Now()}))
+		require.NoError(t, markers.Write(ctx, marker.Marker{JobID: id, Generation: 3, Reason: "reclaimed by " + storedSecrets[2], At: time.Now()}))
 	}
 	// A running job over its limit, of a type and under a parent that an
 	// application filled from a connection string.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/reclaim/bullmq"
 	"github.com/jobguard/jobguard/reclaim/riversource"
@@ -54,14 +55,14 @@ type oneJob struct {
 	queueTodo string
 
 	// row is the job's row, once Active has read it.
-	row *jobguard.JobState
+	row *jobset.Job
 	// listings are the queue's listings of the job.
 	listings []reclaim.ActiveJob
 }
 
 // Active lists the job's row, then the queue's listings of it.
 func (o *oneJob) Active(ctx context.Context, q reclaim.Query, page func([]reclaim.ActiveJob) error) error {
-	rows, err := o.guard.Batch().Snapshot(ctx, o.db, []string{o.id})
+	rows, err := jobset.New(o.guard).Snapshot(ctx, o.db, []string{o.id})
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // sweepJSON is what sweep --json and sweep --dry-run --json print.
@@ -33,7 +34,7 @@ type sweepJSON struct {
 func hasMarker(t *testing.T, b *bundle, id string) bool {
 	t.Helper()
 	g := b.jobs.GuardWith(t, jobguard.Shared{})
-	markers, err := jobguard.NewMarkerStore(g, b.env.Redis, jobguard.MarkerConfig{})
+	markers, err := marker.NewRedisStore(g, b.env.Redis, marker.Config{})
 	require.NoError(t, err)
 	n, err := b.env.Redis.Exists(context.Background(), markers.Key(id)).Result()
 	require.NoError(t, err)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 func TestMain(m *testing.M) {
@@ -110,7 +110,7 @@ func TestDemo_InvariantChecksSeeViolations(t *testing.T) {
 			func() { exec(`DELETE FROM usage_ledger WHERE meter = 'tokens'`) }},
 		{"a marker with no reclaim behind it",
 			func() {
-				require.NoError(t, d.w.starts.Markers().Write(ctx, jobguard.Marker{JobID: videoJob, Generation: 1, Reason: "stray"}))
+				require.NoError(t, d.w.starts.Markers().Write(ctx, marker.Marker{JobID: videoJob, Generation: 1, Reason: "stray"}))
 			},
 			func() { require.NoError(t, d.w.starts.Markers().Delete(ctx, videoJob)) }},
 		{"a row written by an old generation",

@@ -29,6 +29,8 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/history"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
+	"github.com/jobguard/jobguard/jobguard/marker"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
@@ -254,7 +256,7 @@ func newRun(t *testing.T, m mode, seed uint64, jobs int) *run {
 	migrations := []string{jobguard.Migration, usage.Migration, settle.Migration, chaos.Schema}
 	markers := jobguard.MarkersRedis
 	if m.postgresOnly {
-		migrations = append(migrations, jobguard.MarkerMigration)
+		migrations = append(migrations, marker.Migration)
 		markers = jobguard.MarkersPostgres
 		r.redisAddr = closedPort(t)
 	} else {
@@ -563,7 +565,7 @@ func (r *run) newReclaimer(n int) (*reclaim.Reclaimer, *chaos.Recorder) {
 	t.Cleanup(func() { _ = logf.Close() })
 	// Markers in Redis need a client; in the marker table, the reclaim's
 	// own transaction writes them, and the notices go out with NOTIFY.
-	var rdb jobguard.Redis
+	var rdb marker.Redis
 	var notices reclaim.Notifier
 	if r.mode.postgresOnly {
 		pub, err := watch.NewPublisher(r.guard, watch.Transport{Postgres: pool})
@@ -578,7 +580,7 @@ func (r *run) newReclaimer(n int) (*reclaim.Reclaimer, *chaos.Recorder) {
 	rule := func(parent string) reclaim.ParentRule {
 		set, err := reclaim.SetParent(reclaim.ParentUpdate{Table: parent, Column: "status", Value: "FAILED", From: []string{"GENERATING", "ENCODING"}})
 		require.NoError(t, err)
-		return func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
+		return func(ctx context.Context, tx pgx.Tx, jobs []jobset.Job) error {
 			if _, err := tx.Exec(ctx, `SELECT set_config('chaos.actor', 'reclaim', true)`); err != nil {
 				return err
 			}

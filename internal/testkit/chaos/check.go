@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/testkit/history"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // Violation is one broken invariant with the rows that show it.
@@ -354,7 +355,7 @@ func redisMarkers(ctx context.Context, db jobguard.DB, rdb *redis.Client, prefix
 	if err != nil {
 		return nil, err
 	}
-	store, err := jobguard.NewMarkerStore(guard, rdb, jobguard.MarkerConfig{})
+	store, err := marker.NewRedisStore(guard, rdb, marker.Config{})
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/chaos"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
 )
@@ -94,9 +95,9 @@ func TestCheck_ReportsEachBrokenInvariant(t *testing.T) {
 	write(t, env, "reclaim", 0, `UPDATE courses SET status = 'FAILED' WHERE id = 'course-2'`)
 	guard, err := jobguard.NewWithConfig(ctx, env.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: env.Prefix, Markers: jobguard.MarkersRedis}})
 	require.NoError(t, err)
-	markers, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
+	markers, err := marker.NewRedisStore(guard, env.Redis, marker.Config{})
 	require.NoError(t, err)
-	require.NoError(t, markers.Write(ctx, jobguard.Marker{JobID: lost, Generation: 1, Reason: jobguard.ReclaimedReasonDefault, At: time.Now()}))
+	require.NoError(t, markers.Write(ctx, marker.Marker{JobID: lost, Generation: 1, Reason: jobguard.ReclaimedReasonDefault, At: time.Now()}))
 	// 5: a write by generation 4 of a job at generation 5.
 	write(t, env, "worker", 4, `UPDATE jobs SET progress = 50 WHERE id = $1`, stale)
 
@@ -210,7 +211,7 @@ func reclaimOne(t *testing.T, env *testenv.Env) string {
 func TestCheck_PostgresOnlyReadsTheMarkerTable(t *testing.T) {
 	t.Parallel()
 	env := checkEnv(t)
-	env.Exec(jobguard.MarkerMigration)
+	env.Exec(marker.Migration)
 	id := reclaimOne(t, env)
 	ctx := context.Background()
 	check := func() map[int][]string {

@@ -19,6 +19,7 @@ import (
 	"github.com/jobguard/jobguard/internal/redact"
 	"github.com/jobguard/jobguard/internal/testkit/history"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/watch"
 )
@@ -108,7 +109,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	defer hpool.Close()
 	// A nil Redis in a Postgres-only run: any use of it would fail.
-	var rdb jobguard.Redis
+	var rdb marker.Redis
 	markers := jobguard.MarkersPostgres
 	if !cfg.PostgresOnly {
 		client := redis.NewClient(&redis.Options{

@@ -11,7 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/jobguard/jobguard/internal/ident"
-	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
@@ -45,7 +45,7 @@ func (w *world) reclaimers() (map[reclaimerKey]*reclaim.Reclaimer, *queueSource,
 		rules["chapter"] = rule
 		// The video rule fails, or panics, for a poisoned job: one failing
 		// rule must not stop the other reclaims.
-		rules["video"] = func(ctx context.Context, tx pgx.Tx, jobs []jobguard.JobState) error {
+		rules["video"] = func(ctx context.Context, tx pgx.Tx, jobs []jobset.Job) error {
 			w.mu.Lock()
 			bad := ""
 			for _, j := range jobs {

@@ -21,6 +21,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
@@ -48,7 +49,7 @@ type world struct {
 	table    jobguard.Table
 	starts   *jobguard.StartGuard // Redis reachable
 	startsNo *jobguard.StartGuard // Redis unreachable
-	markers  *jobguard.MarkerStore
+	markers  *marker.RedisStore
 	settler  *settle.Settler
 	// parker is the settler whose attempts park (park_test.go), and
 	// parking the attempt armed to park.
@@ -128,7 +129,7 @@ func newWorld(t *testing.T, v fixture.Variant, simple bool, zone string) *world 
 	if w.startsNo, err = jobguard.NewStartGuard(w.guard, w.down, jobguard.StartGuardConfig{Logger: quiet}); err != nil {
 		t.Fatal(err)
 	}
-	if w.markers, err = jobguard.NewMarkerStore(w.guard, env.Redis, jobguard.MarkerConfig{}); err != nil {
+	if w.markers, err = marker.NewRedisStore(w.guard, env.Redis, marker.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	if w.limits, err = reclaim.NewTableLimits(reclaim.TableLimitsConfig{DB: env.Pool}); err != nil {

@@ -34,6 +34,8 @@ import (
 
 	"github.com/jobguard/jobguard/heartbeat"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
+	"github.com/jobguard/jobguard/jobguard/marker"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
@@ -46,6 +48,8 @@ var (
 	_ = json.Unmarshal
 	_ = heartbeat.New
 	_ = jobguard.New
+	_ = jobset.New
+	_ = marker.Migration
 	_ = reclaim.New
 	_ = settle.New
 	_ = usage.Accrue

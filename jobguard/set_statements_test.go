@@ -31,11 +31,12 @@ func TestUnstarted_PlanReadsOnlyTheActiveIndex(t *testing.T) {
 	g, err := New(ctx, env.Pool, DefaultTable())
 	require.NoError(t, err)
 
-	n, err := g.Batch().Unstarted(ctx, env.Pool)
+	var n int
+	err = env.Pool.QueryRow(ctx, g.set.Unstarted).Scan(&n)
 	require.NoError(t, err)
 	require.Equal(t, 500, n, "the PROCESSING half of the rows without a start, of every type")
 
-	text := explain(t, env.Pool, `EXPLAIN `+g.batch.unstarted)
+	text := explain(t, env.Pool, `EXPLAIN `+g.set.Unstarted)
 	require.Contains(t, text, "jobs_active_idx", text)
 	require.Regexp(t, `Index Cond: \(\(type = k(_\d+)?\.type\) AND \(started_at IS NULL\)\)`, text, "one range per type:\n"+text)
 	require.NotContains(t, text, "Seq Scan", text)

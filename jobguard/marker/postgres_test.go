@@ -1,4 +1,4 @@
-package jobguard_test
+package marker_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // pgStartGuard is a start guard with its markers in Postgres and no Redis
@@ -26,7 +27,7 @@ func pgStartGuard(t *testing.T, jobs *fixture.Jobs) *jobguard.StartGuard {
 	return sg
 }
 
-func TestPostgresMarkers_StartRefusesALiveMarkerWithoutRedis(t *testing.T) {
+func TestPostgresStore_StartRefusesALiveMarkerWithoutRedis(t *testing.T) {
 	t.Parallel()
 	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
@@ -40,7 +41,7 @@ func TestPostgresMarkers_StartRefusesALiveMarkerWithoutRedis(t *testing.T) {
 			if err := jobs.Guard.Fail(ctx, tx, exec, jobguard.ReclaimedReasonDefault); err != nil {
 				return err
 			}
-			return sg.PostgresMarkers().Write(ctx, tx, jobguard.Marker{JobID: exec.JobID, Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault})
+			return sg.PostgresMarkers().Write(ctx, tx, marker.Marker{JobID: exec.JobID, Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault})
 		}))
 		jobs.Env.Exec(sqlf(`UPDATE %s SET %s = $1, %s = NULL`, jobs.Table.QualifiedName(),
 			quote(jobs.Table.StatusColumn), quote(jobs.Table.FailureReasonColumn)), jobs.Table.Statuses.Queued)
@@ -66,7 +67,7 @@ func TestPostgresMarkers_StartRefusesALiveMarkerWithoutRedis(t *testing.T) {
 	})
 }
 
-func TestPostgresMarkers_ReclaimRolledBackLeavesNoMarker(t *testing.T) {
+func TestPostgresStore_ReclaimRolledBackLeavesNoMarker(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	jobs := fixture.Create(t, testenv.New(t), fixture.Default)
@@ -74,7 +75,7 @@ func TestPostgresMarkers_ReclaimRolledBackLeavesNoMarker(t *testing.T) {
 	id := jobs.Insert(t, fixture.Job{Status: jobs.Table.Statuses.Queued})
 	tx, err := jobs.Env.Pool.Begin(ctx)
 	require.NoError(t, err)
-	require.NoError(t, sg.PostgresMarkers().Write(ctx, tx, jobguard.Marker{JobID: id, Generation: 9, Reason: "r"}))
+	require.NoError(t, sg.PostgresMarkers().Write(ctx, tx, marker.Marker{JobID: id, Generation: 9, Reason: "r"}))
 	require.NoError(t, tx.Rollback(ctx))
 	_, found, err := sg.Marker(ctx, jobs.Env.Pool, id)
 	require.NoError(t, err)
@@ -85,16 +86,16 @@ func TestPostgresMarkers_ReclaimRolledBackLeavesNoMarker(t *testing.T) {
 
 // Invariant 12: a marker's generation only grows, whatever order the
 // writers' transactions commit in.
-func TestPostgresMarkers_WriteNeverLowersTheGeneration(t *testing.T) {
+func TestPostgresStore_WriteNeverLowersTheGeneration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.TextID)
-	s, err := jobguard.NewPostgresMarkers(jobs.NoRedis(t), jobguard.MarkerConfig{})
+	s, err := marker.NewPostgresStore(jobs.NoRedis(t), marker.Config{})
 	require.NoError(t, err)
 
-	require.NoError(t, s.Write(ctx, env.Pool, jobguard.Marker{JobID: "job-1", Generation: 5, Reason: "newer"}))
-	require.NoError(t, s.Write(ctx, env.Pool, jobguard.Marker{JobID: "job-1", Generation: 3, Reason: "older"}))
+	require.NoError(t, s.Write(ctx, env.Pool, marker.Marker{JobID: "job-1", Generation: 5, Reason: "newer"}))
+	require.NoError(t, s.Write(ctx, env.Pool, marker.Marker{JobID: "job-1", Generation: 3, Reason: "older"}))
 	m, found, err := s.Read(ctx, env.Pool, "job-1")
 	require.NoError(t, err)
 	require.True(t, found)
@@ -106,8 +107,8 @@ func TestPostgresMarkers_WriteNeverLowersTheGeneration(t *testing.T) {
 	for g := range writers {
 		wg.Go(func() {
 			for i := range 20 {
-				err := s.Write(ctx, env.Pool, jobguard.Marker{JobID: fmt.Sprintf("job-%d", i), Generation: int64(writers - g)},
-					jobguard.Marker{JobID: fmt.Sprintf("job-%d", 19-i), Generation: int64(writers - g)})
+				err := s.Write(ctx, env.Pool, marker.Marker{JobID: fmt.Sprintf("job-%d", i), Generation: int64(writers - g)},
+					marker.Marker{JobID: fmt.Sprintf("job-%d", 19-i), Generation: int64(writers - g)})
 				if err != nil {
 					t.Errorf("write: %v", err)
 				}
@@ -122,25 +123,25 @@ func TestPostgresMarkers_WriteNeverLowersTheGeneration(t *testing.T) {
 		require.EqualValues(t, writers, m.Generation, "job-%d", i)
 	}
 
-	err = s.Write(ctx, env.Pool, jobguard.Marker{JobID: "job-1", Generation: -1})
+	err = s.Write(ctx, env.Pool, marker.Marker{JobID: "job-1", Generation: -1})
 	require.ErrorContains(t, err, "generation -1 is negative")
 }
 
 // Invariant 11: every spelling of one job writes and reads one marker, under
 // the canonical id, and job 42 of two tables has two.
-func TestPostgresMarkers_OneJobOneMarkerWhateverTheSpelling(t *testing.T) {
+func TestPostgresStore_OneJobOneMarkerWhateverTheSpelling(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
 	ints := fixture.Create(t, env, fixture.IntID)
 	uuids := fixture.Create(t, env, fixture.NoGeneration)
-	si, err := jobguard.NewPostgresMarkers(ints.NoRedis(t), jobguard.MarkerConfig{})
+	si, err := marker.NewPostgresStore(ints.NoRedis(t), marker.Config{})
 	require.NoError(t, err)
-	su, err := jobguard.NewPostgresMarkers(uuids.NoRedis(t), jobguard.MarkerConfig{})
+	su, err := marker.NewPostgresStore(uuids.NoRedis(t), marker.Config{})
 	require.NoError(t, err)
 
-	require.NoError(t, si.Write(ctx, env.Pool, jobguard.Marker{JobID: "+0042", Generation: 2, Reason: "r"},
-		jobguard.Marker{JobID: " 42", Generation: 3, Reason: "r"}))
+	require.NoError(t, si.Write(ctx, env.Pool, marker.Marker{JobID: "+0042", Generation: 2, Reason: "r"},
+		marker.Marker{JobID: " 42", Generation: 3, Reason: "r"}))
 	m, found, err := si.Read(ctx, env.Pool, "42")
 	require.NoError(t, err)
 	require.True(t, found)
@@ -148,7 +149,7 @@ func TestPostgresMarkers_OneJobOneMarkerWhateverTheSpelling(t *testing.T) {
 	require.EqualValues(t, 3, m.Generation)
 
 	const upper = "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"
-	require.NoError(t, su.Write(ctx, env.Pool, jobguard.Marker{JobID: upper, Generation: 1, Reason: "r"}))
+	require.NoError(t, su.Write(ctx, env.Pool, marker.Marker{JobID: upper, Generation: 1, Reason: "r"}))
 	m, found, err = su.Read(ctx, env.Pool, "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11")
 	require.NoError(t, err)
 	require.True(t, found)
@@ -172,7 +173,7 @@ func TestPostgresMarkers_OneJobOneMarkerWhateverTheSpelling(t *testing.T) {
 	// An id the column cannot hold is refused before anything is sent, so
 	// the transaction around the write stays usable.
 	require.NoError(t, pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
-		err := su.Write(ctx, tx, jobguard.Marker{JobID: "not-a-uuid", Generation: 1})
+		err := su.Write(ctx, tx, marker.Marker{JobID: "not-a-uuid", Generation: 1})
 		require.ErrorIs(t, err, jobguard.ErrInvalidJobID)
 		_, err = tx.Exec(ctx, `SELECT 1`)
 		return err
@@ -181,7 +182,7 @@ func TestPostgresMarkers_OneJobOneMarkerWhateverTheSpelling(t *testing.T) {
 
 // Invariant 13: a marker is stamped, and expires, on the database's clock;
 // the process's clock and a Marker's At play no part.
-func TestPostgresMarkers_ExpiryIsOnTheDatabaseClock(t *testing.T) {
+func TestPostgresStore_ExpiryIsOnTheDatabaseClock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
@@ -190,11 +191,11 @@ func TestPostgresMarkers_ExpiryIsOnTheDatabaseClock(t *testing.T) {
 	s := sg.PostgresMarkers()
 	id := jobs.Insert(t, fixture.Job{Status: jobs.Table.Statuses.Queued})
 
-	require.NoError(t, s.Write(ctx, env.Pool, jobguard.Marker{JobID: id, Generation: 7, Reason: "r", At: time.Now().Add(-30 * 24 * time.Hour)}))
+	require.NoError(t, s.Write(ctx, env.Pool, marker.Marker{JobID: id, Generation: 7, Reason: "r", At: time.Now().Add(-30 * 24 * time.Hour)}))
 	var stamped, expires, dbNow time.Time
 	require.NoError(t, env.Pool.QueryRow(ctx, `SELECT reclaimed_at, expires_at, now() FROM job_reclaim_markers`).Scan(&stamped, &expires, &dbNow))
 	require.WithinDuration(t, dbNow, stamped, time.Minute, "stamped by the database, not from At")
-	require.Equal(t, jobguard.MarkerTTLDefault, expires.Sub(stamped))
+	require.Equal(t, marker.TTLDefault, expires.Sub(stamped))
 	m, found, err := s.Read(ctx, env.Pool, id)
 	require.NoError(t, err)
 	require.True(t, found)
@@ -208,7 +209,7 @@ func TestPostgresMarkers_ExpiryIsOnTheDatabaseClock(t *testing.T) {
 	require.False(t, found, "an expired marker is not read")
 	_, err = sg.Start(ctx, env.Pool, id)
 	require.NoError(t, err)
-	require.NoError(t, s.Write(ctx, env.Pool, jobguard.Marker{JobID: id, Generation: 1, Reason: "again"}))
+	require.NoError(t, s.Write(ctx, env.Pool, marker.Marker{JobID: id, Generation: 1, Reason: "again"}))
 	m, found, err = s.Read(ctx, env.Pool, id)
 	require.NoError(t, err)
 	require.True(t, found)
@@ -226,13 +227,13 @@ func TestNewStartGuard_MarkerSettingNamesWhatIsMissing(t *testing.T) {
 	env.Exec(`DROP TABLE job_reclaim_markers`)
 	_, err = jobguard.NewStartGuard(jobs.NoRedis(t), nil, jobguard.StartGuardConfig{})
 	require.ErrorContains(t, err, "job_reclaim_markers does not exist")
-	require.ErrorContains(t, err, "apply jobguard.MarkerMigration")
+	require.ErrorContains(t, err, "apply marker.Migration")
 
 	_, err = jobguard.NewWithConfig(context.Background(), env.Pool, jobs.Table, jobguard.GuardConfig{Shared: jobguard.Shared{Markers: 7}})
 	require.ErrorContains(t, err, "Shared.Markers 7 is neither MarkersPostgres nor MarkersRedis")
 
 	// The default needs no Redis: a plain New and no client at all.
-	env.Exec(jobguard.MarkerMigration)
+	env.Exec(marker.Migration)
 	g, err := jobguard.New(context.Background(), env.Pool, jobs.Table)
 	require.NoError(t, err)
 	require.Equal(t, jobguard.MarkersPostgres, g.Shared().Markers)
@@ -240,11 +241,11 @@ func TestNewStartGuard_MarkerSettingNamesWhatIsMissing(t *testing.T) {
 	require.NoError(t, err)
 }
 
-func TestMarkerMigration_CreatesNoJobsTable(t *testing.T) {
+func TestMigration_CreatesNoJobsTable(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
-	env.Exec(jobguard.MarkerMigration)
-	env.Exec(jobguard.MarkerMigration) // safe to run again
+	env.Exec(marker.Migration)
+	env.Exec(marker.Migration) // safe to run again
 	var tables []string
 	r, err := env.Pool.Query(context.Background(), `SELECT tablename::text FROM pg_tables WHERE schemaname = $1`, env.Schema)
 	require.NoError(t, err)

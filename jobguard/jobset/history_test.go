@@ -1,4 +1,4 @@
-package jobguard_test
+package jobset_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
 // History reads the runtimes of the finished jobs, per type, in every table
@@ -26,10 +27,10 @@ func TestHistory_SummarizesFinishedRuntimesPerType(t *testing.T) {
 		if tb.TypeColumn != "" {
 			typ = "chapter"
 		}
-		q := jobguard.HistoryQuery{Limits: map[string]time.Duration{typ: 15 * time.Minute}, Window: 7 * 24 * time.Hour, PerType: 1000}
+		q := jobset.HistoryQuery{Limits: map[string]time.Duration{typ: 15 * time.Minute}, Window: 7 * 24 * time.Hour, PerType: 1000}
 		if tb.StartedAtColumn == "" {
-			_, err := jobs.Guard.Batch().History(ctx, db, q)
-			require.ErrorIs(t, err, jobguard.ErrNoStartedAt)
+			_, err := jobset.New(jobs.Guard).History(ctx, db, q)
+			require.ErrorIs(t, err, jobset.ErrNoStartedAt)
 			return
 		}
 		// finished inserts a job that ran run and finished ago.
@@ -56,7 +57,7 @@ func TestHistory_SummarizesFinishedRuntimesPerType(t *testing.T) {
 		if typ != "" {
 			q.Limits["video"] = 0 // no jobs
 		}
-		hs, err := jobs.Guard.Batch().History(ctx, db, q)
+		hs, err := jobset.New(jobs.Guard).History(ctx, db, q)
 		require.NoError(t, err)
 		h := hs[0]
 		require.Equal(t, typ, h.Type)
@@ -71,19 +72,19 @@ func TestHistory_SummarizesFinishedRuntimesPerType(t *testing.T) {
 		require.Equal(t, 1, h.Failed)
 		if typ != "" {
 			require.Len(t, hs, 2)
-			require.Equal(t, jobguard.TypeHistory{Type: "video"}, hs[1], "a type without finished jobs has none")
+			require.Equal(t, jobset.TypeHistory{Type: "video"}, hs[1], "a type without finished jobs has none")
 		}
 
 		// The window's bound is on the database's clock in the column's
 		// convention, whatever the session's zone.
 		q.Window = 90 * time.Minute
-		hs, err = jobs.Guard.Batch().History(ctx, db, q)
+		hs, err = jobset.New(jobs.Guard).History(ctx, db, q)
 		require.NoError(t, err)
 		require.Equal(t, 20, hs[0].Completed, "finished an hour ago: in")
 		require.Zero(t, hs[0].Reclaimed+hs[0].Failed, "finished two hours ago: out")
 
 		q.PerType = 5
-		hs, err = jobs.Guard.Batch().History(ctx, db, q)
+		hs, err = jobset.New(jobs.Guard).History(ctx, db, q)
 		require.NoError(t, err)
 		require.Equal(t, 5, hs[0].Completed, "the latest five")
 		near(5*time.Minute, hs[0].Max, "the latest five are the shortest")
@@ -95,19 +96,19 @@ func TestHistory_RefusesABadQuery(t *testing.T) {
 	t.Parallel()
 	jobs := fixture.Create(t, testenv.New(t), fixture.Default)
 	ctx := context.Background()
-	ok := jobguard.HistoryQuery{Limits: map[string]time.Duration{"chapter": 0}, Window: time.Hour, PerType: 1}
-	for field, mutate := range map[string]func(*jobguard.HistoryQuery){
-		"Limits":     func(q *jobguard.HistoryQuery) { q.Limits = nil },
-		"Window":     func(q *jobguard.HistoryQuery) { q.Window = 0 },
-		"PerType":    func(q *jobguard.HistoryQuery) { q.PerType = -1 },
-		"Percentile": func(q *jobguard.HistoryQuery) { q.Percentile = 1.5 },
+	ok := jobset.HistoryQuery{Limits: map[string]time.Duration{"chapter": 0}, Window: time.Hour, PerType: 1}
+	for field, mutate := range map[string]func(*jobset.HistoryQuery){
+		"Limits":     func(q *jobset.HistoryQuery) { q.Limits = nil },
+		"Window":     func(q *jobset.HistoryQuery) { q.Window = 0 },
+		"PerType":    func(q *jobset.HistoryQuery) { q.PerType = -1 },
+		"Percentile": func(q *jobset.HistoryQuery) { q.Percentile = 1.5 },
 	} {
 		q := ok
 		mutate(&q)
-		_, err := jobs.Guard.Batch().History(ctx, jobs.Env.Pool, q)
+		_, err := jobset.New(jobs.Guard).History(ctx, jobs.Env.Pool, q)
 		require.ErrorContains(t, err, field)
 	}
-	hs, err := jobs.Guard.Batch().History(ctx, jobs.Env.Pool, ok)
+	hs, err := jobset.New(jobs.Guard).History(ctx, jobs.Env.Pool, ok)
 	require.NoError(t, err)
-	require.Equal(t, []jobguard.TypeHistory{{Type: "chapter"}}, hs)
+	require.Equal(t, []jobset.TypeHistory{{Type: "chapter"}}, hs)
 }

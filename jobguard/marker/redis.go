@@ -1,4 +1,4 @@
-package jobguard
+package marker
 
 import (
 	"context"
@@ -11,10 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// MarkerTTLDefault is how long a reclaim marker lives by default.
-const MarkerTTLDefault = 7 * 24 * time.Hour
-
-// Redis is what jobguard needs of a Redis client. redis.UniversalClient
+// Redis is what a RedisStore needs of a Redis client. redis.UniversalClient
 // satisfies it, so a single node, Sentinel and Cluster all work.
 type Redis interface {
 	Get(ctx context.Context, key string) *redis.StringCmd
@@ -24,75 +21,55 @@ type Redis interface {
 
 var _ Redis = (redis.UniversalClient)(nil)
 
-// Marker records in Redis that a job's execution was reclaimed. It outlives
-// a late worker that overwrites the database's failure reason, and it names
-// the generation it was written for, so that a Retry (which bumps the
-// generation) is not blocked by it.
-type Marker struct {
-	JobID      string    `json:"-"`
-	Generation int64     `json:"generation"`
-	Reason     string    `json:"reason"`
-	At         time.Time `json:"at"`
-}
-
-// MarkerConfig configures a MarkerStore. The keys' prefix is the guard's
-// Shared.Prefix.
-type MarkerConfig struct {
-	// TTL is how long a marker lives. Defaults to MarkerTTLDefault (7 days).
-	TTL time.Duration
-}
-
-// MarkerStore reads and writes reclaim markers. Each job has one key,
+// RedisStore reads and writes reclaim markers in Redis, for jobguard's
+// Shared.Markers = MarkersRedis. Each job has one key,
 // "<Shared.Prefix>:reclaimed:{<job id>}:<table key>": the job's canonical
-// id (Guard.CanonicalID), whatever spelling a call is given, and its jobs
-// table's Guard.TableKey, so that the jobs of several tables under one
+// id (Jobs.CanonicalID), whatever spelling a call is given, and its jobs
+// table's Jobs.TableKey, so that the jobs of several tables under one
 // prefix (job 42 of two integer-id tables) have markers of their own. The
 // braces make the job id the Redis Cluster hash tag, so every key of a job
 // lives in one slot.
-type MarkerStore struct {
-	guard  *Guard
+type RedisStore struct {
+	jobs   Jobs
 	rdb    Redis
 	prefix string
 	ttl    time.Duration
 }
 
-// ErrBadMarker is returned by MarkerStore.Read when the key holds something
-// that is not a marker. The start guard treats it as a failed lookup.
-var ErrBadMarker = errors.New("jobguard: unreadable reclaim marker")
-
-// NewMarkerStore returns a store of guard's markers in rdb, under the
-// guard's Shared.Prefix.
-func NewMarkerStore(guard *Guard, rdb Redis, cfg MarkerConfig) (*MarkerStore, error) {
-	if guard == nil {
-		return nil, errors.New("jobguard: marker store: guard is nil")
+// NewRedisStore returns a store of the markers of jobs (a
+// *jobguard.Guard) in rdb, under the prefix jobs.MarkerPlace names
+// (jobguard's Shared.Prefix).
+func NewRedisStore(jobs Jobs, rdb Redis, cfg Config) (*RedisStore, error) {
+	if jobs == nil {
+		return nil, errors.New("jobguard: marker store: jobs is nil")
 	}
 	if rdb == nil {
 		return nil, errors.New("jobguard: marker store: redis client is nil")
 	}
-	ttl, err := markerTTL(cfg)
+	ttl, err := ttlOf(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: marker store: %w", err)
 	}
-	return &MarkerStore{guard: guard, rdb: rdb, prefix: guard.Shared().Prefix, ttl: ttl}, nil
+	return &RedisStore{jobs: jobs, rdb: rdb, prefix: jobs.MarkerPlace().Prefix, ttl: ttl}, nil
 }
 
 // Key returns the Redis key of jobID's marker. An id the column cannot
 // hold has no marker; its key is spelled as given.
-func (s *MarkerStore) Key(jobID string) string {
-	if id, err := s.guard.CanonicalID(jobID); err == nil {
+func (s *RedisStore) Key(jobID string) string {
+	if id, err := s.jobs.CanonicalID(jobID); err == nil {
 		jobID = id
 	}
 	return s.key(jobID)
 }
 
 // key is the key of the job of canonical id id.
-func (s *MarkerStore) key(id string) string {
-	return s.prefix + ":reclaimed:{" + id + "}:" + s.guard.TableKey()
+func (s *RedisStore) key(id string) string {
+	return s.prefix + ":reclaimed:{" + id + "}:" + s.jobs.TableKey()
 }
 
 // canonical returns m with its job's canonical id.
-func (s *MarkerStore) canonical(m Marker) (Marker, error) {
-	id, err := s.guard.CanonicalID(m.JobID)
+func (s *RedisStore) canonical(m Marker) (Marker, error) {
+	id, err := s.jobs.CanonicalID(m.JobID)
 	m.JobID = id
 	return m, err
 }
@@ -135,7 +112,7 @@ const markersPerCall = 500
 // Against a single server (a *redis.Client, Sentinel's included) one script
 // call writes many markers; any other client (Cluster, whose keys live in
 // different slots, or a client of unknown kind) gets one call per marker.
-func (s *MarkerStore) Write(ctx context.Context, markers ...Marker) error {
+func (s *RedisStore) Write(ctx context.Context, markers ...Marker) error {
 	var refused []error // markers of ids the column cannot hold
 	valid := make([]Marker, 0, len(markers))
 	for _, m := range markers {
@@ -198,7 +175,7 @@ type markerCall struct {
 // server that has not seen the script yet (or lost it in a restart) gets it
 // whole, for the calls it refused. It returns the error of each failed
 // call, keyed by its first marker.
-func (s *MarkerStore) runCalls(ctx context.Context, calls []markerCall) map[int]error {
+func (s *RedisStore) runCalls(ctx context.Context, calls []markerCall) map[int]error {
 	run := func(calls []markerCall, whole bool) ([]*redis.Cmd, error) {
 		cmds := make([]*redis.Cmd, len(calls))
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -267,10 +244,10 @@ func encodeMarkers(markers []Marker) ([]string, error) {
 
 // Read returns jobID's marker, under its canonical id; found is false when
 // there is none. A key that holds something else returns an error
-// wrapping ErrBadMarker; an id the column cannot hold, one wrapping
+// wrapping ErrUnreadable; an id the column cannot hold, one wrapping
 // ErrInvalidJobID.
-func (s *MarkerStore) Read(ctx context.Context, jobID string) (m Marker, found bool, err error) {
-	id, err := s.guard.CanonicalID(jobID)
+func (s *RedisStore) Read(ctx context.Context, jobID string) (m Marker, found bool, err error) {
+	id, err := s.jobs.CanonicalID(jobID)
 	if err != nil {
 		return Marker{}, false, fmt.Errorf("jobguard: read marker: %w", err)
 	}
@@ -283,7 +260,7 @@ func (s *MarkerStore) Read(ctx context.Context, jobID string) (m Marker, found b
 		return Marker{}, false, fmt.Errorf("jobguard: read marker of job %s: %w", jobID, err)
 	}
 	if err := json.Unmarshal(v, &m); err != nil || m.Generation < 0 {
-		return Marker{}, false, fmt.Errorf("%w: key %s holds %.64q", ErrBadMarker, s.key(jobID), v)
+		return Marker{}, false, fmt.Errorf("%w: key %s holds %.64q", ErrUnreadable, s.key(jobID), v)
 	}
 	m.JobID = jobID
 	return m, true, nil
@@ -291,8 +268,8 @@ func (s *MarkerStore) Read(ctx context.Context, jobID string) (m Marker, found b
 
 // Delete removes jobID's marker. An id the column cannot hold returns an
 // error wrapping ErrInvalidJobID.
-func (s *MarkerStore) Delete(ctx context.Context, jobID string) error {
-	id, err := s.guard.CanonicalID(jobID)
+func (s *RedisStore) Delete(ctx context.Context, jobID string) error {
+	id, err := s.jobs.CanonicalID(jobID)
 	if err != nil {
 		return fmt.Errorf("jobguard: delete marker: %w", err)
 	}

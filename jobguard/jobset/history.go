@@ -1,4 +1,4 @@
-package jobguard
+package jobset
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/pgarray"
+	"github.com/jobguard/jobguard/jobguard"
 )
 
 // HistoryQuery selects the finished jobs History summarizes.
@@ -63,10 +63,9 @@ type TypeHistory struct {
 // migration's jobs_finished_idx); without it each type is a scan of the
 // table. Jobs without a start time are left out. The table needs a
 // started-at column (ErrNoStartedAt).
-func (b *Batch) History(ctx context.Context, db DB, q HistoryQuery) ([]TypeHistory, error) {
-	g := b.g
+func (s *Set) History(ctx context.Context, db jobguard.DB, q HistoryQuery) ([]TypeHistory, error) {
 	switch {
-	case g.batch.history == "":
+	case s.sql.History == "":
 		return nil, fmt.Errorf("jobguard: history: %w", ErrNoStartedAt)
 	case len(q.Limits) == 0:
 		return nil, fmt.Errorf("jobguard: history: Limits names no type")
@@ -84,8 +83,8 @@ func (b *Batch) History(ctx context.Context, db DB, q HistoryQuery) ([]TypeHisto
 	for i, typ := range types {
 		limits[i] = interval.Micros(q.Limits[typ])
 	}
-	rows, err := db.Query(ctx, g.batch.history, pgarray.Of(types), pgarray.Of(limits), interval.Micros(q.Window), q.PerType,
-		q.Percentile, g.shared.ReclaimedReason)
+	rows, err := db.Query(ctx, s.sql.History, pgarray.Of(types), pgarray.Of(limits), interval.Micros(q.Window), q.PerType,
+		q.Percentile, s.guard.Shared().ReclaimedReason)
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: history: %w", err)
 	}
@@ -120,50 +119,4 @@ func seconds(s *float64) time.Duration {
 	}
 	d, _ := interval.FromSeconds(*s)
 	return d
-}
-
-// buildHistory is History's statement: $1 types, $2 their limits (µs, 0
-// for none), $3 the window (µs), $4 the rows per type, $5 the percentile,
-// $6 the reclaimed reason.
-//
-// Each type is a LATERAL subquery that reads the latest finished jobs of
-// that type by the updated-at column, bare, so an index on (type,
-// updated_at) over the finished statuses serves it as one backward range
-// ending at LIMIT. The window's bound is computed in the column's own
-// convention (a column without time zone holds UTC wall time), and both
-// timestamps are read as timestamptz for the runtime, so the session's time
-// zone changes nothing. An enum type column is matched through pg_enum, as
-// Overdue does (typeLimits), so that a type the enum lacks summarizes
-// nothing.
-func buildHistory(t Table, cat catalog) string {
-	q := ident.Quote
-	col := func(name string) string { return "t." + q(name) }
-	asTZ := func(name string) string {
-		if cat.columns[name].name == "timestamp" {
-			return "(" + col(name) + " AT TIME ZONE 'UTC')"
-		}
-		return col(name)
-	}
-	now := nowExpr(cat.columns[t.UpdatedAtColumn])
-	st := t.Statuses
-	completed, failed := ident.Literal(st.Completed), ident.Literal(st.Failed)
-	status := col(t.StatusColumn)
-
-	types, typeMatch := typeLimits(t, cat, "k")
-	reclaimed := fmt.Sprintf("coalesce(starts_with(%s, $6::text), false)", col(t.FailureReasonColumn))
-	job := fmt.Sprintf(`SELECT %[1]s = %[2]s AS done, %[1]s = %[3]s AND %[4]s AS reclaimed,`+
-		` extract(epoch FROM %[5]s - %[6]s)::float8 AS secs FROM %[7]s AS t`+
-		` WHERE %[8]s%[1]s IN (%[2]s, %[3]s) AND %[9]s >= %[10]s - `+interval.Param("$3")+
-		` AND %[11]s IS NOT NULL ORDER BY %[9]s DESC LIMIT $4`,
-		status, completed, failed, reclaimed, asTZ(t.UpdatedAtColumn), asTZ(t.StartedAtColumn),
-		t.QualifiedName(), typeMatch, col(t.UpdatedAtColumn), now, col(t.StartedAtColumn))
-	return fmt.Sprintf(`WITH k AS (%s) SELECT k.name,`+
-		` count(*) FILTER (WHERE j.done)::int8,`+
-		` percentile_cont(ARRAY[0.5, 0.9, 0.99]::float8[]) WITHIN GROUP (ORDER BY j.secs) FILTER (WHERE j.done),`+
-		` percentile_cont($5::float8) WITHIN GROUP (ORDER BY j.secs) FILTER (WHERE j.done),`+
-		` max(j.secs) FILTER (WHERE j.done),`+
-		` count(*) FILTER (WHERE j.done AND k.us > 0 AND j.secs * 1000000 > k.us)::int8,`+
-		` count(*) FILTER (WHERE j.reclaimed)::int8,`+
-		` count(*) FILTER (WHERE NOT j.done AND NOT j.reclaimed)::int8`+
-		` FROM k LEFT JOIN LATERAL (%s) AS j ON true GROUP BY k.name ORDER BY k.name`, types, job)
 }

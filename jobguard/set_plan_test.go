@@ -33,7 +33,7 @@ func TestOverdue_GenericPlanUsesThePartialIndex(t *testing.T) {
 	g, err := New(ctx, env.Pool, DefaultTable())
 	require.NoError(t, err)
 
-	tx := genericPlans(t, env, g.batch.overdue)
+	tx := genericPlans(t, env, g.set.Overdue)
 	text := explain(t, tx, `EXPLAIN EXECUTE stmt('{chapter}', '{1800000000}', 1000)`)
 	require.Contains(t, text, "jobs_active_idx", text)
 	require.Regexp(t, `Index Cond: \(\(type = \w+\.type\) AND \(started_at > '-infinity'`, text, "one index range per type")
@@ -70,7 +70,7 @@ func TestFailIfUnchanged_GenericPlanIsLinear(t *testing.T) {
 	g, err := New(ctx, env.Pool, DefaultTable())
 	require.NoError(t, err)
 
-	tx := genericPlans(t, env, g.batch.fail)
+	tx := genericPlans(t, env, g.set.Fail)
 	var ids, statuses, updated, gens string
 	require.NoError(t, tx.QueryRow(ctx, `SELECT array_agg(id)::text, array_agg(status)::text,
 		array_agg(updated_at)::text, array_agg(generation)::text FROM jobs`).Scan(&ids, &statuses, &updated, &gens))
@@ -130,7 +130,7 @@ func TestHistory_GenericPlanReadsTheFinishedIndex(t *testing.T) {
 	g, err := New(ctx, env.Pool, DefaultTable())
 	require.NoError(t, err)
 
-	tx := genericPlans(t, env, g.batch.history)
+	tx := genericPlans(t, env, g.set.History)
 	text := explain(t, tx, `EXPLAIN EXECUTE stmt('{chapter,video}', '{0,0}', 604800000000, 1000, 0.99, 'reclaimed')`)
 	require.Contains(t, text, "Index Scan Backward using jobs_finished_idx", text)
 	require.Regexp(t, `Index Cond: \(\(type = \w+\.type\) AND \(updated_at >= `, text, "one index range per type")

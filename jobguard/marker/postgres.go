@@ -1,52 +1,46 @@
-package jobguard
+package marker
 
 import (
 	"context"
 	"embed"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/sqlfile"
 )
 
-// MarkerTableName is the table of reclaim markers that MarkerMigration
-// creates. A guard looks for it on the search_path when it is built.
-const MarkerTableName = "job_reclaim_markers"
+// TableName is the table of reclaim markers that Migration creates. A
+// guard looks for it on the search_path when it is built.
+const TableName = "job_reclaim_markers"
 
-//go:embed markermigrations/*.sql
-var markerEmbedded embed.FS
+//go:embed migrations/*.sql
+var embedded embed.FS
 
-// MarkerMigrationFiles holds the SQL files that create the table of reclaim
-// markers (MarkerTableName), named in the order they apply. Each file is
+// MigrationFiles holds the SQL files that create the table of reclaim
+// markers (TableName), named in the order they apply. Each file is
 // plain SQL that can be run more than once. They create no jobs table, so
-// they apply beside a table of your own as well as beside Migration's.
+// they apply beside a table of your own as well as beside jobguard.Migration's.
 //
-// MarkerMigration is the SQL of every file in MarkerMigrationFiles, in
+// Migration is the SQL of every file in MigrationFiles, in
 // order, as one string.
-var MarkerMigrationFiles, MarkerMigration = sqlfile.Load(markerEmbedded, "markermigrations")
+var MigrationFiles, Migration = sqlfile.Load(embedded, "migrations")
 
-// lookupMarkerTable returns the marker table the search_path finds, as the
-// catalog names it, or "" when there is none.
-func lookupMarkerTable(ctx context.Context, db DB) (string, error) {
-	schema, rel, err := catalogName(ctx, db, ident.Quote(MarkerTableName))
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return "", nil
-	case err != nil:
-		return "", fmt.Errorf("look up table %s: %w", MarkerTableName, err)
-	}
-	return ident.Quote(schema, rel), nil
+// DB is what a PostgresStore needs of a database handle: *pgxpool.Pool,
+// *pgx.Conn, pgx.Tx and jobguard.DB all satisfy it. Pass the reclaim's
+// transaction to commit a marker with its reclaim.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// PostgresMarkers reads and writes reclaim markers in the table
-// MarkerMigration creates, for Shared.Markers = MarkersPostgres. A row is
-// keyed by the job's canonical id (Guard.CanonicalID), whatever spelling a
-// call is given, and its jobs table's Guard.TableKey, so that several jobs
+// PostgresStore reads and writes reclaim markers in the table Migration
+// creates, for jobguard's Shared.Markers = MarkersPostgres. A row is
+// keyed by the job's canonical id (Jobs.CanonicalID), whatever spelling a
+// call is given, and its jobs table's Jobs.TableKey, so that several jobs
 // tables share the table. Every time it holds is the database's: a marker
 // is stamped and expires on the database's clock, and reads ignore a
 // marker past its expiry. Expired rows stay until something deletes them
@@ -54,32 +48,33 @@ func lookupMarkerTable(ctx context.Context, db DB) (string, error) {
 //
 // Its methods take the DB to work on: the reclaimer passes its
 // transaction, so that a marker commits with its reclaim, or not at all.
-type PostgresMarkers struct {
-	guard *Guard
-	ttl   int64 // microseconds
-	sql   struct {
+type PostgresStore struct {
+	jobs Jobs
+	ttl  int64 // microseconds
+	sql  struct {
 		write string // $1 table key, $2 ids, $3 generations, $4 reasons, $5 TTL in µs
 		read  string // $1 table key, $2 id → generation, reason, reclaimed_at
 		del   string // $1 table key, $2 id
 	}
 }
 
-// NewPostgresMarkers returns a store of guard's markers in the marker
-// table, which must have been on the search_path when guard was built.
-func NewPostgresMarkers(guard *Guard, cfg MarkerConfig) (*PostgresMarkers, error) {
-	if guard == nil {
-		return nil, errors.New("jobguard: marker table: guard is nil")
+// NewPostgresStore returns a store of the markers of jobs (a
+// *jobguard.Guard) in the marker table, which must have been on the
+// search_path when the guard was built (jobs.MarkerPlace names it).
+func NewPostgresStore(jobs Jobs, cfg Config) (*PostgresStore, error) {
+	if jobs == nil {
+		return nil, errors.New("jobguard: marker table: jobs is nil")
 	}
-	if guard.markerTable == "" {
+	tbl := jobs.MarkerPlace().Table
+	if tbl == "" {
 		return nil, fmt.Errorf("jobguard: marker table: %s does not exist in search_path when the guard was built"+
-			" (apply jobguard.MarkerMigration first, or set Shared.Markers to MarkersRedis)", MarkerTableName)
+			" (apply marker.Migration first, or set Shared.Markers to MarkersRedis)", TableName)
 	}
-	ttl, err := markerTTL(cfg)
+	ttl, err := ttlOf(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: marker table: %w", err)
 	}
-	s := &PostgresMarkers{guard: guard, ttl: interval.Micros(ttl)}
-	tbl := guard.markerTable
+	s := &PostgresStore{jobs: jobs, ttl: interval.Micros(ttl)}
 	// A marker of a lower generation changes nothing while the one it
 	// meets is live: two reclaimers writing out of order must not move a
 	// marker backwards. An expired marker says nothing, and is replaced.
@@ -98,17 +93,6 @@ func NewPostgresMarkers(guard *Guard, cfg MarkerConfig) (*PostgresMarkers, error
 	return s, nil
 }
 
-// markerTTL is cfg's TTL with its default, checked.
-func markerTTL(cfg MarkerConfig) (time.Duration, error) {
-	if cfg.TTL == 0 {
-		cfg.TTL = MarkerTTLDefault
-	}
-	if cfg.TTL < time.Second {
-		return 0, fmt.Errorf("TTL %v is shorter than a second", cfg.TTL)
-	}
-	return cfg.TTL, nil
-}
-
 // Write stores the markers in one statement on db, each expiring the
 // store's TTL after the statement's time on the database's clock, which is
 // also the time it records (a Marker's At is not sent). A live marker of a
@@ -116,7 +100,7 @@ func markerTTL(cfg MarkerConfig) (time.Duration, error) {
 // whose generation is negative, is refused before anything is sent: the
 // error wraps ErrInvalidJobID or names the generation, and nothing is
 // written, so a transaction db belongs to is left usable.
-func (s *PostgresMarkers) Write(ctx context.Context, db DB, markers ...Marker) error {
+func (s *PostgresStore) Write(ctx context.Context, db DB, markers ...Marker) error {
 	if len(markers) == 0 {
 		return nil
 	}
@@ -126,7 +110,7 @@ func (s *PostgresMarkers) Write(ctx context.Context, db DB, markers ...Marker) e
 	reasons := make([]string, 0, len(markers))
 	var refused []error
 	for _, m := range markers {
-		id, err := s.guard.CanonicalID(m.JobID)
+		id, err := s.jobs.CanonicalID(m.JobID)
 		switch {
 		case err != nil:
 			refused = append(refused, fmt.Errorf("job %s: %w", m.JobID, err))
@@ -149,7 +133,7 @@ func (s *PostgresMarkers) Write(ctx context.Context, db DB, markers ...Marker) e
 	if len(refused) > 0 {
 		return fmt.Errorf("jobguard: write markers: %w", errors.Join(refused...))
 	}
-	if _, err := db.Exec(ctx, s.sql.write, s.guard.TableKey(), ids, gens, reasons, s.ttl); err != nil {
+	if _, err := db.Exec(ctx, s.sql.write, s.jobs.TableKey(), ids, gens, reasons, s.ttl); err != nil {
 		return fmt.Errorf("jobguard: write markers: %w", err)
 	}
 	return nil
@@ -158,12 +142,12 @@ func (s *PostgresMarkers) Write(ctx context.Context, db DB, markers ...Marker) e
 // Read returns jobID's live marker, under its canonical id; found is false
 // when there is none, or it has expired. An id the column cannot hold
 // returns an error wrapping ErrInvalidJobID.
-func (s *PostgresMarkers) Read(ctx context.Context, db DB, jobID string) (m Marker, found bool, err error) {
-	id, err := s.guard.CanonicalID(jobID)
+func (s *PostgresStore) Read(ctx context.Context, db DB, jobID string) (m Marker, found bool, err error) {
+	id, err := s.jobs.CanonicalID(jobID)
 	if err != nil {
 		return Marker{}, false, fmt.Errorf("jobguard: read marker: %w", err)
 	}
-	err = db.QueryRow(ctx, s.sql.read, s.guard.TableKey(), id).Scan(&m.Generation, &m.Reason, &m.At)
+	err = db.QueryRow(ctx, s.sql.read, s.jobs.TableKey(), id).Scan(&m.Generation, &m.Reason, &m.At)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Marker{}, false, nil
 	}
@@ -176,12 +160,12 @@ func (s *PostgresMarkers) Read(ctx context.Context, db DB, jobID string) (m Mark
 
 // Delete removes jobID's marker. An id the column cannot hold returns an
 // error wrapping ErrInvalidJobID.
-func (s *PostgresMarkers) Delete(ctx context.Context, db DB, jobID string) error {
-	id, err := s.guard.CanonicalID(jobID)
+func (s *PostgresStore) Delete(ctx context.Context, db DB, jobID string) error {
+	id, err := s.jobs.CanonicalID(jobID)
 	if err != nil {
 		return fmt.Errorf("jobguard: delete marker: %w", err)
 	}
-	if _, err := db.Exec(ctx, s.sql.del, s.guard.TableKey(), id); err != nil {
+	if _, err := db.Exec(ctx, s.sql.del, s.jobs.TableKey(), id); err != nil {
 		return fmt.Errorf("jobguard: delete marker of job %s: %w", id, err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package jobguard_test
+package jobset_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
 // batchBumpGeneration moves a job to a newer generation without touching
@@ -34,7 +35,7 @@ func TestSnapshot_ReadsRowsKeyedByGivenID(t *testing.T) {
 		a := jobs.Insert(t, fixture.Job{Generation: 4, ParentID: "7", UpdatedAgo: time.Hour})
 		b := jobs.Insert(t, fixture.Job{Status: jobs.Table.Statuses.Queued})
 
-		got, err := jobs.Guard.Batch().Snapshot(ctx, jobs.Env.Pool, []string{a, b, a, "not-a-row", ""})
+		got, err := jobset.New(jobs.Guard).Snapshot(ctx, jobs.Env.Pool, []string{a, b, a, "not-a-row", ""})
 		require.NoError(t, err)
 		require.Len(t, got, 2)
 		sa := got[a]
@@ -68,7 +69,7 @@ func TestSnapshot_AcceptsUUIDInAnyCase(t *testing.T) {
 	u := uuid.MustParse(id)
 	upper := fmt.Sprintf("%X", u[:]) // no dashes, upper case
 
-	got, err := jobs.Guard.Batch().Snapshot(context.Background(), env.Pool, []string{upper})
+	got, err := jobset.New(jobs.Guard).Snapshot(context.Background(), env.Pool, []string{upper})
 	require.NoError(t, err)
 	require.Equal(t, id, got[upper].ID)
 }
@@ -84,7 +85,7 @@ func TestFailIfUnchanged_FailsOnlyRowsStillAsRead(t *testing.T) {
 		completed := jobs.Insert(t, fixture.Job{Generation: 2, UpdatedAgo: time.Hour})
 		restarted := jobs.Insert(t, fixture.Job{Generation: 2, UpdatedAgo: time.Hour})
 
-		snap, err := jobs.Guard.Batch().Snapshot(ctx, db, []string{stalled, progressed, completed, restarted})
+		snap, err := jobset.New(jobs.Guard).Snapshot(ctx, db, []string{stalled, progressed, completed, restarted})
 		require.NoError(t, err)
 		// Between the read and the write: progress, a completion, a new start.
 		require.NoError(t, jobs.Guard.Touch(ctx, db, jobguard.Execution{JobID: progressed, Generation: 2}))
@@ -93,8 +94,8 @@ func TestFailIfUnchanged_FailsOnlyRowsStillAsRead(t *testing.T) {
 			batchBumpGeneration(t, jobs, restarted)
 		}
 
-		expected := []jobguard.JobState{snap[stalled], snap[progressed], snap[completed], snap[restarted]}
-		res, err := jobs.Guard.Batch().FailIfUnchanged(ctx, db, expected, "stuck")
+		expected := []jobset.Job{snap[stalled], snap[progressed], snap[completed], snap[restarted]}
+		res, err := jobset.New(jobs.Guard).FailIfUnchanged(ctx, db, expected, "stuck")
 		require.NoError(t, err)
 
 		ids := []string{}
@@ -130,14 +131,14 @@ func TestFailIfUnchanged_SecondWriteChangesNothing(t *testing.T) {
 	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		id := jobs.Insert(t, fixture.Job{UpdatedAgo: time.Hour})
-		snap, err := jobs.Guard.Batch().Snapshot(ctx, jobs.Env.Pool, []string{id})
+		snap, err := jobset.New(jobs.Guard).Snapshot(ctx, jobs.Env.Pool, []string{id})
 		require.NoError(t, err)
 
-		first, err := jobs.Guard.Batch().FailIfUnchanged(ctx, jobs.Env.Pool, []jobguard.JobState{snap[id]}, "stuck")
+		first, err := jobset.New(jobs.Guard).FailIfUnchanged(ctx, jobs.Env.Pool, []jobset.Job{snap[id]}, "stuck")
 		require.NoError(t, err)
 		require.Len(t, first.Failed, 1)
 		require.True(t, jobs.Read(t, id).UpdatedAt.After(snap[id].UpdatedAt), "the write moves updated_at")
-		second, err := jobs.Guard.Batch().FailIfUnchanged(ctx, jobs.Env.Pool, []jobguard.JobState{snap[id]}, "stuck")
+		second, err := jobset.New(jobs.Guard).FailIfUnchanged(ctx, jobs.Env.Pool, []jobset.Job{snap[id]}, "stuck")
 		require.NoError(t, err)
 		require.Empty(t, second.Failed)
 		require.Equal(t, 1, second.Moved)
@@ -149,18 +150,18 @@ func TestFailIfUnchanged_InvalidIDSendsNothing(t *testing.T) {
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	id := jobs.Insert(t, fixture.Job{UpdatedAgo: time.Hour})
-	snap, err := jobs.Guard.Batch().Snapshot(context.Background(), env.Pool, []string{id})
+	snap, err := jobset.New(jobs.Guard).Snapshot(context.Background(), env.Pool, []string{id})
 	require.NoError(t, err)
 
-	_, err = jobs.Guard.Batch().FailIfUnchanged(context.Background(), env.Pool,
-		[]jobguard.JobState{snap[id], {ID: "nope"}}, "stuck")
+	_, err = jobset.New(jobs.Guard).FailIfUnchanged(context.Background(), env.Pool,
+		[]jobset.Job{snap[id], {ID: "nope"}}, "stuck")
 	require.ErrorIs(t, err, jobguard.ErrInvalidJobID)
 	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
 }
 
 // A reclaim by hand: read the rows, decide, and fail in one statement only
 // those still exactly as read.
-func ExampleBatch_FailIfUnchanged() {
+func ExampleSet_FailIfUnchanged() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 	if err != nil {
@@ -171,17 +172,18 @@ func ExampleBatch_FailIfUnchanged() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	rows, err := guard.Batch().Snapshot(ctx, pool, []string{"7c9e6679-7425-40de-944b-e07fc1f90ae7"})
+	set := jobset.New(guard)
+	rows, err := set.Snapshot(ctx, pool, []string{"7c9e6679-7425-40de-944b-e07fc1f90ae7"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	var stalled []jobguard.JobState
+	var stalled []jobset.Job
 	for _, r := range rows {
 		if r.ReadAt.Sub(r.UpdatedAt) > time.Hour { // on the database's clock
 			stalled = append(stalled, r)
 		}
 	}
-	res, err := guard.Batch().FailIfUnchanged(ctx, pool, stalled, jobguard.ReclaimedReasonDefault)
+	res, err := set.FailIfUnchanged(ctx, pool, stalled, jobguard.ReclaimedReasonDefault)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -195,7 +197,7 @@ func TestFailIfUnchanged_SkipsARowAnotherTransactionHolds(t *testing.T) {
 		db := jobs.Env.Pool
 		held := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: time.Hour})
 		free := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: time.Hour})
-		snap, err := jobs.Guard.Batch().Snapshot(ctx, db, []string{held, free})
+		snap, err := jobset.New(jobs.Guard).Snapshot(ctx, db, []string{held, free})
 		require.NoError(t, err)
 
 		// A worker's transaction holds the row and sits idle.
@@ -208,7 +210,7 @@ func TestFailIfUnchanged_SkipsARowAnotherTransactionHolds(t *testing.T) {
 
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		res, err := jobs.Guard.Batch().FailIfUnchanged(wctx, db, []jobguard.JobState{snap[held], snap[free]}, "stuck")
+		res, err := jobset.New(jobs.Guard).FailIfUnchanged(wctx, db, []jobset.Job{snap[held], snap[free]}, "stuck")
 		require.NoError(t, err, "the write does not wait for the held row")
 		require.Equal(t, 1, res.Locked)
 		require.Len(t, res.Failed, 1)
@@ -218,31 +220,6 @@ func TestFailIfUnchanged_SkipsARowAnotherTransactionHolds(t *testing.T) {
 		require.Equal(t, jobs.Table.Statuses.Processing, jobs.Read(t, held).Status)
 		require.Equal(t, jobs.Table.Statuses.Failed, jobs.Read(t, free).Status)
 	})
-}
-
-func TestCanonicalID_OneSpellingPerJob(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		variant fixture.Variant
-		in, out string
-	}{
-		{fixture.Default, "7C9E6679-7425-40DE-944B-E07FC1F90AE7", "7c9e6679-7425-40de-944b-e07fc1f90ae7"},
-		{fixture.Default, "7c9e6679742540de944be07fc1f90ae7", "7c9e6679-7425-40de-944b-e07fc1f90ae7"},
-		{fixture.IntID, "0042", "42"},
-		{fixture.IntID, "+42", "42"},
-		{fixture.TextID, "Export/A", "Export/A"},
-	} {
-		t.Run(tc.variant.Name+"/"+tc.in, func(t *testing.T) {
-			t.Parallel()
-			jobs := fixture.Create(t, testenv.New(t), tc.variant)
-			got, err := jobs.Guard.CanonicalID(tc.in)
-			require.NoError(t, err)
-			require.Equal(t, tc.out, got)
-		})
-	}
-	jobs := fixture.Create(t, testenv.New(t), fixture.Default)
-	_, err := jobs.Guard.CanonicalID("not-a-uuid")
-	require.ErrorIs(t, err, jobguard.ErrInvalidJobID)
 }
 
 func TestOverdue_ReadsOnlyJobsOverTheirTypesLimit(t *testing.T) {
@@ -265,7 +242,7 @@ func TestOverdue_ReadsOnlyJobsOverTheirTypesLimit(t *testing.T) {
 				env.Exec(fmt.Sprintf("UPDATE %s SET %s = NULL WHERE %s = $1", jobs.Table.QualifiedName(),
 					ident.Quote(jobs.Table.StartedAtColumn), ident.Quote(jobs.Table.IDColumn)), noStart)
 
-				got, err := jobs.Guard.Batch().Overdue(ctx, env.Pool, jobguard.OverdueQuery{
+				got, err := jobset.New(jobs.Guard).Overdue(ctx, env.Pool, jobset.OverdueQuery{
 					Limits: map[string]time.Duration{"chapter": 30 * time.Minute, "video": 3 * time.Hour, "mystery": time.Hour},
 					Max:    100,
 				})
@@ -287,14 +264,14 @@ func TestOverdue_ReadsOnlyJobsOverTheirTypesLimit(t *testing.T) {
 					}
 				}
 
-				none, err := jobs.Guard.Batch().Overdue(ctx, env.Pool, jobguard.OverdueQuery{
+				none, err := jobset.New(jobs.Guard).Overdue(ctx, env.Pool, jobset.OverdueQuery{
 					Limits: map[string]time.Duration{"chapter": 30 * time.Minute, "video": 3 * time.Hour},
 					Max:    100,
 				})
 				require.NoError(t, err)
 				require.Len(t, none, 1, "a type with no limit is left out")
 
-				types, err := jobs.Guard.Batch().ActiveTypes(ctx, env.Pool)
+				types, err := jobset.New(jobs.Guard).ActiveTypes(ctx, env.Pool)
 				require.NoError(t, err)
 				require.ElementsMatch(t, []string{"chapter", "video", "mystery"}, types, "the types of QUEUED and PROCESSING jobs")
 			})
@@ -314,11 +291,11 @@ func TestOverdue_PagesThroughEveryJobOnce(t *testing.T) {
 			for range 25 {
 				want = append(want, jobs.Insert(t, fixture.Job{UpdatedAgo: 2 * time.Hour}))
 			}
-			q := jobguard.OverdueQuery{Limits: map[string]time.Duration{"chapter": time.Hour}, Max: 10}
+			q := jobset.OverdueQuery{Limits: map[string]time.Duration{"chapter": time.Hour}, Max: 10}
 			var got []string
 			pages := 0
 			for {
-				page, err := jobs.Guard.Batch().Overdue(ctx, env.Pool, q)
+				page, err := jobset.New(jobs.Guard).Overdue(ctx, env.Pool, q)
 				require.NoError(t, err)
 				if len(page) == 0 {
 					break
@@ -339,8 +316,8 @@ func TestOverdue_PagesThroughEveryJobOnce(t *testing.T) {
 func TestOverdue_NeedsAStartedAtColumn(t *testing.T) {
 	t.Parallel()
 	jobs := fixture.Create(t, testenv.New(t), fixture.IntID)
-	_, err := jobs.Guard.Batch().Overdue(context.Background(), jobs.Env.Pool, jobguard.OverdueQuery{Max: 1})
-	require.ErrorIs(t, err, jobguard.ErrNoStartedAt)
+	_, err := jobset.New(jobs.Guard).Overdue(context.Background(), jobs.Env.Pool, jobset.OverdueQuery{Max: 1})
+	require.ErrorIs(t, err, jobset.ErrNoStartedAt)
 }
 
 // A type column that is a Postgres enum: the types come back as text, and a
@@ -368,10 +345,10 @@ func TestOverdue_EnumTypeColumn(t *testing.T) {
 		TypeColumn: "kind", GenerationColumn: "generation", StartedAtColumn: "started_at"})
 	require.NoError(t, err)
 
-	types, err := g.Batch().ActiveTypes(ctx, env.Pool)
+	types, err := jobset.New(g).ActiveTypes(ctx, env.Pool)
 	require.NoError(t, err)
 	require.Equal(t, []string{"chapter", "video"}, types, "in the enum's order")
-	got, err := g.Batch().Overdue(ctx, env.Pool, jobguard.OverdueQuery{
+	got, err := jobset.New(g).Overdue(ctx, env.Pool, jobset.OverdueQuery{
 		Limits: map[string]time.Duration{"video": time.Hour, "no-such-label": time.Minute},
 		Max:    10,
 	})
@@ -396,7 +373,7 @@ func TestSnapshot_InsideACallersTransactionReadsOnTheStatementsClock(t *testing.
 		require.NoError(t, err)
 		require.NoError(t, jobs.Guard.Touch(ctx, tx, jobguard.Execution{JobID: id, Generation: 1}))
 
-		got, err := jobs.Guard.Batch().Snapshot(ctx, tx, []string{id})
+		got, err := jobset.New(jobs.Guard).Snapshot(ctx, tx, []string{id})
 		require.NoError(t, err)
 		row := got[id]
 		require.False(t, row.ReadAt.Before(row.UpdatedAt),
@@ -413,9 +390,9 @@ func TestOverdue_BadAfterLeavesACallersTransactionUsable(t *testing.T) {
 	tx, err := jobs.Env.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = jobs.Guard.Batch().Overdue(ctx, tx, jobguard.OverdueQuery{
+	_, err = jobset.New(jobs.Guard).Overdue(ctx, tx, jobset.OverdueQuery{
 		Limits: map[string]time.Duration{"chapter": time.Minute}, Max: 10, After: "not-a-uuid"})
 	require.ErrorIs(t, err, jobguard.ErrInvalidJobID)
-	_, err = jobs.Guard.Batch().Snapshot(ctx, tx, []string{uuid.NewString()})
+	_, err = jobset.New(jobs.Guard).Snapshot(ctx, tx, []string{uuid.NewString()})
 	require.NoError(t, err, "the transaction is still usable")
 }

@@ -1,4 +1,4 @@
-package jobguard_test
+package marker_test
 
 import (
 	"bytes"
@@ -15,13 +15,14 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // A marker table that cannot be read (dropped after the guard was built)
 // is a failed lookup for Start as it is for Check: fail-closed refuses
 // with ErrGuardUnavailable, fail-open lets the job through with a warning,
 // inside a caller's transaction too.
-func TestPostgresMarkers_UnreadableTableFollowsTheLookupPolicy(t *testing.T) {
+func TestPostgresStore_UnreadableTableFollowsTheLookupPolicy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
@@ -60,20 +61,20 @@ func TestPostgresMarkers_UnreadableTableFollowsTheLookupPolicy(t *testing.T) {
 // A jobs table whose bare name is an alias the start statement uses, or
 // that has the marker table's own name: a Retry still bumps the job past
 // its marker.
-func TestPostgresMarkers_RetryStartsWhateverTheTablesName(t *testing.T) {
+func TestPostgresStore_RetryStartsWhateverTheTablesName(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"m", "t", "u", "j", jobguard.MarkerTableName} {
+	for _, name := range []string{"m", "t", "u", "j", marker.TableName} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			env := testenv.New(t)
-			env.Exec(jobguard.MarkerMigration)
+			env.Exec(marker.Migration)
 			table := jobguard.DefaultTable()
 			table.Name = name
 			// Found on the search_path by its bare name; only the marker
 			// table's namesake lives in a schema of its own.
 			jobs := env
-			if name == jobguard.MarkerTableName {
+			if name == marker.TableName {
 				jobs = testenv.New(t)
 				table.Schema = jobs.Schema
 			}
@@ -91,7 +92,7 @@ func TestPostgresMarkers_RetryStartsWhateverTheTablesName(t *testing.T) {
 				if err := guard.Fail(ctx, tx, exec, jobguard.ReclaimedReasonDefault); err != nil {
 					return err
 				}
-				return sg.PostgresMarkers().Write(ctx, tx, jobguard.Marker{JobID: id, Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault})
+				return sg.PostgresMarkers().Write(ctx, tx, marker.Marker{JobID: id, Generation: exec.Generation, Reason: jobguard.ReclaimedReasonDefault})
 			}))
 			_, err = sg.Start(ctx, env.Pool, id)
 			require.ErrorIs(t, err, jobguard.ErrReclaimed)

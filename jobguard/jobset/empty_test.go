@@ -1,4 +1,4 @@
-package jobguard_test
+package jobset_test
 
 import (
 	"context"
@@ -8,31 +8,31 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
-	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
-// Every batch operation takes empty input, in each of its spellings (nil,
+// Every operation of a Set takes empty input, in each of its spellings (nil,
 // empty, nothing but ids that name no row), answers with nothing, and
 // leaves a caller's transaction usable: no statement fails on an empty
 // list.
-func TestBatch_EmptyInputsAnswerNothingAndKeepTheTransaction(t *testing.T) {
+func TestSet_EmptyInputsAnswerNothingAndKeepTheTransaction(t *testing.T) {
 	t.Parallel()
 	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
 		ctx := context.Background()
 		tx, err := jobs.Env.Pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		batch := jobs.Guard.Batch()
+		batch := jobset.New(jobs.Guard)
 
 		for name, ids := range map[string][]string{"nil": nil, "empty": {}, "no valid id": {"", "not an id"}} {
 			got, err := batch.Snapshot(ctx, tx, ids)
 			require.NoError(t, err, name)
 			require.Empty(t, got, name)
 		}
-		for name, states := range map[string][]jobguard.JobState{"nil": nil, "empty": {}} {
+		for name, states := range map[string][]jobset.Job{"nil": nil, "empty": {}} {
 			res, err := batch.FailIfUnchanged(ctx, tx, states, "reason")
 			require.NoError(t, err, name)
-			require.Equal(t, jobguard.FailResult{}, res, name)
+			require.Equal(t, jobset.FailResult{}, res, name)
 		}
 		types, err := batch.ActiveTypes(ctx, tx)
 		require.NoError(t, err)
@@ -43,11 +43,11 @@ func TestBatch_EmptyInputsAnswerNothingAndKeepTheTransaction(t *testing.T) {
 		}
 		if jobs.Table.StartedAtColumn != "" {
 			for name, limits := range map[string]map[string]time.Duration{"nil": nil, "empty": {}} {
-				rows, err := batch.Overdue(ctx, tx, jobguard.OverdueQuery{Limits: limits, Max: 10})
+				rows, err := batch.Overdue(ctx, tx, jobset.OverdueQuery{Limits: limits, Max: 10})
 				require.NoError(t, err, name)
 				require.Empty(t, rows, name)
 			}
-			_, err := batch.History(ctx, tx, jobguard.HistoryQuery{Window: time.Hour, PerType: 10})
+			_, err := batch.History(ctx, tx, jobset.HistoryQuery{Window: time.Hour, PerType: 10})
 			require.ErrorContains(t, err, "Limits names no type", "a history of no type is refused, not sent")
 		}
 

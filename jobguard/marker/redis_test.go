@@ -1,4 +1,4 @@
-package jobguard_test
+package marker_test
 
 import (
 	"context"
@@ -12,20 +12,20 @@ import (
 
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
-	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
-func TestMarkerStore_WriteNeverLowersTheGeneration(t *testing.T) {
+func TestRedisStore_WriteNeverLowersTheGeneration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
 	guard := fixture.Create(t, env, fixture.TextID).Guard
-	s, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
+	s, err := marker.NewRedisStore(guard, env.Redis, marker.Config{})
 	require.NoError(t, err)
 	at := time.Now()
 
-	require.NoError(t, s.Write(ctx, jobguard.Marker{JobID: "job-1", Generation: 5, Reason: "newer", At: at}))
-	require.NoError(t, s.Write(ctx, jobguard.Marker{JobID: "job-1", Generation: 3, Reason: "older", At: at}))
+	require.NoError(t, s.Write(ctx, marker.Marker{JobID: "job-1", Generation: 5, Reason: "newer", At: at}))
+	require.NoError(t, s.Write(ctx, marker.Marker{JobID: "job-1", Generation: 3, Reason: "older", At: at}))
 	m, found, err := s.Read(ctx, "job-1")
 	require.NoError(t, err)
 	require.True(t, found)
@@ -33,7 +33,7 @@ func TestMarkerStore_WriteNeverLowersTheGeneration(t *testing.T) {
 	require.Equal(t, "newer", m.Reason)
 }
 
-func TestMarkerStore_WritersOutOfOrderKeepTheHighestGeneration(t *testing.T) {
+func TestRedisStore_WritersOutOfOrderKeepTheHighestGeneration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
@@ -42,19 +42,19 @@ func TestMarkerStore_WritersOutOfOrderKeepTheHighestGeneration(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range writers {
 		// A client each, like reclaimers in separate processes.
-		s, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
+		s, err := marker.NewRedisStore(guard, env.Redis, marker.Config{})
 		require.NoError(t, err)
 		wg.Go(func() {
 			for i := range 50 {
 				job := fmt.Sprintf("job-%d", i)
-				if err := s.Write(ctx, jobguard.Marker{JobID: job, Generation: int64(writers - g), At: time.Now()}); err != nil {
+				if err := s.Write(ctx, marker.Marker{JobID: job, Generation: int64(writers - g), At: time.Now()}); err != nil {
 					t.Errorf("write: %v", err)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	s, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
+	s, err := marker.NewRedisStore(guard, env.Redis, marker.Config{})
 	require.NoError(t, err)
 	for i := range 50 {
 		m, found, err := s.Read(ctx, fmt.Sprintf("job-%d", i))
@@ -66,16 +66,16 @@ func TestMarkerStore_WritersOutOfOrderKeepTheHighestGeneration(t *testing.T) {
 
 // A server restarted, or flushed its scripts, no longer knows the script by
 // its hash: the markers still go out.
-func TestMarkerStore_WritesAfterTheServerForgotTheScript(t *testing.T) {
+func TestRedisStore_WritesAfterTheServerForgotTheScript(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
 	guard := fixture.Create(t, env, fixture.TextID).Guard
-	s, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
+	s, err := marker.NewRedisStore(guard, env.Redis, marker.Config{})
 	require.NoError(t, err)
 	require.NoError(t, env.Redis.ScriptFlush(ctx).Err())
 
-	require.NoError(t, s.Write(ctx, jobguard.Marker{JobID: "a", Generation: 2}, jobguard.Marker{JobID: "b", Generation: 3}))
+	require.NoError(t, s.Write(ctx, marker.Marker{JobID: "a", Generation: 2}, marker.Marker{JobID: "b", Generation: 3}))
 	for id, gen := range map[string]int64{"a": 2, "b": 3} {
 		m, found, err := s.Read(ctx, id)
 		require.NoError(t, err)
@@ -84,20 +84,20 @@ func TestMarkerStore_WritesAfterTheServerForgotTheScript(t *testing.T) {
 	}
 	ttl, err := env.Redis.PTTL(ctx, s.Key("a")).Result()
 	require.NoError(t, err)
-	require.InDelta(t, jobguard.MarkerTTLDefault.Seconds(), ttl.Seconds(), 60, "the store's TTL")
+	require.InDelta(t, marker.TTLDefault.Seconds(), ttl.Seconds(), 60, "the store's TTL")
 }
 
 // The markers of a sweep are encoded by hand for speed; what is stored must
 // be what json.Marshal gives, since any reader may decode it.
-func TestMarkerStore_WritesWhatJSONMarshalWrites(t *testing.T) {
+func TestRedisStore_WritesWhatJSONMarshalWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
 	guard := fixture.Create(t, env, fixture.TextID).Guard
-	s, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
+	s, err := marker.NewRedisStore(guard, env.Redis, marker.Config{})
 	require.NoError(t, err)
 	at := time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.FixedZone("KST", 9*3600))
-	markers := []jobguard.Marker{
+	markers := []marker.Marker{
 		{JobID: "a", Generation: 1, Reason: "reclaimed: \"quoted\" <tag> & 日本", At: at},
 		{JobID: "b", Generation: 9223372036854775807, Reason: "reclaimed: \"quoted\" <tag> & 日本", At: at},
 		{JobID: "c", Generation: 0, Reason: "other", At: at.Add(time.Second)},
@@ -115,20 +115,20 @@ func TestMarkerStore_WritesWhatJSONMarshalWrites(t *testing.T) {
 
 // aClient is a Redis client of a kind the store does not know (a wrapper,
 // say): it gets one script call per marker, as a Cluster client does.
-type aClient struct{ jobguard.Redis }
+type aClient struct{ marker.Redis }
 
-func TestMarkerStore_OneCallPerMarkerForAClientOfUnknownKind(t *testing.T) {
+func TestRedisStore_OneCallPerMarkerForAClientOfUnknownKind(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
 	guard := fixture.Create(t, env, fixture.TextID).Guard
-	single, err := jobguard.NewMarkerStore(guard, env.Redis, jobguard.MarkerConfig{})
+	single, err := marker.NewRedisStore(guard, env.Redis, marker.Config{})
 	require.NoError(t, err)
-	wrapped, err := jobguard.NewMarkerStore(guard, aClient{env.Redis}, jobguard.MarkerConfig{})
+	wrapped, err := marker.NewRedisStore(guard, aClient{env.Redis}, marker.Config{})
 	require.NoError(t, err)
-	var markers []jobguard.Marker
+	var markers []marker.Marker
 	for i := range 1200 { // more than one call's worth on a single server
-		markers = append(markers, jobguard.Marker{JobID: fmt.Sprintf("job-%d", i), Generation: 5, At: time.Now()})
+		markers = append(markers, marker.Marker{JobID: fmt.Sprintf("job-%d", i), Generation: 5, At: time.Now()})
 	}
 	require.NoError(t, single.Write(ctx, markers...))
 	for i := range markers {

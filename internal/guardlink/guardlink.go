@@ -1,0 +1,26 @@
+// Package guardlink hands package jobset the statements that package
+// jobguard builds from its catalog, without putting them in jobguard's API.
+//
+// Package jobguard sets SetOf in an init; package jobset calls it. Neither
+// imports the other through this package, so the link has no cycle, and
+// no caller outside the module can reach it.
+package guardlink
+
+// SetStatements are the set-oriented statements of one guard, built once
+// by jobguard.New from the validated mapping. Each one's parameters are
+// documented where jobguard builds it. An empty statement is one the
+// table cannot support (no type column, no started-at column).
+type SetStatements struct {
+	Snapshot     string // $1 ids → rows
+	Types        string // → the distinct types of the active jobs
+	Finished     string // → the distinct types of the finished jobs
+	Overdue      string // $1 types, $2 limits (µs), $3 page size → rows
+	OverdueAfter string // Overdue's, and $4 the last id of the previous page
+	History      string // $1 types, $2 limits, $3 window, $4 per type, $5 percentile, $6 reclaimed reason
+	Unstarted    string // → the count
+	Fail         string // $1 failed, $2 reason, $3 ids, $4 statuses, $5 updated_at, $6 generations
+}
+
+// SetOf returns the statements of guard, a *jobguard.Guard. Package
+// jobguard sets it in an init.
+var SetOf func(guard any) SetStatements

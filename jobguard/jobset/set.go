@@ -1,0 +1,302 @@
+package jobset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/internal/guardlink"
+	"github.com/jobguard/jobguard/internal/interval"
+	"github.com/jobguard/jobguard/internal/pgarray"
+	"github.com/jobguard/jobguard/internal/pgvalue"
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// Set reads the rows of many jobs of one guard's table in one query
+// (Snapshot, Overdue, ActiveTypes, FinishedTypes, History, Unstarted) and
+// fails, in one statement, those still exactly as read (FailIfUnchanged).
+// It is safe for concurrent use.
+type Set struct {
+	guard *jobguard.Guard
+	sql   guardlink.SetStatements
+}
+
+// New returns the set-oriented operations over guard's table. The
+// statements were built when guard was, so New does no I/O. guard must
+// not be nil.
+func New(guard *jobguard.Guard) *Set {
+	return &Set{guard: guard, sql: guardlink.SetOf(guard)}
+}
+
+// Job is a job's row as a Set reads and writes it: the
+// state a reclaimer decides on, and the state its conditional write is
+// matched against.
+type Job struct {
+	// ID is the id column as text (uuids in their canonical lower-case form).
+	ID string
+	// Type is the type column as text; "" when the table has none or the row
+	// has no type.
+	Type string
+	// Status is the status column as text.
+	Status string
+	// UpdatedAt is the progress signal. A timestamp column without time zone
+	// is read as UTC wall time, the way the guard writes it.
+	UpdatedAt time.Time
+	// Generation is the fencing token; 0 when the table has none.
+	Generation int64
+	// ParentID is the parent id column as text; "" when the table has none or
+	// the row has no parent.
+	ParentID string
+	// StartedAt is the start of the current attempt; the zero time when the
+	// table has no started-at column or the row has no start time.
+	StartedAt time.Time
+	// ReadAt is the database's clock when the row was read. UpdatedAt and
+	// StartedAt are stamped by the database, so how long ago they were is
+	// ReadAt minus them: a reader whose own clock runs ahead or behind would
+	// see progress that is not there, or miss progress that is.
+	ReadAt time.Time
+	// FailureReason is the failure reason column as text; "" when it is
+	// NULL. It tells a reclaim's FAILED from the execution's own Fail, which
+	// both leave the generation as it was.
+	FailureReason string
+}
+
+// scanJobs reads rows of the column list the statements share.
+func scanJobs(rows pgx.Rows) ([]Job, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) {
+		var j Job
+		var parent, reason *string
+		var started *time.Time
+		err := r.Scan(&j.ID, &j.Type, &j.Status, &j.UpdatedAt, &j.Generation, &parent, &started, &reason, &j.ReadAt)
+		if parent != nil {
+			j.ParentID = *parent
+		}
+		if reason != nil {
+			j.FailureReason = *reason
+		}
+		if started != nil {
+			j.StartedAt = *started
+		}
+		return j, err
+	})
+}
+
+// Snapshot reads the rows of ids in one query and returns them keyed by the
+// id as given. Ids with no row, and ids that cannot be values of the id
+// column (not a uuid, not an integer), are absent from the map.
+func (s *Set) Snapshot(ctx context.Context, db jobguard.DB, ids []string) (map[string]Job, error) {
+	given := make(map[string][]string, len(ids)) // canonical id → ids as given
+	norm := make([]string, 0, len(ids))
+	for _, id := range ids {
+		n, err := s.guard.CanonicalID(id)
+		if err != nil {
+			continue
+		}
+		if _, seen := given[n]; !seen {
+			norm = append(norm, n)
+		}
+		given[n] = append(given[n], id)
+	}
+	out := make(map[string]Job, len(norm))
+	if len(norm) == 0 {
+		return out, nil
+	}
+	rows, err := db.Query(ctx, s.sql.Snapshot, pgarray.Of(norm))
+	if err != nil {
+		return nil, fmt.Errorf("jobguard: snapshot: %w", err)
+	}
+	states, err := scanJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("jobguard: snapshot: %w", err)
+	}
+	for _, j := range states {
+		for _, id := range given[j.ID] {
+			out[id] = j
+		}
+	}
+	return out, nil
+}
+
+// ActiveTypes returns the distinct types of the QUEUED and PROCESSING
+// jobs, in one statement that probes an index on the type column once per
+// type (the bundled migration's partial index on the active jobs) rather
+// than reading the jobs. A table without a type column has one type, "".
+func (s *Set) ActiveTypes(ctx context.Context, db jobguard.DB) ([]string, error) {
+	types, err := s.distinctTypes(ctx, db, s.sql.Types)
+	if err != nil {
+		return nil, fmt.Errorf("jobguard: active types: %w", err)
+	}
+	return types, nil
+}
+
+// FinishedTypes returns the distinct types of the COMPLETED and FAILED
+// jobs, as ActiveTypes does for the active ones: one probe per type of an
+// index on the type column over the finished statuses (the bundled
+// migration's jobs_finished_idx). A table without a type column has one
+// type, "".
+func (s *Set) FinishedTypes(ctx context.Context, db jobguard.DB) ([]string, error) {
+	types, err := s.distinctTypes(ctx, db, s.sql.Finished)
+	if err != nil {
+		return nil, fmt.Errorf("jobguard: finished types: %w", err)
+	}
+	return types, nil
+}
+
+// distinctTypes runs one of the loose scans of the types; "" is a table
+// without a type column: one type, no round trip.
+func (s *Set) distinctTypes(ctx context.Context, db jobguard.DB, sql string) ([]string, error) {
+	if sql == "" {
+		return []string{""}, nil
+	}
+	rows, err := db.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// OverdueQuery selects the jobs of Overdue.
+type OverdueQuery struct {
+	// Limits is the longest the current attempt of each job type may run.
+	// Jobs of a type absent from it are left out. On a table without a type
+	// column, the limit of "" applies to every job.
+	Limits map[string]time.Duration
+	// After continues a listing: only jobs whose id sorts after it, in the
+	// id column's order. Pass the ID of the last job of the previous page.
+	// Defaults to "", the first page.
+	After string
+	// Max is the most jobs returned. Required.
+	Max int
+}
+
+// ErrNoStartedAt is returned by Overdue for a table without a
+// StartedAtColumn: runtime cannot be read from the table itself.
+var ErrNoStartedAt = errors.New("jobguard: table has no StartedAtColumn")
+
+// Overdue returns, in one query, up to q.Max PROCESSING jobs whose current
+// attempt (the started-at column, stamped by Start) has run longer than
+// their type's limit, on the database's clock, ordered by id. It
+// reads only those rows, one index range per type: the status is a literal
+// and the type and start columns are compared bare, so an index on (type,
+// started_at) over the active statuses (the bundled migration's) does the
+// filtering, and the plan stays the same under a prepared statement's
+// generic plan. Rows with no start time are never returned.
+func (s *Set) Overdue(ctx context.Context, db jobguard.DB, q OverdueQuery) ([]Job, error) {
+	if s.sql.Overdue == "" {
+		return nil, fmt.Errorf("jobguard: overdue: %w", ErrNoStartedAt)
+	}
+	if q.Max <= 0 {
+		return nil, fmt.Errorf("jobguard: overdue: Max %d is not positive", q.Max)
+	}
+	types := make([]string, 0, len(q.Limits))
+	limits := make([]int64, 0, len(q.Limits))
+	for typ, d := range q.Limits {
+		types = append(types, typ)
+		limits = append(limits, interval.Micros(d))
+	}
+	args := []any{pgarray.Of(types), pgarray.Of(limits), q.Max}
+	sql := s.sql.Overdue
+	if q.After != "" {
+		// Checked here: the server casts it to the id column's type, and a
+		// failed cast would abort a caller's transaction.
+		after, err := s.guard.CanonicalID(q.After)
+		if err != nil {
+			return nil, fmt.Errorf("jobguard: overdue: After: %w", err)
+		}
+		sql = s.sql.OverdueAfter
+		args = append(args, after)
+	}
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("jobguard: overdue: %w", err)
+	}
+	states, err := scanJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("jobguard: overdue: %w", err)
+	}
+	return states, nil
+}
+
+// FailResult is what FailIfUnchanged did with the jobs it was given.
+type FailResult struct {
+	// Failed are the jobs the call failed, with ID, Type, ParentID and
+	// Generation as written and Status the failed status.
+	Failed []Job
+	// Moved counts jobs whose row no longer matched what was read (progress,
+	// a completion, a new start): left alone.
+	Moved int
+	// Locked counts jobs whose row another transaction held (or that was
+	// deleted meanwhile): skipped without waiting.
+	Locked int
+}
+
+// FailIfUnchanged writes FAILED with reason to every job of expected whose
+// row still has exactly the status, updated_at and (on a fenced table)
+// generation that expected records, in one conditional statement. A job
+// whose row moved in between is left alone (counted in Moved). A row that
+// another transaction holds is skipped, never waited for (Locked): a transaction
+// holding a job's row is writing it, which is progress, and one idle worker
+// transaction must not stall the reclaim of every other job.
+//
+// The comparison of updated_at is exact, also for a timestamp column without
+// time zone (read as UTC wall time). Pass states read by Snapshot or
+// Overdue. Give it a pgx.Tx to make the follow-up writes (parents) part of
+// the same transaction.
+func (s *Set) FailIfUnchanged(ctx context.Context, db jobguard.DB, expected []Job, reason string) (FailResult, error) {
+	byID := make(map[string]Job, len(expected))
+	for _, e := range expected {
+		n, err := s.guard.CanonicalID(e.ID)
+		if err != nil {
+			return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
+		}
+		e.ID = n
+		byID[n] = e
+	}
+	if len(byID) == 0 {
+		return FailResult{}, nil
+	}
+	ids := make([]string, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	statuses := make([]string, len(ids))
+	updated := make([]time.Time, len(ids))
+	gens := make([]int64, len(ids))
+	for i, id := range ids {
+		e := byID[id]
+		statuses[i], updated[i], gens[i] = e.Status, e.UpdatedAt.UTC(), e.Generation
+	}
+	failed := s.guard.Table().Statuses.Failed
+	rows, err := db.Query(ctx, s.sql.Fail, failed, pgvalue.StorableText(reason),
+		pgarray.Of(ids), pgarray.Of(statuses), pgarray.Of(updated), pgarray.Of(gens))
+	if err != nil {
+		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
+	}
+	var res FailResult
+	var id *string
+	var typ string
+	var gen int64
+	var parent *string
+	locked := 0
+	_, err = pgx.ForEachRow(rows, []any{&id, &gen, &parent, &typ}, func() error {
+		if id == nil { // the count of the rows locked
+			locked = int(gen)
+			return nil
+		}
+		j := Job{ID: *id, Type: typ, Status: failed, Generation: gen}
+		if parent != nil {
+			j.ParentID = *parent
+		}
+		res.Failed = append(res.Failed, j)
+		return nil
+	})
+	if err != nil {
+		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
+	}
+	res.Moved = locked - len(res.Failed)
+	res.Locked = len(ids) - locked
+	return res, nil
+}

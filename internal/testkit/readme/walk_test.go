@@ -32,6 +32,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 	"github.com/jobguard/jobguard/reclaim"
 )
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/jobguard/jobguard/internal/queueguard"
 	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/watch"
@@ -121,14 +122,18 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, h asynq.Handler
 	if err != nil {
 		return told(fmt.Errorf("asynqguard: %s: %w", describe(ctx, t), err), nil)
 	}
-	runCtx := ctx
-	if m.cfg.Watcher != nil {
-		var release context.CancelFunc
-		runCtx, release = m.cfg.Watcher.Watch(ctx, exec)
-		defer release() // after the cause below is read: release cancels too
+	run := func(ctx context.Context) error { return h.ProcessTask(context.WithValue(ctx, execKey{}, exec), t) }
+	if m.cfg.Watcher == nil {
+		return told(run(ctx), nil)
 	}
-	err = h.ProcessTask(context.WithValue(runCtx, execKey{}, exec), t)
-	return told(err, context.Cause(runCtx))
+	runCtx, release := m.cfg.Watcher.Watch(ctx, exec)
+	defer release()
+	// A handler that panics after its job was lost is told as lost.
+	lost, err := queueguard.Run(runCtx, run)
+	if lost != nil {
+		return told(err, lost)
+	}
+	return told(err, nil)
 }
 
 // jobID is the row id the task names.

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/jobguard/jobguard/internal/queueguard"
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
@@ -153,18 +154,15 @@ func (m *Middleware) start(ctx context.Context, job *rivertype.JobRow) (jobguard
 
 // run runs the worker under exec, watched when there is a watcher, and
 // returns the watcher's cause when the execution lost its job meanwhile,
-// and the worker's error. The watch is released even if the worker panics.
+// and the worker's error. The watch is released even if the worker panics;
+// a worker that panics after its job was lost is told as lost (queueguard.Run).
 func (m *Middleware) run(ctx context.Context, exec jobguard.Execution, doInner func(context.Context) error) (*watch.LostError, error) {
 	if m.watcher == nil {
 		return nil, doInner(ctx)
 	}
 	runCtx, release := m.watcher.Watch(ctx, exec)
 	defer release()
-	err := doInner(runCtx)
-	// Read before release, which cancels runCtx with a cause of its own.
-	var lost *watch.LostError
-	errors.As(context.Cause(runCtx), &lost)
-	return lost, err
+	return queueguard.Run(runCtx, doInner)
 }
 
 // answer decides what River is told and logs a cancellation.

@@ -96,7 +96,9 @@ func integer(num string) (string, bool) {
 		if err != nil {
 			return "", false
 		}
-		mant, exp = mant[:i], e
+		// No payload has 2³² digits: a larger exponent decides the same,
+		// and the clamp keeps the sums below from wrapping.
+		mant, exp = mant[:i], max(-1<<32, min(e, 1<<32))
 	}
 	digits := mant
 	if i := strings.IndexByte(mant, '.'); i >= 0 {

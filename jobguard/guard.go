@@ -255,13 +255,16 @@ func buildStatements(t Table, cat catalog, markerTable string) statements {
 		`UPDATE %s SET %s = %s, %s = NULL, %s%s%s%s WHERE %s = $1 AND %s = %s RETURNING %s`,
 		tbl, status, lit(st.Queued), reason, touch, bump, reset, unstart, id, status, lit(st.Failed), genOut)}
 	// start moves a job that is not reclaimed to PROCESSING; fence adds
-	// what the markers say. The row is j, and the fence compares with j:
+	// what the markers say. The reason is compared byte by byte, as
+	// Shared.Reclaimed compares it (under a nondeterministic collation of
+	// the column's own, starts_with is refused outright). The row is j, and
+	// the fence compares with j:
 	// the table's bare name would mean whatever the subquery names so (a
 	// jobs table called m is the marker's alias m there).
 	start := func(fence string) string {
 		return fmt.Sprintf(
 			`UPDATE %s AS j SET %s = %s, %s%s%s WHERE %s = $1 AND %s IN (%s, %s)`+
-				` AND (%s IS NULL OR NOT starts_with(%s, $2))%s RETURNING %s`,
+				` AND (%s IS NULL OR NOT starts_with(%s COLLATE "C", $2))%s RETURNING %s`,
 			tbl, status, lit(st.Processing), touch, bump, started, id, status, lit(st.Queued), lit(st.Processing),
 			reason, reason, fence, genOut)
 	}

@@ -226,7 +226,7 @@ func buildHistory(t Table, cat catalog) string {
 	status := col(t.StatusColumn)
 
 	types, typeMatch := typeLimits(t, cat, "k")
-	reclaimed := fmt.Sprintf("coalesce(starts_with(%s, $6::text), false)", col(t.FailureReasonColumn))
+	reclaimed := fmt.Sprintf("coalesce(starts_with(%s COLLATE \"C\", $6::text), false)", col(t.FailureReasonColumn))
 	job := fmt.Sprintf(`SELECT %[1]s = %[2]s AS done, %[1]s = %[3]s AND %[4]s AS reclaimed,`+
 		` extract(epoch FROM %[5]s - %[6]s)::float8 AS secs FROM %[7]s AS t`+
 		` WHERE %[8]s%[1]s IN (%[2]s, %[3]s) AND %[9]s >= %[10]s - `+interval.Param("$3")+

@@ -184,6 +184,11 @@ func NewWithConfig(ctx context.Context, db DB, table Table, cfg GuardConfig) (*G
 		return nil, fmt.Errorf("jobguard: new: Shared.ReclaimedReason %q has %d characters, more than column %q (FailureReasonColumn) of %s holds (%s): %w",
 			shared.ReclaimedReason, utf8.RuneCountInString(shared.ReclaimedReason), g.table.FailureReasonColumn, g.table.QualifiedName(), col.full, ErrUnstorable)
 	}
+	if col := g.cat.columns[g.table.FailureReasonColumn]; !col.keeps(shared.ReclaimedReason) {
+		return nil, fmt.Errorf("jobguard: new: Shared.ReclaimedReason %q ends in a space, which column %q (FailureReasonColumn) of %s (%s) drops when read: "+
+			"the start guard and the watcher could not tell a reclaim; end it in another character: %w",
+			shared.ReclaimedReason, g.table.FailureReasonColumn, g.table.QualifiedName(), col.full, ErrUnstorable)
+	}
 	g.shared = shared
 	g.met = newGuardMetrics(cfg.MeterProvider)
 	log := cfg.Logger

@@ -372,6 +372,13 @@ func (t typeInfo) holds(s string) bool {
 	return t.maxChars == 0 || utf8.RuneCountInString(s) <= t.maxChars
 }
 
+// keeps reports whether s reads back as it was written: a char(n) column
+// pads what it stores and drops trailing spaces when read, so a label or
+// reason that ends in one would never compare equal to itself again.
+func (t typeInfo) keeps(s string) bool {
+	return t.name != "bpchar" || strings.TrimRight(s, " ") == s
+}
+
 // fitted is the text parameter param as the column stores it: cut to the
 // column's length by an explicit cast, which truncates where an assignment
 // would refuse the whole write (value too long, SQLSTATE 22001). It is for
@@ -459,6 +466,10 @@ func inspectCatalog(ctx context.Context, db DB, t Table) (catalog, error) {
 		if !st.holds(l) {
 			return catalog{}, fmt.Errorf("column %q (StatusColumn) of %s is %s: it cannot hold the status %q (%d characters)",
 				t.StatusColumn, name, st.full, l, utf8.RuneCountInString(l))
+		}
+		if !st.keeps(l) {
+			return catalog{}, fmt.Errorf("column %q (StatusColumn) of %s is %s, which drops trailing spaces when read: "+
+				"the status %q would never read back as written", t.StatusColumn, name, st.full, l)
 		}
 	}
 	if st.kind == 'e' {

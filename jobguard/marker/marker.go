@@ -3,6 +3,7 @@ package marker
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 )
 
@@ -65,4 +66,14 @@ func ttlOf(cfg Config) (time.Duration, error) {
 		return 0, fmt.Errorf("TTL %v is shorter than a second", cfg.TTL)
 	}
 	return cfg.TTL, nil
+}
+
+// isNil reports whether jobs is nil, or a nil pointer in an interface (a
+// nil *jobguard.Guard), which would otherwise panic at its first call.
+func isNil(jobs Jobs) bool {
+	if jobs == nil {
+		return true
+	}
+	v := reflect.ValueOf(jobs)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }

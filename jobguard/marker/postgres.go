@@ -62,7 +62,7 @@ type PostgresStore struct {
 // *jobguard.Guard) in the marker table, which must have been on the
 // search_path when the guard was built (jobs.MarkerPlace names it).
 func NewPostgresStore(jobs Jobs, cfg Config) (*PostgresStore, error) {
-	if jobs == nil {
+	if isNil(jobs) {
 		return nil, errors.New("jobguard: marker table: jobs is nil")
 	}
 	tbl := jobs.MarkerPlace().Table

@@ -40,7 +40,7 @@ type RedisStore struct {
 // *jobguard.Guard) in rdb, under the prefix jobs.MarkerPlace names
 // (jobguard's Shared.Prefix).
 func NewRedisStore(jobs Jobs, rdb Redis, cfg Config) (*RedisStore, error) {
-	if jobs == nil {
+	if isNil(jobs) {
 		return nil, errors.New("jobguard: marker store: jobs is nil")
 	}
 	if rdb == nil {

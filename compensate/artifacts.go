@@ -225,15 +225,16 @@ func inspect(ctx context.Context, cfg Config, art string) (catalogFacts, error) 
 	jt := cfg.Guard.Table()
 	var f catalogFacts
 	var name, idType *string
-	var recheck, keyed bool
+	var recheck, keyed, dated bool
 	err := cfg.DB.QueryRow(ctx, `SELECT
 		(SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) FROM pg_class c
 		 JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)),
 		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'recheck_at' AND NOT attisdropped),
 		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'jobs_table' AND NOT attisdropped),
+		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'changed_at' AND NOT attisdropped),
 		(SELECT format_type(atttypid, NULL) FROM pg_attribute
 		 WHERE attrelid = to_regclass($2) AND attname = $3 AND NOT attisdropped)`,
-		art, jt.QualifiedName(), jt.IDColumn).Scan(&name, &recheck, &keyed, &idType)
+		art, jt.QualifiedName(), jt.IDColumn).Scan(&name, &recheck, &keyed, &dated, &idType)
 	switch {
 	case err != nil:
 		return f, err
@@ -243,6 +244,8 @@ func inspect(ctx context.Context, cfg Config, art string) (catalogFacts, error) 
 		return f, fmt.Errorf("Table: %s has no column recheck_at (apply every file of MigrationFiles)", art)
 	case !keyed:
 		return f, fmt.Errorf("Table: %s has no column jobs_table (apply every file of MigrationFiles)", art)
+	case !dated:
+		return f, fmt.Errorf("Table: %s has no column changed_at (apply every file of MigrationFiles)", art)
 	case idType == nil:
 		return f, fmt.Errorf("Guard: %s has no column %s", jt.QualifiedName(), jt.IDColumn)
 	}

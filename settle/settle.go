@@ -17,6 +17,7 @@ import (
 	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/retain"
 	"github.com/jobguard/jobguard/usage"
 )
 
@@ -184,6 +185,8 @@ type Settler struct {
 	log *slog.Logger
 	sql statements
 	met *settleMetrics
+	// retention is the table's retention rule (Retention).
+	retention retain.Rule
 }
 
 // statements are built once by New. Durations travel as microseconds and
@@ -238,11 +241,12 @@ func New(ctx context.Context, cfg Config) (*Settler, error) {
 		return nil, fmt.Errorf("settle: new: Table: %s has no enabled trigger %s (apply every file of MigrationFiles)", tbl, claimTrigger)
 	}
 	return &Settler{
-		cfg: cfg,
-		pol: policy{maxAttempts: cfg.MaxAttempts, backoffMin: cfg.BackoffMin, backoffMax: cfg.BackoffMax},
-		log: cfg.Logger,
-		sql: buildStatements(tbl, cfg.Guard.TableKey()),
-		met: newSettleMetrics(cfg.MeterProvider),
+		cfg:       cfg,
+		pol:       policy{maxAttempts: cfg.MaxAttempts, backoffMin: cfg.BackoffMin, backoffMax: cfg.BackoffMax},
+		log:       cfg.Logger,
+		sql:       buildStatements(tbl, cfg.Guard.TableKey()),
+		met:       newSettleMetrics(cfg.MeterProvider),
+		retention: retentionRule(tbl, cfg.Guard.TableKey()),
 	}, nil
 }
 
@@ -368,7 +372,9 @@ func buildStatements(tbl, jobs string) statements {
 		pk + ` AND state = 'pending'`
 	s.retry = `UPDATE ` + tbl + ` SET last_error = $3, next_attempt_at = ` + later(4) +
 		`, updated_at = ` + now + pk + ` AND state = 'pending'` + fence(5)
-	s.giveUp = `UPDATE ` + tbl + ` SET state = 'given_up', last_error = $3, updated_at = ` + now +
+	// A record given up is settled too: settled_at dates it for retention
+	// (Retention), as confirming does.
+	s.giveUp = `UPDATE ` + tbl + ` SET state = 'given_up', last_error = $3, settled_at = ` + now + `, updated_at = ` + now +
 		pk + ` AND state = 'pending'` + fence(4)
 	s.handBack = `UPDATE ` + tbl + ` SET attempts = attempts - 1, next_attempt_at = ` + now +
 		`, updated_at = ` + now + pk + ` AND state = 'pending'` + fence(3)
@@ -391,7 +397,7 @@ func buildStatements(tbl, jobs string) statements {
 		` RETURNING job_id, generation, pending, updates::text, usage::text, attempts, claim`
 	// Reopening starts the attempts over; the trigger moves the claim on,
 	// so the next claim takes a number no earlier attempt had.
-	s.reopen = `UPDATE ` + tbl + ` SET state = 'pending', attempts = 0, last_error = NULL, next_attempt_at = ` + now +
+	s.reopen = `UPDATE ` + tbl + ` SET state = 'pending', attempts = 0, last_error = NULL, settled_at = NULL, next_attempt_at = ` + now +
 		`, updated_at = ` + now + pk + ` AND state = 'given_up'`
 	return s
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/jobguard/jobguard/internal/service"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/reclaim"
+	"github.com/jobguard/jobguard/retain"
 )
 
 var runCommand = &command{
@@ -51,6 +52,11 @@ and stay owed. The settle sweep is not run here: it needs your update
 handlers and usage increments (settle.Config), so run settle.Settler.Run in
 a process of yours.
 
+--retain also runs the retention sweep of 'jobguard retain' every
+--retain-interval, with its ages: off by default, as removing rows is a
+decision to take once the ages are chosen. Run it with --shadow too: it
+removes only what is finished, whatever the reclaimer decides.
+
 Metrics are served for Prometheus at http://<--metrics-addr>/metrics.
 Logs are structured (--log-format text or json), one line per sweep.
 SIGTERM or SIGINT stops it: the sweep under way stops (what it committed
@@ -70,6 +76,10 @@ why), 2 usage.`,
 		f.str(&o.ArtifactsSchema, "artifacts-schema", "schema of the artifacts table (empty: the jobs table's)")
 		f.str(&o.ArtifactsTable, "artifacts-table", "name of the artifacts table")
 		f.str(&o.FileKind, "file-kind", "kind of the artifacts that are files, compensated by removing the file at their ref")
+		f.section("Retention")
+		f.boolean(&s.Retain.Enabled, "retain", "also run the retention sweep of 'jobguard retain' (off by default)")
+		f.duration(&s.Retain.Interval, "retain-interval", "pause between two retention sweeps")
+		f.retainGroup(s)
 		f.commonGroups(s)
 		f.decisionGroup(s, true)
 		f.sourceGroup(s)
@@ -93,7 +103,7 @@ func defaultService() serviceOpts {
 }
 
 func runService(ctx context.Context, c *cli, s *settings, _ []string) error {
-	if err := s.Service.check(); err != nil {
+	if err := errors.Join(s.Service.check(), s.Retain.check()); err != nil {
 		return err
 	}
 	log, err := c.logger(s)
@@ -145,6 +155,8 @@ type serviceParts struct {
 	limits map[string]time.Duration
 	// artifacts is nil without --compensate.
 	artifacts *compensate.Artifacts
+	// retention is nil without --retain, or when no table is there.
+	retention *retain.Sweeper
 }
 
 // wireService builds what run runs, every part recording its metrics on
@@ -170,6 +182,11 @@ func (cn *conns) wireService(ctx context.Context, s *settings, mp metric.MeterPr
 	if w.reclaimer, err = reclaim.New(cfg); err != nil {
 		return nil, err
 	}
+	if s.Retain.Enabled {
+		if w.retention, _, err = cn.retainSweeper(ctx, s, guard, mp); err != nil {
+			return nil, err
+		}
+	}
 	if !o.Compensate {
 		return w, nil
 	}
@@ -192,7 +209,7 @@ func (w *serviceParts) attrs(s *settings) []slog.Attr {
 		slog.String("table", w.guard.Table().QualifiedName()),
 		slog.String("source", s.Source), slog.String("limits_table", limitsName(s)), slog.Int("limits", len(w.limits)),
 		slog.Duration("interval", s.Interval), slog.Duration("no_progress", s.NoProgress), slog.Bool("shadow", s.Service.Shadow),
-		slog.Bool("compensate", s.Service.Compensate), slog.String("notices", s.Notices), slog.Int("parent_rules", w.rules),
+		slog.Bool("compensate", s.Service.Compensate), slog.Bool("retain", w.retention != nil), slog.String("notices", s.Notices), slog.Int("parent_rules", w.rules),
 		slog.String("marker_prefix", w.guard.Shared().Prefix)}, w.reclaimer.LeaderAttrs()...)
 }
 
@@ -201,6 +218,9 @@ func (w *serviceParts) sweeps() []func(context.Context) error {
 	sweeps := []func(context.Context) error{w.reclaimer.Run}
 	if w.artifacts != nil {
 		sweeps = append(sweeps, w.artifacts.Run)
+	}
+	if w.retention != nil {
+		sweeps = append(sweeps, w.retention.Run)
 	}
 	return sweeps
 }

@@ -104,6 +104,7 @@ type settings struct {
 	DryRun  bool        // sweep
 	Suggest suggestOpts // limits suggest
 	Service serviceOpts // run
+	Retain  retainOpts  // retain, run
 
 	// JSON prints the result as JSON.
 	JSON bool
@@ -131,6 +132,7 @@ func defaultSettings() settings {
 		Notices:     noticesOff,
 		Suggest:     defaultSuggest(),
 		Service:     defaultService(),
+		Retain:      defaultRetain(),
 		LogFormat:   "text",
 		LogLevel:    "warn",
 	}
@@ -275,6 +277,16 @@ type configFile struct {
 			Kinds    map[string]string `json:"kinds"`
 		} `json:"river"`
 	} `json:"source"`
+	Retain *struct {
+		Enabled       *bool     `json:"enabled"`
+		Interval      *duration `json:"interval"`
+		RecordsSchema *string   `json:"records_schema"`
+		RecordsTable  *string   `json:"records_table"`
+		RecordsAge    *age      `json:"records_age"`
+		ArtifactsAge  *age      `json:"artifacts_age"`
+		MarkersAge    *age      `json:"markers_age"`
+		Batch         *int      `json:"batch"`
+	} `json:"retain"`
 	ParentRules map[string]struct {
 		Schema   string   `json:"schema"`
 		Table    string   `json:"table"`
@@ -368,6 +380,18 @@ func (s *settings) applyConfig(data []byte) error {
 				s.River.Types = r.Kinds
 			}
 		}
+	}
+	if r := c.Retain; r != nil {
+		if err := setDuration(&s.Retain.Interval, "retain.interval", r.Interval); err != nil {
+			return err
+		}
+		set(&s.Retain.Enabled, r.Enabled)
+		set(&s.Retain.RecordsSchema, r.RecordsSchema)
+		set(&s.Retain.RecordsTable, r.RecordsTable)
+		set(&s.Retain.RecordsAge, r.RecordsAge)
+		set(&s.Retain.ArtifactsAge, r.ArtifactsAge)
+		set(&s.Retain.MarkersAge, r.MarkersAge)
+		set(&s.Retain.Batch, r.Batch)
 	}
 	if len(c.ParentRules) > 0 {
 		s.ParentRules = map[string]reclaim.ParentUpdate{}

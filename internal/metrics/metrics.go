@@ -66,6 +66,12 @@ const (
 	// SettleSweepDuration is the duration of each settle sweep in seconds,
 	// by result (ok, error).
 	SettleSweepDuration = "jobguard.settle.sweep.duration"
+	// RetainRows counts the rows the retention sweep removed, by table
+	// (records, artifacts, markers).
+	RetainRows = "jobguard.retain.rows"
+	// RetainSweepDuration is the duration of each retention sweep in
+	// seconds, by result (ok, error).
+	RetainSweepDuration = "jobguard.retain.sweep.duration"
 )
 
 // Attribute keys.
@@ -77,6 +83,7 @@ const (
 	KeyPolicy   = attribute.Key("policy")
 	KeyResult   = attribute.Key("result")
 	KeyDecision = attribute.Key("decision")
+	KeyTable    = attribute.Key("table")
 )
 
 // DurationBuckets are the histogram boundaries, in seconds, of durations

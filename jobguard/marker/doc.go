@@ -28,7 +28,8 @@
 // # What it does not guarantee
 //
 //   - Markers expire (TTLDefault, 7 days). Expired rows stay in the table
-//     until something deletes them; expired keys leave Redis on their own.
+//     until the retention sweep deletes them (PostgresStore.Retention,
+//     run by package retain); expired keys leave Redis on their own.
 //   - Redis markers are written after the reclaim commits: a failed write
 //     is counted by the reclaimer, and the job's failure reason is then
 //     the start guard's only evidence.

@@ -49,9 +49,10 @@ type DB interface {
 // Its methods take the DB to work on: the reclaimer passes its
 // transaction, so that a marker commits with its reclaim, or not at all.
 type PostgresStore struct {
-	jobs Jobs
-	ttl  int64 // microseconds
-	sql  struct {
+	jobs  Jobs
+	table string // quoted, as MarkerPlace names it
+	ttl   int64  // microseconds
+	sql   struct {
 		write string // $1 table key, $2 ids, $3 generations, $4 reasons, $5 TTL in µs
 		read  string // $1 table key, $2 id → generation, reason, reclaimed_at
 		del   string // $1 table key, $2 id
@@ -74,7 +75,7 @@ func NewPostgresStore(jobs Jobs, cfg Config) (*PostgresStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: marker table: %w", err)
 	}
-	s := &PostgresStore{jobs: jobs, ttl: interval.Micros(ttl)}
+	s := &PostgresStore{jobs: jobs, table: tbl, ttl: interval.Micros(ttl)}
 	// A marker of a lower generation changes nothing while the one it
 	// meets is live: two reclaimers writing out of order must not move a
 	// marker backwards. An expired marker says nothing, and is replaced.

@@ -100,3 +100,24 @@ func TestMarkers_SettingComesFromFlagEnvOrConfigAndIsChecked(t *testing.T) {
 	require.Equal(t, 2, r.code, r)
 	require.Contains(t, r.stderr, `--markers "memcached": want postgres or redis`)
 }
+
+// Without a generation, with the markers in Postgres (the default), retry
+// refuses a job that is not FAILED (exit 4) and an unknown one (exit 3),
+// as it does on every other table: the retry's transaction rolls back, and
+// the command must not say that the job was retried.
+func TestPostgresMarkers_StatusOnlyRetryRefusesAJobThatIsNotFailed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fixture.NoGeneration)
+	running := b.jobs.Insert(t, fixture.Job{UpdatedAgo: time.Hour})
+	noRedis := []string{envRedisURL + "=redis://" + closedPort + "/0"}
+
+	r := jgEnv(t, noRedis, append([]string{"retry", running}, b.pgArgs()...)...)
+	require.Equal(t, "PROCESSING", b.jobs.Read(t, running).Status, "nothing was changed")
+	require.Equal(t, 4, r.code, r)
+	require.Contains(t, r.stderr, "job "+running+" is PROCESSING: only a FAILED job can be retried; nothing was changed")
+	require.NotContains(t, r.stdout, "QUEUED")
+
+	r = jgEnv(t, noRedis, append([]string{"retry", "00000000-0000-4000-8000-00000000dead", "--json"}, b.pgArgs()...)...)
+	require.Equal(t, 3, r.code, r)
+	require.Empty(t, r.stdout)
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,4 +176,16 @@ func TestLimits_SuggestOnAFirstAdoptionWarnsOfFewCompletions(t *testing.T) {
 	r = b.run(t, "limits suggest", "--min-completions", "3")
 	require.Equal(t, 0, r.code, r)
 	require.NotContains(t, r.stdout, "Warning", r)
+}
+
+// A malformed --limits-table is a usage error (exit 2) in limits suggest
+// whatever else is wrong with the settings: here, a mapping without the
+// start column as well, which the limits table's name was read before.
+func TestLimits_SuggestReportsAMalformedLimitsTableFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fixture.Default)
+	long := strings.Repeat("x", 70)
+	r := b.run(t, "limits suggest", "--started-at-column=", "--limits-table", long)
+	require.Equal(t, 2, r.code, r)
+	require.Contains(t, r.stderr, "is longer than 63 bytes")
 }

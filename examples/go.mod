@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/prometheus/client_golang v1.23.2
+	github.com/prometheus/client_golang v1.23.2 // indirect
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
@@ -13,9 +13,9 @@ require (
 	github.com/stretchr/testify v1.12.1
 	github.com/testcontainers/testcontainers-go v0.45.0 // indirect
 	go.opentelemetry.io/otel v1.44.0 // indirect
-	go.opentelemetry.io/otel/exporters/prometheus v0.66.0
+	go.opentelemetry.io/otel/exporters/prometheus v0.66.0 // indirect
 	go.opentelemetry.io/otel/metric v1.44.0
-	go.opentelemetry.io/otel/sdk/metric v1.44.0
+	go.opentelemetry.io/otel/sdk/metric v1.44.0 // indirect
 )
 
 require (
@@ -88,6 +88,7 @@ require (
 
 require (
 	github.com/jobguard/jobguard v0.0.0
+	github.com/jobguard/jobguard/internal/service v0.0.0
 	github.com/jobguard/jobguard/riverguard v0.0.0
 )
 
@@ -97,3 +98,5 @@ replace (
 	github.com/jobguard/jobguard => ../
 	github.com/jobguard/jobguard/riverguard => ../riverguard
 )
+
+replace github.com/jobguard/jobguard/internal/service => ../internal/service

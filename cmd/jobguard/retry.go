@@ -92,9 +92,9 @@ func refuseUnmappedGeneration(guard *jobguard.Guard) error {
 // there, or not FAILED, is refused with its exit code.
 func retryRow(ctx context.Context, cn *conns, guard *jobguard.Guard, id string, pgMarkers bool) (gen int64, err error) {
 	if pgMarkers {
-		markers, err := marker.NewPostgresStore(guard, marker.Config{})
-		if err != nil {
-			return 0, fail(exitError, err, "")
+		markers, merr := marker.NewPostgresStore(guard, marker.Config{})
+		if merr != nil {
+			return 0, fail(exitError, merr, "")
 		}
 		err = pgx.BeginFunc(ctx, cn.pool, func(tx pgx.Tx) error {
 			if gen, err = guard.Retry(ctx, tx, id); err != nil {

@@ -36,11 +36,13 @@ type runningService struct {
 }
 
 // startService starts 'jobguard run' over the bundle, sweeping every
-// 100ms, with JSON logs, metrics on a port of its own and a leader key of
-// its own, and kills it at cleanup if it still runs.
+// 100ms, each sweep with a minute's deadline (a loaded machine must not
+// time out a reclaim whose commit the server already made), with JSON
+// logs, metrics on a port of its own and a leader key of its own, and
+// kills it at cleanup if it still runs.
 func startService(t *testing.T, b *bundle, extra ...string) *runningService {
 	t.Helper()
-	args := append([]string{"run"}, b.args(append([]string{"--interval", "100ms", "--metrics-addr", "127.0.0.1:0",
+	args := append([]string{"run"}, b.args(append([]string{"--interval", "100ms", "--sweep-timeout", "1m", "--metrics-addr", "127.0.0.1:0",
 		"--log-format", "json", "--leader-key", fmt.Sprint(rand.Int64N(1<<62) + 1)}, extra...)...)...)
 	cmd := newCmd(context.Background(), nil, args...)
 	s := &runningService{t: t, logs: &testenv.Logs{}, done: make(chan int, 1)}

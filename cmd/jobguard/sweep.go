@@ -110,11 +110,13 @@ func (c *conns) reclaimConfig(ctx context.Context, s *settings, mp metric.MeterP
 	if err := c.openRedis(ctx, s, u == sweeps); err != nil {
 		return nil, cfg, err
 	}
-	src, err := c.source(guard, s)
+	// The limits table's name first: a malformed one is a usage error
+	// (exit 2), whatever else the mapping lacks.
+	limits, err := c.limits(s)
 	if err != nil {
 		return nil, cfg, err
 	}
-	limits, err := c.limits(s)
+	src, err := c.source(guard, s)
 	if err != nil {
 		return nil, cfg, err
 	}

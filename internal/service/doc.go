@@ -6,7 +6,9 @@
 // both built on it, so that they serve, log and stop alike. It guarantees
 // that the metrics server is shut down, within ShutdownTimeout, however
 // the service ends; it does not build the guards or choose the sweeps:
-// each program wires those itself.
+// each program wires those itself. It is a module of its own, which the
+// command's and the examples' modules require, so that its Prometheus
+// exporter never reaches the library's users.
 //
 //	svc, err := service.Start("jobguard: run", log, "127.0.0.1:9464")
 //	if err != nil {

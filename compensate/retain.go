@@ -24,7 +24,10 @@ const RetainAgeDefault = 30 * 24 * time.Hour
 //     a recheck to come. A kept artifact is never acted on itself (its
 //     execution completed); its one use is to spare the thing it names
 //     from another execution's compensation, and while another artifact of
-//     that thing is open the sweep may still compensate it, so it stays.
+//     that thing is open the sweep may still compensate it, so it stays;
+//     a done one counts as open, since a late Record or a rejected
+//     Finalize of its execution makes it owed again, and the kept one goes
+//     at the sweep after the last of them.
 //     What it cannot cover: a lost execution that records the very same
 //     ref for the first time more than the age after the kept one
 //     finished would no longer be spared. Refs of each execution's own
@@ -39,9 +42,12 @@ const RetainAgeDefault = 30 * 24 * time.Hour
 // Run it with package retain.
 func (a *Artifacts) Retention() retain.Rule {
 	art := ident.Quote(a.cfg.Schema, a.cfg.Table)
-	open := `NOT EXISTS (SELECT 1 FROM ` + art + ` o WHERE o.kind = r.kind AND o.ref = r.ref AND o.state = 'pending')` +
+	// OFFSET 0 keeps each probe a lookup by (kind, ref) for the one kept
+	// artifact at hand: without it the planner may hash every open
+	// artifact of the table once per batch.
+	open := `NOT EXISTS (SELECT 1 FROM ` + art + ` o WHERE o.kind = r.kind AND o.ref = r.ref AND o.state = 'pending' OFFSET 0)` +
 		` AND NOT EXISTS (SELECT 1 FROM ` + art + ` o WHERE o.kind = r.kind AND o.ref = r.ref` +
-		` AND (o.state = 'rejected' OR o.recheck_at IS NOT NULL))`
+		` AND (o.state IN ('rejected', 'done') OR o.recheck_at IS NOT NULL) OFFSET 0)`
 	finished := `r.jobs_table = ` + ident.Literal(a.cfg.Guard.TableKey()) + ` AND r.state IN ('kept', 'done')` +
 		` AND (r.state = 'done' AND r.recheck_at IS NULL OR r.state = 'kept' AND ` + open + `)`
 	return retain.NewRule(TableDefault, art, "changed_at", finished, RetainAgeDefault)

@@ -39,9 +39,11 @@ func NewRule(name, table, column, finished string, defaultAge time.Duration) Rul
 	// transaction holds: a worker's row is left for the next sweep, never
 	// waited on. The rows are found by the index, then removed by their
 	// ctid, which the locking subquery read, so the DELETE reads nothing
-	// else.
-	remove := fmt.Sprintf(`WITH d AS (DELETE FROM %s AS x WHERE x.ctid = ANY (ARRAY(`+
-		`SELECT r.ctid FROM %s AS r WHERE %s LIMIT $2 FOR UPDATE OF r SKIP LOCKED)) RETURNING x.%s AS at)`+
+	// else; a ctid names a row only within its own partition (or
+	// inheritance child), so the partition, tableoid, is matched too.
+	remove := fmt.Sprintf(`WITH d AS (DELETE FROM %s AS x USING (`+
+		`SELECT r.tableoid AS o, r.ctid AS c FROM %s AS r WHERE %s LIMIT $2 FOR UPDATE OF r SKIP LOCKED) AS s`+
+		` WHERE x.tableoid = s.o AND x.ctid = s.c RETURNING x.%s AS at)`+
 		` SELECT count(*), min(at), max(at) FROM d`, table, table, old, column)
 	preview := fmt.Sprintf(`SELECT count(*), min(r.%s), max(r.%s) FROM %s AS r WHERE %s`, column, column, table, old)
 	return Rule{name: name, defAge: defaultAge, remove: remove, preview: preview}

@@ -41,7 +41,8 @@ CREATE INDEX IF NOT EXISTS job_artifacts_finished_idx ON job_artifacts (jobs_tab
     WHERE state IN ('kept', 'done');
 
 -- Whether any execution's artifact of a thing is still open: owed, or
--- compensated with a recheck to come (pending ones are in
+-- compensated (a late Record or a rejected Finalize makes a done one owed
+-- again), or with a recheck to come (pending ones are in
 -- job_artifacts_held_idx). A kept artifact is removed only when none is.
 CREATE INDEX IF NOT EXISTS job_artifacts_open_ref_idx ON job_artifacts (kind, ref)
-    WHERE state = 'rejected' OR recheck_at IS NOT NULL;
+    WHERE state IN ('rejected', 'done') OR recheck_at IS NOT NULL;

@@ -57,7 +57,7 @@ func buildOrphans(t Table, cat catalog, ids, typ string) func(func(string) (stri
 		s.Rescue = fmt.Sprintf(
 			`WITH l AS (SELECT e.*, t.ctid AS tid FROM unnest($2::%[1]s, $3::int8[], $4::text[]) AS e(id, generation, owner)`+
 				` JOIN %[2]s AS t ON t.%[3]s = e.id FOR NO KEY UPDATE OF t SKIP LOCKED),`+
-				` u AS (UPDATE %[2]s AS t SET %[4]s = %[5]s, %[6]s = %[6]s + 1, %[7]s = NULL, %[8]s = %[9]s, %[10]s = %[11]s%[12]s FROM l`+
+				` u AS (UPDATE %[2]s AS t SET %[4]s = %[5]s, %[6]s = t.%[6]s + 1, %[7]s = NULL, %[8]s = %[9]s, %[10]s = %[11]s%[12]s FROM l`+
 				` WHERE t.ctid = l.tid AND t.%[3]s = l.id AND t.%[4]s = %[13]s AND t.%[6]s = l.generation`+
 				` AND t.%[7]s = l.owner AND NOT %[14]s RETURNING t.%[3]s AS id, l.generation, %[15]s AS type)`+
 				` SELECT u.id::text, u.generation, u.type FROM u UNION ALL SELECT NULL, count(*), '' FROM l`,

@@ -2,13 +2,17 @@ package reclaim_test
 
 import (
 	"context"
+	"net"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
+	"github.com/jobguard/jobguard/internal/testkit/netproxy"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/lease"
@@ -180,4 +184,54 @@ func TestNew_WorkersNeedAnOwnerColumn(t *testing.T) {
 	require.NoError(t, err)
 	_, err = reclaim.New(reclaim.Config{Guard: g, DB: b.env.Pool, Workers: &lease.Workers{}, Limits: reclaim.StaticLimits{}})
 	require.ErrorContains(t, err, "Workers")
+}
+
+// A worker whose network path to PostgreSQL freezes past its lease is
+// rescued like a dead one; thawed, its heartbeat and save are refused by
+// the generation, and its lease, lost, starts nothing more.
+func TestRescue_FrozenPathWorkerComesBackToRefusals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := rescueSetup(t)
+	const ttl = time.Second
+	u, err := url.Parse(b.env.DatabaseURL)
+	require.NoError(t, err)
+	target := u.Host
+	if u.Port() == "" {
+		target = net.JoinHostPort(u.Hostname(), "5432")
+	}
+	path := netproxy.New(t, target)
+	u.Host = path.Addr()
+	pool, err := pgxpool.New(ctx, u.String())
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	t.Cleanup(path.Close)
+
+	l, err := lease.New(pool, lease.Config{TTL: ttl})
+	require.NoError(t, err)
+	require.NoError(t, l.Start(ctx))
+	t.Cleanup(func() { _ = l.Stop(ctx) })
+	sg, err := jobguard.NewStartGuard(b.jobs.Guard, b.env.Redis, jobguard.StartGuardConfig{Owner: l})
+	require.NoError(t, err)
+	id := b.jobs.Insert(t, fixture.Job{Status: b.jobs.Table.Statuses.Queued})
+	exec, err := sg.Start(ctx, pool, id)
+	require.NoError(t, err)
+
+	path.Freeze()
+	r, logs := newReclaimer(t, b.jobs, reclaim.Config{Workers: &lease.Workers{}, Limits: reclaim.StaticLimits{"chapter": time.Hour}})
+	waitUntil(t, "the rescue", func() bool {
+		rep, err := r.Sweep(ctx)
+		require.NoError(t, err, logs.String())
+		return rep.Rescued == 1
+	})
+	<-l.Lost()
+	path.Thaw()
+	require.ErrorIs(t, b.jobs.Guard.Touch(ctx, pool, exec), jobguard.ErrJobTerminal)
+	require.ErrorIs(t, b.jobs.Guard.CompleteIfActive(ctx, pool, exec), jobguard.ErrJobTerminal)
+	_, err = sg.Start(ctx, pool, id)
+	require.ErrorIs(t, err, jobguard.ErrOwnerLost)
+	row := b.jobs.Read(t, id)
+	require.Equal(t, b.jobs.Table.Statuses.Queued, row.Status)
+	require.Equal(t, exec.Generation+1, row.Generation)
+	t.Logf("the frozen worker's lease ended with: %v", l.Err())
 }

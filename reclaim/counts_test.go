@@ -82,7 +82,7 @@ func TestReportCounts(t *testing.T) {
 	got := map[string]int{}
 	for _, c := range rep.Counts() {
 		got[c.Key] = c.N
-		require.Equal(t, c.Key == "would_reclaim", c.Shadow, c.Key)
+		require.Equal(t, c.Key == "would_reclaim" || c.Key == "would_rescue", c.Shadow, c.Key)
 	}
 	require.Len(t, got, len(tallies))
 	require.Equal(t, map[string]int{"reclaimed": 1, "lost_race": 2, "notice_errors": 3, "would_reclaim": 4},

@@ -40,8 +40,10 @@ func buildOrphans(t Table, cat catalog, ids, typ string) func(func(string) (stri
 		}
 		// The status is a literal and the owner compared bare, so that
 		// the bundled migration's partial index over the owned running
-		// jobs serves the read: it reads only the jobs a process claims,
-		// and probes the workers table once for each.
+		// jobs, by id, serves the read in its order even under a generic
+		// plan (TestOrphans_GenericPlanUsesThePartialIndex): it reads
+		// only the jobs a process claims, and probes the workers table
+		// once for each.
 		s.Read = fmt.Sprintf(`SELECT t.%[1]s::text, t.%[2]s::int8, t.%[3]s::text, %[4]s FROM %[5]s AS t`+
 			` WHERE t.%[6]s = %[7]s AND t.%[3]s IS NOT NULL AND NOT %[8]s`+
 			` AND ($2::text IS NULL OR t.%[1]s > $2::text%[9]s) ORDER BY t.%[1]s LIMIT $1`,

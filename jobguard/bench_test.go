@@ -9,6 +9,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/lease"
 )
 
 // Each benchmark pair runs the same transaction shape, BEGIN; update;
@@ -121,6 +122,33 @@ func BenchmarkStart(b *testing.B) {
 			}
 		})
 	}
+	// The owner travels in Start's own statement: one more parameter,
+	// no round trip of its own.
+	b.Run("op=guarded-owner/markers=postgres", func(b *testing.B) {
+		e := setupBench(b)
+		e.env.Exec(lease.Migration)
+		l, err := lease.New(e.env.Pool, lease.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = l.Stop(context.Background()) })
+		sg, err := jobguard.NewStartGuard(e.jobs.GuardWith(b, jobguard.Shared{Markers: jobguard.MarkersPostgres}), nil,
+			jobguard.StartGuardConfig{Owner: l})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids := e.insertJobs(b, b.N, "QUEUED")
+		b.ResetTimer()
+		for i := range b.N {
+			e.inTx(b, ids[i], func(ctx context.Context, tx pgx.Tx) error {
+				_, err := sg.Start(ctx, tx, ids[i])
+				return err
+			})
+		}
+	})
 }
 
 // BenchmarkFinalize is Finalize with no re-check and no update beside the

@@ -79,14 +79,15 @@ type statements struct {
 	touch              guarded // $1 id [, $2 generation]
 	touchProgress      guarded // $1 id, $2 progress [, $3 generation]
 	retry              guarded // $1 id → generation
-	start              string  // $1 id, $2 reclaimed reason [, $3 marker generation] → generation
+	start              string  // $1 id, $2 reclaimed reason [, $3 marker generation] [, owner] → generation
 	// started and completed are what Start and Resume accept of a row,
 	// for whyRefused: Start's SQL is start or startMarked, Resume writes
 	// nothing.
 	started, completed guarded
 	// startMarked is start with the marker table's evidence read in the
 	// same statement: $1 id, $2 reclaimed reason, $3 table key, $4
-	// canonical id → generation. Empty without a marker table.
+	// canonical id [, $5 owner] → generation. Empty without a marker
+	// table.
 	startMarked string
 	inspect     string // $1 id → status, failure_reason, generation
 }
@@ -228,7 +229,7 @@ func buildStatements(t Table, cat catalog, markerTable string) statements {
 		genOut = gen + "::int8"
 		bump = fmt.Sprintf(", %s = %s + 1", gen, gen)
 	}
-	var done, reset, started, unstart string
+	var done, reset, started, unstart, disown string
 	if t.ProgressColumn != "" {
 		done = fmt.Sprintf(", %s = 100", q(t.ProgressColumn))
 		reset = fmt.Sprintf(", %s = 0", q(t.ProgressColumn))
@@ -237,6 +238,18 @@ func buildStatements(t Table, cat catalog, markerTable string) statements {
 		sa := q(t.StartedAtColumn)
 		started = fmt.Sprintf(", %s = %s", sa, nowExpr(cat.columns[t.StartedAtColumn]))
 		unstart = fmt.Sprintf(", %s = NULL", sa)
+	}
+
+	if t.OwnerColumn != "" {
+		disown = fmt.Sprintf(", %s = NULL", q(t.OwnerColumn))
+	}
+	// own writes the owner of the new execution, parameter n, in Start's
+	// own statement: no round trip of its own.
+	own := func(n int) string {
+		if t.OwnerColumn == "" {
+			return ""
+		}
+		return fmt.Sprintf(", %s = $%d::text", q(t.OwnerColumn), n)
 	}
 
 	var s statements
@@ -252,8 +265,8 @@ func buildStatements(t Table, cat catalog, markerTable string) statements {
 	// Retry is no execution's write: it is not fenced, and it bumps the
 	// generation instead.
 	s.retry = guarded{op: OpRetry, allowed: []string{st.Failed}, sql: fmt.Sprintf(
-		`UPDATE %s SET %s = %s, %s = NULL, %s%s%s%s WHERE %s = $1 AND %s = %s RETURNING %s`,
-		tbl, status, lit(st.Queued), reason, touch, bump, reset, unstart, id, status, lit(st.Failed), genOut)}
+		`UPDATE %s SET %s = %s, %s = NULL, %s%s%s%s%s WHERE %s = $1 AND %s = %s RETURNING %s`,
+		tbl, status, lit(st.Queued), reason, touch, bump, reset, unstart, disown, id, status, lit(st.Failed), genOut)}
 	// start moves a job that is not reclaimed to PROCESSING; fence adds
 	// what the markers say. The reason is compared byte by byte, as
 	// Shared.Reclaimed compares it (under a nondeterministic collation of
@@ -261,11 +274,11 @@ func buildStatements(t Table, cat catalog, markerTable string) statements {
 	// the fence compares with j:
 	// the table's bare name would mean whatever the subquery names so (a
 	// jobs table called m is the marker's alias m there).
-	start := func(fence string) string {
+	start := func(fence string, owner int) string {
 		return fmt.Sprintf(
-			`UPDATE %s AS j SET %s = %s, %s%s%s WHERE %s = $1 AND %s IN (%s, %s)`+
+			`UPDATE %s AS j SET %s = %s, %s%s%s%s WHERE %s = $1 AND %s IN (%s, %s)`+
 				` AND (%s IS NULL OR NOT starts_with(%s COLLATE "C", $2))%s RETURNING %s`,
-			tbl, status, lit(st.Processing), touch, bump, started, id, status, lit(st.Queued), lit(st.Processing),
+			tbl, status, lit(st.Processing), touch, bump, started, own(owner), id, status, lit(st.Queued), lit(st.Processing),
 			reason, reason, fence, genOut)
 	}
 	markerFence, liveFence := "", ""
@@ -274,12 +287,18 @@ func buildStatements(t Table, cat catalog, markerTable string) statements {
 		// A marker of an older generation was bumped past by a Retry.
 		liveFence = " AND m.generation >= j." + q(t.GenerationColumn)
 	}
-	s.start = start(markerFence)
+	// The owner is the last parameter: $4 after the marker's generation
+	// on a fenced table, $3 without one.
+	ownerParam := 3
+	if t.GenerationColumn != "" {
+		ownerParam = 4
+	}
+	s.start = start(markerFence, ownerParam)
 	s.started = guarded{op: OpStart, allowed: []string{st.Queued, st.Processing}}
 	s.completed = guarded{op: OpResume, allowed: []string{st.Completed}, fenced: t.GenerationColumn != ""}
 	if markerTable != "" {
 		s.startMarked = start(fmt.Sprintf(` AND NOT EXISTS (SELECT FROM %s m WHERE m.jobs_table = $3 AND m.job_id = $4`+
-			` AND m.expires_at > statement_timestamp()%s)`, markerTable, liveFence))
+			` AND m.expires_at > statement_timestamp()%s)`, markerTable, liveFence), 5)
 	}
 	s.inspect = fmt.Sprintf(
 		`SELECT %s::text, %s::text, %s FROM %s WHERE %s = $1`,

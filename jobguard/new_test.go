@@ -108,6 +108,7 @@ func TestNewWithConfig_SharedSettings(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobguard.Shared{
 		Prefix: jobguard.PrefixDefault, ReclaimedReason: jobguard.ReclaimedReasonDefault,
+		RescuedReason: jobguard.RescuedReasonDefault,
 		NoticeChannel: jobguard.NoticeChannelDefault, LeaderKey: jobguard.LeaderKeyDefault,
 		Markers: jobguard.MarkersPostgres,
 	}, g.Shared())

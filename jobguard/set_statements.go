@@ -118,6 +118,7 @@ func buildSetStatements(t Table, cat catalog) guardlink.SetStatements {
 	if t.GenerationColumn != "" {
 		match += fmt.Sprintf(" AND t.%s = l.generation", q(t.GenerationColumn))
 	}
+	b.Orphans = buildOrphans(t, cat, ids, typ)
 	b.Fail = fmt.Sprintf(
 		`WITH l AS (SELECT e.*, t.ctid AS tid FROM unnest($3::%[1]s, $4::text[], $5::timestamptz[], $6::int8[]) AS e(id, status, updated_at, generation)`+
 			` JOIN %[3]s AS t ON t.%[2]s = e.id FOR NO KEY UPDATE OF t SKIP LOCKED),`+

@@ -20,6 +20,10 @@ const (
 	// ReclaimedReasonDefault is the failure reason the reclaimer writes and
 	// the start guard and the watcher look for.
 	ReclaimedReasonDefault = "reclaimed: exceeded runtime limit without progress"
+	// RescuedReasonDefault is the failure reason the reclaimer's rescue
+	// writes on a job it sends back to QUEUED because its worker's lease
+	// lapsed. The start guard does not refuse it: the job was not failed.
+	RescuedReasonDefault = "rescued: worker lease lost"
 	// NoticeChannelDefault is the Postgres LISTEN/NOTIFY channel of the
 	// reclaim notices.
 	NoticeChannelDefault = "jobguard_reclaim_notices"
@@ -49,6 +53,13 @@ type Shared struct {
 	// watcher tells a reclaim of its execution's job (cancel) from the
 	// execution's own Fail (done) by it. Defaults to ReclaimedReasonDefault.
 	ReclaimedReason string
+	// RescuedReason is the failure reason the reclaimer's rescue writes on
+	// a job whose worker process's lease lapsed, as it sends the job back
+	// to QUEUED with a new generation. It must not start with
+	// ReclaimedReason: the start guard would refuse the rescued job. It
+	// says why the last attempt ended; the next Start leaves it, and
+	// Retry clears it. Defaults to RescuedReasonDefault.
+	RescuedReason string
 	// NoticeChannel is the Postgres LISTEN/NOTIFY channel of the reclaim
 	// notices, an identifier of at most 63 bytes; notices over Redis use
 	// Prefix instead. Defaults to NoticeChannelDefault.
@@ -119,6 +130,9 @@ func (s Shared) withDefaults() (Shared, error) {
 	if s.ReclaimedReason == "" {
 		s.ReclaimedReason = ReclaimedReasonDefault
 	}
+	if s.RescuedReason == "" {
+		s.RescuedReason = RescuedReasonDefault
+	}
 	if s.NoticeChannel == "" {
 		s.NoticeChannel = NoticeChannelDefault
 	}
@@ -143,6 +157,13 @@ func (s Shared) withDefaults() (Shared, error) {
 	// stored as it is.
 	if err := pgvalue.CheckText(s.ReclaimedReason); err != nil {
 		return s, fmt.Errorf("Shared.ReclaimedReason %w: %w", err, ErrUnstorable)
+	}
+	if err := pgvalue.CheckText(s.RescuedReason); err != nil {
+		return s, fmt.Errorf("Shared.RescuedReason %w: %w", err, ErrUnstorable)
+	}
+	if s.Reclaimed(s.RescuedReason) {
+		return s, fmt.Errorf("Shared.RescuedReason %q starts with Shared.ReclaimedReason %q: the start guard would refuse every rescued job",
+			s.RescuedReason, s.ReclaimedReason)
 	}
 	return s, nil
 }

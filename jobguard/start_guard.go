@@ -52,6 +52,16 @@ type StartGuardConfig struct {
 	// jobguard.start.lookup_errors by lookup and policy. Defaults to nil: no
 	// metrics, at no cost.
 	MeterProvider metric.MeterProvider
+	// Owner is the worker process's lease (a *lease.Lease satisfies it):
+	// Start writes its ID to the table's OwnerColumn in its one
+	// conditional statement, so that the reclaimer can rescue the job
+	// within the lease's bound should the process die, and refuses to
+	// start anything once Err reports the lease ended (ErrOwnerLost,
+	// before any write). Start the lease before the first Start: an
+	// owner with no live lease is a dead one to the reclaimer. It needs
+	// the mapping's OwnerColumn and GenerationColumn. Defaults to nil:
+	// Start writes no owner (it clears the column where mapped).
+	Owner Owner
 }
 
 // StartGuard refuses to start jobs that were reclaimed, and starts the rest
@@ -64,6 +74,7 @@ type StartGuard struct {
 	policy  LookupPolicy
 	log     *slog.Logger
 	met     *startMetrics
+	owner   Owner
 }
 
 // NewStartGuard returns a start guard over guard's table and the reclaim
@@ -93,6 +104,12 @@ func NewStartGuard(guard *Guard, rdb marker.Redis, opts StartGuardConfig) (*Star
 	if opts.OnLookupError != FailOpen && opts.OnLookupError != FailClosed {
 		return nil, fmt.Errorf("jobguard: start guard: OnLookupError %d is not a LookupPolicy", opts.OnLookupError)
 	}
+	if opts.Owner != nil {
+		if err := checkOwned(guard.Table()); err != nil {
+			return nil, fmt.Errorf("jobguard: start guard: Owner: %w", err)
+		}
+	}
+	sg.owner = opts.Owner
 	// The logger is the caller's code, called right after the state
 	// changes it reports: its panic must not undo them.
 	sg.reason, sg.policy, sg.log = guard.Shared().ReclaimedReason, opts.OnLookupError, safe.Logger(opts.Logger)
@@ -186,6 +203,9 @@ func (s *StartGuard) start(ctx context.Context, db DB, jobID string) (Execution,
 		return Execution{}, fmt.Errorf("jobguard: start: %w", err)
 	}
 	jobID = canonicalID(id) // the marker is keyed by the canonical id
+	if err := s.ownerLost(jobID); err != nil {
+		return Execution{}, err
+	}
 	if s.table != nil {
 		return s.startMarked(ctx, db, id, jobID)
 	}
@@ -213,6 +233,9 @@ func (s *StartGuard) startUnmarked(ctx context.Context, db DB, id any, jobID str
 	} else if marked {
 		return Execution{}, &ReclaimedError{JobID: jobID, Source: "marker", Reason: m.Reason}
 	}
+	if g.table.OwnerColumn != "" {
+		args = append(args, s.ownerID())
+	}
 
 	var gen int64
 	err := db.QueryRow(ctx, g.sql.start, args...).Scan(&gen)
@@ -234,7 +257,11 @@ func (s *StartGuard) startUnmarked(ctx context.Context, db DB, id any, jobID str
 func (s *StartGuard) startMarked(ctx context.Context, db DB, id any, jobID string) (Execution, error) {
 	var gen int64
 	err := inSavepoint(ctx, db, func() error {
-		return db.QueryRow(ctx, s.guard.sql.startMarked, id, s.reason, s.guard.TableKey(), jobID).Scan(&gen)
+		args := []any{id, s.reason, s.guard.TableKey(), jobID}
+		if s.guard.table.OwnerColumn != "" {
+			args = append(args, s.ownerID())
+		}
+		return db.QueryRow(ctx, s.guard.sql.startMarked, args...).Scan(&gen)
 	})
 	if unreadable(err) {
 		if err := s.lookupFailed(ctx, jobID, "marker", err); err != nil {

@@ -33,6 +33,7 @@ const (
 	TypeColumnDefault       = "type"
 	ParentIDColumnDefault   = "parent_id"
 	StartedAtColumnDefault  = "started_at"
+	OwnerColumnDefault      = "lease_id"
 
 	StatusQueuedDefault     = "QUEUED"
 	StatusProcessingDefault = "PROCESSING"
@@ -113,6 +114,14 @@ type Table struct {
 	// itself. Nullable: a job not yet started has none, and Retry clears it.
 	// Optional. DefaultTable sets "started_at".
 	StartedAtColumn string
+	// OwnerColumn (text or varchar) names the worker process that runs the
+	// current execution: Start writes StartGuardConfig.Owner's ID there
+	// (package lease's Lease.ID), Retry clears it, and the reclaimer's
+	// rescue (reclaim.Config.Workers) sends a PROCESSING job whose owner's
+	// lease is no longer live back to QUEUED within the lease's bound
+	// rather than the type's limit. Nullable: a job no process claims has
+	// none. Optional. DefaultTable sets "lease_id".
+	OwnerColumn string
 
 	// Statuses are the four status values. Each defaults to its upper-case
 	// English name (QUEUED, PROCESSING, COMPLETED, FAILED).
@@ -136,6 +145,7 @@ func DefaultTable() Table {
 		TypeColumn:       TypeColumnDefault,
 		ParentIDColumn:   ParentIDColumnDefault,
 		StartedAtColumn:  StartedAtColumnDefault,
+		OwnerColumn:      OwnerColumnDefault,
 	}.WithDefaults()
 }
 
@@ -188,6 +198,7 @@ type addition struct{ sql, prisma string }
 var (
 	addInteger   = &addition{sql: "integer NOT NULL DEFAULT 0", prisma: "Int @default(0)"}
 	addTimestamp = &addition{sql: "timestamptz", prisma: "DateTime?"}
+	addText      = &addition{sql: "text", prisma: "String?"}
 )
 
 // nullRule says whether a column must be NOT NULL and, if so, the value the
@@ -208,7 +219,7 @@ var (
 
 // columns lists the mapping's columns. The guard reads id, status,
 // updated_at, generation and type into non-NULL values, so they must be NOT
-// NULL; failure reason, parent and start time are NULL by design, and
+// NULL; failure reason, parent, start time and owner are NULL by design, and
 // progress is only written.
 func (t Table) columns() []column {
 	return []column{
@@ -221,6 +232,7 @@ func (t Table) columns() []column {
 		{"TypeColumn", t.TypeColumn, true, isLabelType, "text, varchar or an enum", notNull, TypeColumnDefault, nil},
 		{"ParentIDColumn", t.ParentIDColumn, true, func(typeInfo) bool { return true }, "any", nullable, ParentIDColumnDefault, nil},
 		{"StartedAtColumn", t.StartedAtColumn, true, isTimestamp, "timestamptz or timestamp", nullable, StartedAtColumnDefault, addTimestamp},
+		{"OwnerColumn", t.OwnerColumn, true, isText, "text or varchar", nullable, OwnerColumnDefault, addText},
 	}
 }
 
@@ -286,6 +298,7 @@ var unmappedCost = map[string]string{
 	"TypeColumn":       `without it, every job has the type "" and no per-type limit matches`,
 	"ParentIDColumn":   "without it, a reclaim's parent rules have no parent to update",
 	"StartedAtColumn":  "without it, the table cannot say when an attempt started, and its jobs are never reclaimed from it",
+	"OwnerColumn":      "without it, a job whose worker process died waits for its type's limit instead of its worker's lease",
 }
 
 // unmapped lists the columns of cat under an optional column's default name

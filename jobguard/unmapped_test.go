@@ -29,10 +29,12 @@ func TestNew_WarnsOfAColumnWithADefaultNameTheMappingLeavesOut(t *testing.T) {
 		{Field: "TypeColumn", Column: jobguard.TypeColumnDefault},
 		{Field: "ParentIDColumn", Column: jobguard.ParentIDColumnDefault},
 		{Field: "StartedAtColumn", Column: jobguard.StartedAtColumnDefault},
+		{Field: "OwnerColumn", Column: jobguard.OwnerColumnDefault},
 	}, g.Unmapped())
 	require.Contains(t, logs.String(), `level=WARN`)
 	require.Contains(t, logs.String(), `set Table.TypeColumn to \"type\"`)
 	require.Contains(t, logs.String(), `set Table.GenerationColumn to \"generation\"`)
+	require.Contains(t, logs.String(), `set Table.OwnerColumn to \"lease_id\"`)
 
 	quiet := &testenv.Logs{}
 	g, err = jobguard.NewWithConfig(ctx, env.Pool, jobguard.DefaultTable(), jobguard.GuardConfig{Logger: quiet.Logger()})

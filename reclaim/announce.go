@@ -44,18 +44,25 @@ func (r *Reclaimer) announce(ctx context.Context, reclaimed []jobset.Job, rep *R
 			}
 		}
 	}
-	if r.cfg.Notices != nil {
-		// A notifier that panics, or outlives its context and safe.Grace,
-		// loses its notices, as one that fails does.
-		if err := safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
-			return r.cfg.Notices.Publish(ctx, execs...)
-		}); err != nil {
-			rep.NoticeErrors += len(execs)
-			if n.noticeErr == nil {
-				n.noticeErr = err
-			}
-			n.sawPanic(err)
+	r.publish(ctx, execs, rep, n)
+}
+
+// publish sends the notices of executions that lost their job, once that
+// has committed, so that the watchers in their processes cancel them.
+func (r *Reclaimer) publish(ctx context.Context, execs []jobguard.Execution, rep *Report, n *notes) {
+	if r.cfg.Notices == nil || len(execs) == 0 {
+		return
+	}
+	// A notifier that panics, or outlives its context and safe.Grace,
+	// loses its notices, as one that fails does.
+	if err := safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
+		return r.cfg.Notices.Publish(ctx, execs...)
+	}); err != nil {
+		rep.NoticeErrors += len(execs)
+		if n.noticeErr == nil {
+			n.noticeErr = err
 		}
+		n.sawPanic(err)
 	}
 }
 

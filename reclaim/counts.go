@@ -9,7 +9,9 @@ type tally struct {
 	// decision is the sweep's decision the counter counts. The reclaim
 	// decision has several, one for each thing that became of the reclaim
 	// (reclaimed, lost the race, locked, a rule error, a shadow's would
-	// reclaim); the marker and notice errors count none (0).
+	// reclaim), and so has the rescue (rescued, a shadow's would rescue;
+	// its lost races and locked rows count with the reclaim's); the marker
+	// and notice errors count none (0).
 	decision Decision
 	// label is the value of the decision attribute of
 	// jobguard.reclaim.decisions; "" for the counters that are metrics of
@@ -32,6 +34,8 @@ type tally struct {
 var tallies = []tally{
 	{DecisionReclaim, "would_reclaim", "would_reclaim", "would reclaim", true, func(r *Report) *int { return &r.WouldReclaim }},
 	{DecisionReclaim, "reclaimed", "reclaimed", "reclaimed", false, func(r *Report) *int { return &r.Reclaimed }},
+	{DecisionRescue, "would_rescue", "would_rescue", "would rescue", true, func(r *Report) *int { return &r.WouldRescue }},
+	{DecisionRescue, "rescued", "rescued", "rescued", false, func(r *Report) *int { return &r.Rescued }},
 	{DecisionWithinLimit, "within_limit", "within_limit", "within limit", false, func(r *Report) *int { return &r.WithinLimit }},
 	{DecisionProgressing, "progressing", "progressing", "progressing", false, func(r *Report) *int { return &r.Progressing }},
 	{DecisionStale, "stale", "stale", "stale", false, func(r *Report) *int { return &r.Stale }},
@@ -51,7 +55,7 @@ var tallies = []tally{
 var decisionTally = func() map[Decision]*tally {
 	m := map[Decision]*tally{}
 	for i, t := range tallies {
-		if t.decision != 0 && t.decision != DecisionReclaim {
+		if t.decision != 0 && t.decision != DecisionReclaim && t.decision != DecisionRescue {
 			m[t.decision] = &tallies[i]
 		}
 	}

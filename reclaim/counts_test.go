@@ -10,7 +10,7 @@ import (
 // allDecisions is every Decision, from the first to the last constant.
 func allDecisions() []Decision {
 	var out []Decision
-	for d := DecisionSourceError; d <= DecisionReclaim; d++ {
+	for d := DecisionSourceError; d <= DecisionRescue; d++ {
 		out = append(out, d)
 	}
 	return out
@@ -40,11 +40,16 @@ func TestTallies_EveryDecisionOnce(t *testing.T) {
 			require.Equal(t, "reclaim", d.String())
 			continue
 		}
+		if d == DecisionRescue {
+			require.Equal(t, 2, seen[d], "rescued, would rescue")
+			require.Equal(t, "rescue", d.String())
+			continue
+		}
 		require.Equal(t, 1, seen[d], "%s", d)
 		require.Equal(t, decisionTally[d].label, d.String())
 	}
 	require.Equal(t, "undecided", Decision(0).String())
-	require.Equal(t, "undecided", (DecisionReclaim + 1).String())
+	require.Equal(t, "undecided", (DecisionRescue + 1).String())
 }
 
 // TestTallies_EveryReportCounterOnce: every int field of Report but
@@ -77,7 +82,7 @@ func TestReportCounts(t *testing.T) {
 	got := map[string]int{}
 	for _, c := range rep.Counts() {
 		got[c.Key] = c.N
-		require.Equal(t, c.Key == "would_reclaim", c.Shadow, c.Key)
+		require.Equal(t, c.Key == "would_reclaim" || c.Key == "would_rescue", c.Shadow, c.Key)
 	}
 	require.Len(t, got, len(tallies))
 	require.Equal(t, map[string]int{"reclaimed": 1, "lost_race": 2, "notice_errors": 3, "would_reclaim": 4},

@@ -34,6 +34,11 @@ const (
 	// its row is still as read when the write comes (a shadow sweep and Plan
 	// only count it).
 	DecisionReclaim
+	// DecisionRescue: the job runs under an owner whose lease is not live
+	// (its worker process died, was stopped or cut off): it goes back to
+	// QUEUED under a new generation, whatever its limit (Config.Workers).
+	// Its outcomes are counted apart, as the reclaim's are.
+	DecisionRescue
 )
 
 // rule is what decide needs besides the job: the limit of the job's type
@@ -130,8 +135,11 @@ func mergeListings(a, b ActiveJob) ActiveJob {
 // it: its counter's label (tallies), and "reclaim" for the decision whose
 // outcomes are counted apart.
 func (d Decision) String() string {
-	if d == DecisionReclaim {
+	switch d {
+	case DecisionReclaim:
 		return "reclaim"
+	case DecisionRescue:
+		return "rescue"
 	}
 	if t, ok := decisionTally[d]; ok {
 		return t.label

@@ -93,6 +93,71 @@
 // summary line logs the first panic's value and stack, at warn. Run goes
 // on through a logger or a meter that panics.
 //
+// # A dead worker: the rescue
+//
+// A worker process that dies (killed, stopped, cut off from the database)
+// leaves its job PROCESSING, and the limit rule alone would wait out the
+// job type's limit, minutes or hours, before it judged the job. With
+// Config.Workers set, each sweep first reads the PROCESSING jobs whose
+// owner (the mapping's OwnerColumn, written by StartGuard.Start from
+// StartGuardConfig.Owner, a package lease Lease) has no live lease on the
+// database's clock, and rescues them in one conditional UPDATE per page:
+// back to QUEUED, generation + 1, no owner, no start, the failure reason
+// Shared.RescuedReason (which the start guard does not refuse). The
+// statement matches each row on its id, generation and owner as read and
+// on the owner's lease still not live, and skips rows other transactions
+// hold (SKIP LOCKED), as the reclaim's write does. No marker is written
+// and no parent rule runs: the job was not failed. Each rescue is counted
+// (Report.Rescued, the decision rescued of jobguard.reclaim.decisions, the
+// summary line's rescued=) and announced through Config.Notices with the
+// generation that lost the job, so that a watcher in a process that comes
+// back (SIGCONT, a thawed path) cancels the old execution; its heartbeat
+// and save are refused by the generation whatever the watcher does.
+//
+// A job with no owner, or whose owner's lease is live, is judged by the
+// limit and progress rule exactly as before: a live process renews its
+// lease however long its call hangs, so a live slow worker is never
+// rescued.
+//
+// The bound: a job whose worker died at time D is back in QUEUED by
+// D + TTL + Interval, plus one sweep's duration: the lease is dead to the
+// database within TTL of its last renewal (package lease), and the next
+// sweep of Run, within one Interval, rescues it. What then runs it again
+// depends on the queue, and the principle is the same for each: whichever
+// start comes first takes a new generation and wins; every older
+// execution is refused at its next guarded write.
+//
+//   - The jobs table as the queue (TableSource): the rescue is the
+//     redelivery. Workers that poll for QUEUED rows start it under their
+//     own lease within their poll interval.
+//   - River: the jobs table's row is QUEUED, but River's own row stays
+//     running until River's rescuer moves it (RescueStuckJobsAfter, an
+//     hour by default), so River runs it again within that setting, not
+//     the lease's bound. Set RescueStuckJobsAfter shorter (minutes) to
+//     bring River's redelivery nearer: a live slow job that River
+//     redelivers early is safe (its new attempt bumps the generation and
+//     the old execution is refused), only wasteful. Should River's rescuer
+//     come first, its new attempt's Start bumps the generation and the
+//     rescue's write, matched on the generation read, loses the race.
+//   - BullMQ: its stalled check moves a job whose worker stopped renewing
+//     its lock back to wait (or fails it past maxStalledCount) within
+//     stalledInterval, usually before the rescue; the redelivery's Start
+//     wins by generation, as above.
+//   - asynq: a task whose worker died is handed out again by its recoverer
+//     once the task's lease (30s by default) expires; the same rule holds.
+//
+// What a delivery that comes back tells its queue: its watcher cancels
+// it, its writes are refused, and the queue adapters (riverguard,
+// asynqguard) report a lost execution as final (River: cancel; asynq:
+// SkipRetry). If its queue has not redelivered the job by then, that final
+// word ends the queue's job while the jobs table's row waits QUEUED with
+// no delivery to run it: the rescue does not make River or asynq
+// redeliver. A process that was killed never comes back, and the queue's
+// own redelivery runs the job. For the comeback case, look for QUEUED rows
+// whose failure reason is Shared.RescuedReason and that stayed so longer
+// than the queue's redelivery bound, and enqueue them again. The table
+// source has no second queue to disagree with.
+//
 // # Before it writes: shadow mode and plans
 //
 // A limit set too tight throws good work away. Config.Shadow runs the whole

@@ -75,7 +75,7 @@ func TestMetrics_EveryReportCountIsADecision(t *testing.T) {
 	// The log lines an operator follows carry the stable keys.
 	require.Contains(t, logs.String(), `msg="reclaim: job reclaimed" job_id=`+stalled+` job_type=chapter generation=1 parent_id=""`)
 	require.Contains(t, logs.String(), `msg="reclaim: job over its limit left alone" job_id=`+restarted+` job_type=chapter decision=stale`)
-	require.Contains(t, logs.String(), `level=WARN msg="reclaim: sweep" scanned=9 reclaimed=1 within_limit=1 progressing=1 stale=1 not_active=1 `+
+	require.Contains(t, logs.String(), `level=WARN msg="reclaim: sweep" scanned=9 reclaimed=1 rescued=0 within_limit=1 progressing=1 stale=1 not_active=1 `+
 		`no_start_time=1 unknown_type=1 source_errors=1 lost_race=1 locked=0 rule_errors=0 marker_errors=0 notice_errors=0 took=`)
 
 	// A second sweep finds the reclaimed job no longer active, and the

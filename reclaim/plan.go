@@ -45,6 +45,9 @@ type PlannedJob struct {
 	NoProgress time.Duration
 	// Err is the source's error, for DecisionSourceError.
 	Err error
+	// Owner is the lease id of the worker process the job ran under, for
+	// DecisionRescue.
+	Owner string
 }
 
 // String says the decision and why, in words: "runtime 41m0s > limit
@@ -70,6 +73,8 @@ func (j PlannedJob) String() string {
 	case DecisionReclaim:
 		return fmt.Sprintf("runtime %v > limit %v and no progress for %v (threshold %v): reclaim",
 			rt, limit, stalled, roundSecond(j.NoProgress))
+	case DecisionRescue:
+		return fmt.Sprintf("rescued: its worker's lease lapsed (owner %s): back to QUEUED, whatever its limit", j.Owner)
 	}
 	return j.Decision.String()
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 	"github.com/jobguard/jobguard/jobguard/marker"
+	"github.com/jobguard/jobguard/lease"
 )
 
 // Defaults of Config.
@@ -78,6 +80,16 @@ type Config struct {
 	// a lock key derived from the guard's Shared.LeaderKey, and never take
 	// a live reclaimer's lock. Defaults to false.
 	Shadow bool
+	// Workers, when set, turns on the rescue: every sweep first reads the
+	// PROCESSING jobs whose owner (the mapping's OwnerColumn, written by
+	// StartGuard.Start under a lease) has no live lease in this workers
+	// table, and sends them back to QUEUED under a new generation, in one
+	// conditional write per page, whatever their type's limit: their
+	// worker process died, was stopped or lost its path to the database.
+	// A job with no owner, or whose owner's lease is live, is judged by
+	// the limit and progress rule alone. The rescue needs the mapping's
+	// OwnerColumn and GenerationColumn. Defaults to nil: no rescue.
+	Workers *lease.Workers
 	// OnReclaim holds the parent rule of each job type, run in the reclaim's
 	// transaction for the rows that changed. Defaults to no rules.
 	OnReclaim map[string]ParentRule
@@ -125,6 +137,7 @@ type Reclaimer struct {
 	table   *marker.PostgresStore // Shared.Markers = MarkersPostgres
 	log     *slog.Logger
 	met     *sweepMetrics
+	orphans *jobset.Orphans // Config.Workers; nil without a rescue
 }
 
 // New validates cfg and fills in its defaults.
@@ -144,6 +157,11 @@ func New(cfg Config) (*Reclaimer, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: new: Markers: %w", err)
+	}
+	if cfg.Workers != nil {
+		if r.orphans, err = jobset.New(cfg.Guard).Orphans(*cfg.Workers); err != nil {
+			return nil, fmt.Errorf("reclaim: new: Workers: %w", err)
+		}
 	}
 	return r, nil
 }

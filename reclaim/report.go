@@ -82,6 +82,19 @@ type Report struct {
 	WouldReclaim int
 	// WouldReclaimIDs lists their ids, as the id column prints them.
 	WouldReclaimIDs []string
+	// Rescued counts jobs sent back to QUEUED under a new generation
+	// because their owner's lease was not live (Config.Workers): their
+	// worker process died, was stopped or was cut off. They are read from
+	// the jobs table apart from the source's listings, and not in Scanned;
+	// a rescue that finds the row changed or held counts in LostRace or
+	// Locked.
+	Rescued int
+	// RescuedIDs lists the rescued jobs' ids, as the id column prints
+	// them.
+	RescuedIDs []string
+	// WouldRescue counts the jobs a shadow sweep or a Plan would have
+	// rescued. A live sweep leaves it at zero.
+	WouldRescue int
 }
 
 // notes are what a sweep tells an operator beyond its counts: the first

@@ -61,7 +61,7 @@ func TestShadow_DecidesLikeALiveSweepAndWritesNothing(t *testing.T) {
 	// The runtime is measured when the row is read, seconds after the insert
 	// on a loaded machine.
 	require.Regexp(t, `msg="reclaim: shadow: would reclaim" job_id=`+stuck+` job_type=chapter generation=0 runtime=2h0m\d+s limit=30m0s stalled_for=2h0m\d+s`, logs.String())
-	require.Contains(t, logs.String(), `msg="reclaim: sweep" shadow=true would_reclaim=2 scanned=3 reclaimed=0`)
+	require.Contains(t, logs.String(), `msg="reclaim: sweep" shadow=true would_reclaim=2 would_rescue=0 scanned=3 reclaimed=0 rescued=0`)
 
 	// The live sweep does what the shadow said, once the row is released.
 	require.NoError(t, tx.Rollback(ctx))

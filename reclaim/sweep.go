@@ -94,7 +94,12 @@ func (r *Reclaimer) waitBudget() time.Duration {
 // the source may be the caller's code: a panic in them fails the pass as
 // an error does (a parent rule's fails only its jobs; see attempt).
 func (r *Reclaimer) run(ctx context.Context, p *pass) error {
-	return safe.Call(func() error { return r.list(ctx, p) })
+	return safe.Call(func() error {
+		// A rescue that fails leaves the reclaims to go on, and the
+		// other way round.
+		rescueErr := r.rescue(ctx, p)
+		return errors.Join(rescueErr, r.list(ctx, p))
+	})
 }
 
 // list reads the limits and hands the source's pages to page. The limits,

@@ -55,6 +55,7 @@ func (f *flags) tableGroup(s *settings) {
 	f.str(&t.TypeColumn, "type-column", "job type, the key of its limit, optional: text or an enum")
 	f.str(&t.ParentIDColumn, "parent-id-column", "parent id, optional")
 	f.str(&t.StartedAtColumn, "started-at-column", "start of the current attempt, optional: timestamptz or timestamp (UTC)")
+	f.str(&t.OwnerColumn, "owner-column", "the worker process's lease id, which Start writes and the rescue reads, optional: text")
 	f.str(&t.Statuses.Queued, "status-queued", "the status value of a queued job")
 	f.str(&t.Statuses.Processing, "status-processing", "the status value of a running job")
 	f.str(&t.Statuses.Completed, "status-completed", "the status value of a completed job")

@@ -237,6 +237,7 @@ type configFile struct {
 		TypeColumn          *string `json:"type_column"`
 		ParentIDColumn      *string `json:"parent_id_column"`
 		StartedAtColumn     *string `json:"started_at_column"`
+		OwnerColumn         *string `json:"owner_column"`
 		Statuses            *struct {
 			Queued     *string `json:"queued"`
 			Processing *string `json:"processing"`
@@ -335,6 +336,7 @@ func (s *settings) applyConfig(data []byte) error {
 		set(&s.Table.TypeColumn, t.TypeColumn)
 		set(&s.Table.ParentIDColumn, t.ParentIDColumn)
 		set(&s.Table.StartedAtColumn, t.StartedAtColumn)
+		set(&s.Table.OwnerColumn, t.OwnerColumn)
 		if st := t.Statuses; st != nil {
 			set(&s.Table.Statuses.Queued, st.Queued)
 			set(&s.Table.Statuses.Processing, st.Processing)
@@ -409,7 +411,8 @@ func (s *settings) applyConfig(data []byte) error {
 func (s *settings) optionalColumnFlags() map[string]*string {
 	t := &s.Table
 	return map[string]*string{"generation-column": &t.GenerationColumn, "progress-column": &t.ProgressColumn,
-		"type-column": &t.TypeColumn, "parent-id-column": &t.ParentIDColumn, "started-at-column": &t.StartedAtColumn}
+		"type-column": &t.TypeColumn, "parent-id-column": &t.ParentIDColumn, "started-at-column": &t.StartedAtColumn,
+		"owner-column": &t.OwnerColumn}
 }
 
 // ownTable maps a table the flags describe, without a "table" in the

@@ -19,6 +19,17 @@ type SetStatements struct {
 	History      string // $1 types, $2 limits, $3 window, $4 per type, $5 percentile, $6 reclaimed reason
 	Unstarted    string // → the count
 	Fail         string // $1 failed, $2 reason, $3 ids, $4 statuses, $5 updated_at, $6 generations
+	// Orphans builds the rescue's statements around live, the predicate
+	// "the lease of the owner expression is live" (package lease's
+	// Workers.Live); nil when the table maps no owner or no generation.
+	Orphans func(live func(owner string) (string, error)) (OrphanStatements, error)
+}
+
+// OrphanStatements read and rescue the running jobs whose owner's lease
+// is not live.
+type OrphanStatements struct {
+	Read   string // $1 page size, $2 the last id of the previous page or NULL → id, generation, owner, type
+	Rescue string // $1 reason, $2 ids, $3 generations, $4 owners → id, old generation, type; then NULL, rows locked, ''
 }
 
 // SetOf returns the statements of guard, a *jobguard.Guard. Package

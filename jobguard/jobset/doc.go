@@ -16,6 +16,13 @@
 //     read. A row that moved is left alone (Moved); a row another
 //     transaction holds is skipped, never waited for (Locked). Given a
 //     pgx.Tx it is part of the caller's transaction.
+//   - Orphans (built once per workers table) reads the PROCESSING jobs
+//     whose owner's lease (package lease) is not live, through the
+//     bundled migration's partial index over the owned running jobs, and
+//     Rescue sends back to QUEUED, in one conditional write, those that
+//     still run the execution read (status, generation, owner) under a
+//     lease still not live: a new generation, no owner, no start, a
+//     reason the start guard does not refuse. Locked rows are skipped.
 //   - Time is the database's: each Job carries ReadAt, the statement's
 //     clock, so the age of its UpdatedAt and StartedAt is measured on the
 //     clock that stamped them; Overdue and History compare on it too.

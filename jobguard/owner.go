@@ -1,0 +1,57 @@
+package jobguard
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Owner is the worker process an execution runs in, as the start guard
+// records it (StartGuardConfig.Owner): package lease's *Lease satisfies
+// it, and jobguard needs nothing else of it.
+type Owner interface {
+	// ID names the process start; it is what the jobs table's OwnerColumn
+	// holds while the process runs the job.
+	ID() string
+	// Err is nil while the process holds its lease, and why the lease
+	// ended once it has.
+	Err() error
+}
+
+// ErrOwnerLost is Start's refusal under an Owner whose lease has ended:
+// the reclaimer may already be handing the process's jobs to others, so
+// the process must start nothing more. It wraps the Owner's Err. It is
+// retryable: the job itself is fine, and another process may start it.
+var ErrOwnerLost = errors.New("jobguard: the worker process's lease has ended")
+
+// checkOwned says why t cannot record an owner, or nil: the owner needs
+// its column, and a rescue needs the generation that fences the old
+// execution out.
+func checkOwned(t Table) error {
+	switch {
+	case t.OwnerColumn == "":
+		return errors.New("the table maps no OwnerColumn to record it in")
+	case t.GenerationColumn == "":
+		return errors.New("the table maps no GenerationColumn: a rescued job's old execution could not be fenced out")
+	}
+	return nil
+}
+
+// ownerLost refuses a start under a lease that has ended, before any
+// write.
+func (s *StartGuard) ownerLost(jobID string) error {
+	if s.owner == nil {
+		return nil
+	}
+	if err := s.owner.Err(); err != nil {
+		return fmt.Errorf("jobguard: start: job %s: %w: %w", jobID, ErrOwnerLost, err)
+	}
+	return nil
+}
+
+// ownerID is the owner Start writes: the lease's id, or NULL without one.
+func (s *StartGuard) ownerID() any {
+	if s.owner == nil {
+		return nil
+	}
+	return s.owner.ID()
+}

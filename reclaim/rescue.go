@@ -1,0 +1,81 @@
+package reclaim
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
+)
+
+// rescue sends back to QUEUED the running jobs whose owner's lease is not
+// live (Config.Workers), a page at a time: it reads them, writes them in
+// one conditional statement, and publishes a notice for each execution
+// that lost its job, so that a watcher in a process that comes back
+// cancels it. A shadow pass or a Plan reads and counts them only. The
+// job is not failed: no marker, no parent rule.
+func (r *Reclaimer) rescue(ctx context.Context, p *pass) error {
+	if r.orphans == nil {
+		return nil
+	}
+	for after := ""; ; {
+		page, err := r.orphans.Read(ctx, r.cfg.DB, after, r.cfg.PageSize)
+		if err != nil {
+			return fmt.Errorf("rescue: %w", err)
+		}
+		if len(page) == 0 {
+			return nil
+		}
+		after = page[len(page)-1].ID
+		if p.dry {
+			r.wouldRescue(ctx, p, page)
+		} else if err := r.rescuePage(ctx, p, page); err != nil {
+			return fmt.Errorf("rescue: %w", err)
+		}
+		if len(page) < r.cfg.PageSize {
+			return nil
+		}
+	}
+}
+
+// rescuePage writes one page of orphans and announces what committed.
+func (r *Reclaimer) rescuePage(ctx context.Context, p *pass, page []jobset.Orphan) error {
+	res, err := r.orphans.Rescue(ctx, r.cfg.DB, page, r.cfg.Guard.Shared().RescuedReason)
+	if err != nil {
+		return err
+	}
+	p.rep.Rescued += len(res.Rescued)
+	p.rep.LostRace += res.Moved
+	p.rep.Locked += res.Locked
+	execs := make([]jobguard.Execution, len(res.Rescued))
+	for i, j := range res.Rescued {
+		execs[i] = jobguard.Execution{JobID: j.ID, Generation: j.Generation}
+	}
+	// The rescue has committed: its notices go out even if the sweep's
+	// context has ended, as a reclaim's do.
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCommitTimeout)
+	r.publish(nctx, execs, &p.rep, &p.notes)
+	cancel()
+	for _, j := range res.Rescued {
+		p.rep.RescuedIDs = append(p.rep.RescuedIDs, j.ID)
+		r.log.DebugContext(ctx, "reclaim: job rescued: its worker's lease lapsed", slog.String("job_id", j.ID),
+			slog.String("job_type", j.Type), slog.Int64("generation", j.Generation), slog.String("lease_id", j.Owner))
+	}
+	return nil
+}
+
+// wouldRescue counts, and logs or plans, the orphans a shadow pass or a
+// Plan would rescue.
+func (r *Reclaimer) wouldRescue(ctx context.Context, p *pass, page []jobset.Orphan) {
+	p.rep.WouldRescue += len(page)
+	for _, j := range page {
+		if p.plan != nil {
+			*p.plan = append(*p.plan, PlannedJob{ID: j.ID, Type: j.Type, Generation: j.Generation,
+				Decision: DecisionRescue, NoProgress: r.cfg.NoProgress, Owner: j.Owner})
+			continue
+		}
+		r.log.InfoContext(ctx, "reclaim: shadow: would rescue", "job_id", j.ID, "job_type", j.Type,
+			"generation", j.Generation, "lease_id", j.Owner)
+	}
+}

@@ -20,6 +20,10 @@ const (
 	// ReclaimedReasonDefault is the failure reason the reclaimer writes and
 	// the start guard and the watcher look for.
 	ReclaimedReasonDefault = "reclaimed: exceeded runtime limit without progress"
+	// CancelledReasonDefault begins the failure reason of an operator's
+	// cancel (Guard.Cancel), which the start guard and the watcher look
+	// for.
+	CancelledReasonDefault = "cancelled by operator"
 	// NoticeChannelDefault is the Postgres LISTEN/NOTIFY channel of the
 	// reclaim notices.
 	NoticeChannelDefault = "jobguard_reclaim_notices"
@@ -49,6 +53,13 @@ type Shared struct {
 	// watcher tells a reclaim of its execution's job (cancel) from the
 	// execution's own Fail (done) by it. Defaults to ReclaimedReasonDefault.
 	ReclaimedReason string
+	// CancelledReason begins the failure reason Guard.Cancel writes, as
+	// "<CancelledReason>: <the operator's reason>". The start guard refuses
+	// a job whose failure reason starts with it (ErrCancelled), and the
+	// watcher tells a cancel of its execution's job from the execution's
+	// own Fail by it. Neither it nor ReclaimedReason may begin the other.
+	// Defaults to CancelledReasonDefault.
+	CancelledReason string
 	// NoticeChannel is the Postgres LISTEN/NOTIFY channel of the reclaim
 	// notices, an identifier of at most 63 bytes; notices over Redis use
 	// Prefix instead. Defaults to NoticeChannelDefault.
@@ -112,12 +123,28 @@ func (s Shared) Reclaimed(reason string) bool {
 	return strings.HasPrefix(reason, prefix)
 }
 
+// Cancelled reports whether a job's failure reason says an operator
+// cancelled it (Guard.Cancel): it starts with CancelledReason
+// (CancelledReasonDefault when empty). The start guard refuses such a
+// job, and the watcher tells a cancel of its execution's job from the
+// execution's own Fail by it: both ask here.
+func (s Shared) Cancelled(reason string) bool {
+	prefix := s.CancelledReason
+	if prefix == "" {
+		prefix = CancelledReasonDefault
+	}
+	return strings.HasPrefix(reason, prefix)
+}
+
 func (s Shared) withDefaults() (Shared, error) {
 	if s.Prefix == "" {
 		s.Prefix = PrefixDefault
 	}
 	if s.ReclaimedReason == "" {
 		s.ReclaimedReason = ReclaimedReasonDefault
+	}
+	if s.CancelledReason == "" {
+		s.CancelledReason = CancelledReasonDefault
 	}
 	if s.NoticeChannel == "" {
 		s.NoticeChannel = NoticeChannelDefault
@@ -143,6 +170,15 @@ func (s Shared) withDefaults() (Shared, error) {
 	// stored as it is.
 	if err := pgvalue.CheckText(s.ReclaimedReason); err != nil {
 		return s, fmt.Errorf("Shared.ReclaimedReason %w: %w", err, ErrUnstorable)
+	}
+	if err := pgvalue.CheckText(s.CancelledReason); err != nil {
+		return s, fmt.Errorf("Shared.CancelledReason %w: %w", err, ErrUnstorable)
+	}
+	// A reason is a reclaim's or a cancel's by its beginning: one that
+	// begins the other would make every job of one look like the other.
+	if strings.HasPrefix(s.ReclaimedReason, s.CancelledReason) || strings.HasPrefix(s.CancelledReason, s.ReclaimedReason) {
+		return s, fmt.Errorf("Shared.CancelledReason %q and Shared.ReclaimedReason %q: one begins the other, so a cancel and a reclaim could not be told apart",
+			s.CancelledReason, s.ReclaimedReason)
 	}
 	return s, nil
 }
@@ -183,6 +219,10 @@ func NewWithConfig(ctx context.Context, db DB, table Table, cfg GuardConfig) (*G
 	if col := g.cat.columns[g.table.FailureReasonColumn]; !col.holds(shared.ReclaimedReason) {
 		return nil, fmt.Errorf("jobguard: new: Shared.ReclaimedReason %q has %d characters, more than column %q (FailureReasonColumn) of %s holds (%s): %w",
 			shared.ReclaimedReason, utf8.RuneCountInString(shared.ReclaimedReason), g.table.FailureReasonColumn, g.table.QualifiedName(), col.full, ErrUnstorable)
+	}
+	if col := g.cat.columns[g.table.FailureReasonColumn]; !col.holds(shared.CancelledReason) {
+		return nil, fmt.Errorf("jobguard: new: Shared.CancelledReason %q has %d characters, more than column %q (FailureReasonColumn) of %s holds (%s): %w",
+			shared.CancelledReason, utf8.RuneCountInString(shared.CancelledReason), g.table.FailureReasonColumn, g.table.QualifiedName(), col.full, ErrUnstorable)
 	}
 	g.shared = shared
 	g.met = newGuardMetrics(cfg.MeterProvider)

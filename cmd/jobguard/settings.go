@@ -102,6 +102,7 @@ type settings struct {
 
 	// The options of one command or another.
 	DryRun  bool        // sweep
+	Reason  string      // cancel
 	Suggest suggestOpts // limits suggest
 	Service serviceOpts // run
 
@@ -119,7 +120,7 @@ func defaultSettings() settings {
 		RedisURL: redisURLDefault,
 		Table:    jobguard.DefaultTable(),
 		Shared: jobguard.Shared{Prefix: jobguard.PrefixDefault, ReclaimedReason: jobguard.ReclaimedReasonDefault,
-			NoticeChannel: jobguard.NoticeChannelDefault, LeaderKey: jobguard.LeaderKeyDefault, Markers: jobguard.MarkersDefault},
+			CancelledReason: jobguard.CancelledReasonDefault, NoticeChannel: jobguard.NoticeChannelDefault, LeaderKey: jobguard.LeaderKeyDefault, Markers: jobguard.MarkersDefault},
 		Markers:     jobguard.MarkersDefault.String(),
 		LimitsTable: reclaim.LimitsTableDefault,
 		NoProgress:  reclaim.NoProgressDefault,
@@ -245,6 +246,7 @@ type configFile struct {
 	Shared *struct {
 		Prefix          *string `json:"prefix"`
 		ReclaimedReason *string `json:"reclaimed_reason"`
+		CancelledReason *string `json:"cancelled_reason"`
 		NoticeChannel   *string `json:"notice_channel"`
 		LeaderKey       *int64  `json:"leader_key"`
 		Markers         *string `json:"markers"`
@@ -333,6 +335,7 @@ func (s *settings) applyConfig(data []byte) error {
 	if sh := c.Shared; sh != nil {
 		set(&s.Shared.Prefix, sh.Prefix)
 		set(&s.Shared.ReclaimedReason, sh.ReclaimedReason)
+		set(&s.Shared.CancelledReason, sh.CancelledReason)
 		set(&s.Shared.NoticeChannel, sh.NoticeChannel)
 		set(&s.Shared.LeaderKey, sh.LeaderKey)
 		set(&s.Markers, sh.Markers)

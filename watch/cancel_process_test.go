@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -129,6 +130,25 @@ func work(cfg workerConfig) error {
 	return json.NewEncoder(os.Stdout).Encode(rep)
 }
 
+// lockedBuffer is a strings.Builder that the copier of a child's stderr
+// and the test may use at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // startWorker starts a worker process on job id and waits until it has
 // started the job and watches it; the returned func waits for its report.
 func startWorker(t *testing.T, cfg workerConfig) func() workerReport {
@@ -137,8 +157,8 @@ func startWorker(t *testing.T, cfg workerConfig) func() workerReport {
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envWorker+"="+string(raw))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

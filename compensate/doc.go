@@ -2,8 +2,8 @@
 //
 // A worker creates things before its completion is checked: an encoded file,
 // a storage object, an asset row. When the completion is then rejected (the
-// job was reclaimed, or a newer generation owns it) those things belong to
-// no finished job. This package records each of them as an artifact tagged
+// job was reclaimed or cancelled by an operator, or a newer generation owns
+// it) those things belong to no finished job. This package records each of them as an artifact tagged
 // with the execution (job id and generation) and, once the execution can no
 // longer complete, calls the compensator registered for its kind.
 //

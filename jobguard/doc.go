@@ -27,6 +27,14 @@
 //     marker holds both stores). Start never moves a FAILED job back to PROCESSING;
 //     only Retry (an operator's explicit retry) does, and it bumps the
 //     generation so old markers stop applying.
+//   - An operator's cancel. Guard.Cancel fails a QUEUED or PROCESSING job
+//     with the reason "<Shared.CancelledReason>: <why>", bumps its
+//     generation (the running execution can save nothing) and, in the same
+//     statement, sends the watchers' notice over LISTEN/NOTIFY, delivered
+//     only if the cancel commits. The start guard refuses a cancelled job
+//     with a permanent *CancelledError wrapping ErrCancelled, in Start's
+//     own statement too, so a row another path moved back stays refused;
+//     Retry undoes a cancel as it undoes a reclaim.
 //   - Finalize. A re-check, the conditional completion in its own short
 //     transaction, then, once it has committed, the caller's metadata
 //     updates in parallel; the Finalized result is Confirmed only when the

@@ -22,6 +22,17 @@ var (
 	// limit. It is not retryable.
 	ErrReclaimed = errors.New("jobguard: job was reclaimed")
 
+	// ErrCancelled is the start guard's refusal of a job an operator
+	// cancelled (Guard.Cancel), wrapped in a *CancelledError. It is not
+	// retryable: only Retry undoes a cancel.
+	ErrCancelled = errors.New("jobguard: job was cancelled")
+
+	// ErrNotCancellable is returned, wrapped in a *StateError, by Cancel
+	// when the job is not QUEUED or PROCESSING (it is COMPLETED or FAILED
+	// already, a cancelled job included) or does not exist. Nothing was
+	// changed.
+	ErrNotCancellable = errors.New("jobguard: job cannot be cancelled")
+
 	// ErrNotRetryable is returned, wrapped in a *StateError, by Retry when
 	// the job is not FAILED (or does not exist).
 	ErrNotRetryable = errors.New("jobguard: job cannot be retried")
@@ -84,8 +95,8 @@ var (
 type PanicError = safe.PanicError
 
 // IsPermanent reports whether a queue must not retry after err: the job is
-// terminal for this execution, was reclaimed, its id is unusable, or a
-// value it was given cannot be stored (ErrUnstorable).
+// terminal for this execution, was reclaimed or cancelled, its id is
+// unusable, or a value it was given cannot be stored (ErrUnstorable).
 //
 // Mapping it onto queues:
 //
@@ -96,8 +107,8 @@ type PanicError = safe.PanicError
 //	// BullMQ (Node.js processors, or a Go worker reporting to one): throw
 //	// new UnrecoverableError(message), which moves the job straight to failed.
 func IsPermanent(err error) bool {
-	return errors.Is(err, ErrJobTerminal) || errors.Is(err, ErrReclaimed) || errors.Is(err, ErrInvalidJobID) ||
-		errors.Is(err, ErrUnstorable)
+	return errors.Is(err, ErrJobTerminal) || errors.Is(err, ErrReclaimed) || errors.Is(err, ErrCancelled) ||
+		errors.Is(err, ErrInvalidJobID) || errors.Is(err, ErrUnstorable)
 }
 
 // Reason says why a conditional write affected zero rows, as far as a read
@@ -139,7 +150,8 @@ func (r Reason) String() string {
 }
 
 // StateError is a conditional write that affected zero rows, with what a read
-// right after it saw. It wraps ErrJobTerminal (ErrNotRetryable for Retry).
+// right after it saw. It wraps ErrJobTerminal (ErrNotRetryable for Retry,
+// ErrNotCancellable for Cancel).
 type StateError struct {
 	Op     Op // the write that was refused: OpComplete, OpFail, OpTouch, ...
 	JobID  string
@@ -171,7 +183,8 @@ func (e *StateError) Error() string {
 	return fmt.Sprintf("%v: %s job %s: %s", e.kind, e.Op, e.JobID, why)
 }
 
-// Unwrap returns ErrJobTerminal, or ErrNotRetryable for Retry.
+// Unwrap returns ErrJobTerminal, or ErrNotRetryable for Retry,
+// ErrNotCancellable for Cancel.
 func (e *StateError) Unwrap() error { return e.kind }
 
 // ReclaimedError is the start guard's refusal: it wraps ErrReclaimed and says

@@ -79,13 +79,14 @@ type statements struct {
 	touch              guarded // $1 id [, $2 generation]
 	touchProgress      guarded // $1 id, $2 progress [, $3 generation]
 	retry              guarded // $1 id → generation
-	start              string  // $1 id, $2 reclaimed reason [, $3 marker generation] [, owner] → generation
+	cancel             guarded // $1 id, $2 reason, $3 channel, $4 canonical id, $5 table key → generation
+	start              string  // $1 id, $2 refused reasons (reclaimed, cancelled) [, $3 marker generation] [, owner] → generation
 	// started and completed are what Start and Resume accept of a row,
 	// for whyRefused: Start's SQL is start or startMarked, Resume writes
 	// nothing.
 	started, completed guarded
 	// startMarked is start with the marker table's evidence read in the
-	// same statement: $1 id, $2 reclaimed reason, $3 table key, $4
+	// same statement: $1 id, $2 refused reasons, $3 table key, $4
 	// canonical id [, $5 owner] → generation. Empty without a marker
 	// table.
 	startMarked string
@@ -267,6 +268,7 @@ func buildStatements(t Table, cat catalog, markerTable string) statements {
 	s.retry = guarded{op: OpRetry, allowed: []string{st.Failed}, sql: fmt.Sprintf(
 		`UPDATE %s SET %s = %s, %s = NULL, %s%s%s%s%s WHERE %s = $1 AND %s = %s RETURNING %s`,
 		tbl, status, lit(st.Queued), reason, touch, bump, reset, unstart, disown, id, status, lit(st.Failed), genOut)}
+	s.cancel = cancelStatement(t, cat, st, bump, genOut)
 	// start moves a job that is not reclaimed to PROCESSING; fence adds
 	// what the markers say. The reason is compared byte by byte, as
 	// Shared.Reclaimed compares it (under a nondeterministic collation of
@@ -277,7 +279,7 @@ func buildStatements(t Table, cat catalog, markerTable string) statements {
 	start := func(fence string, owner int) string {
 		return fmt.Sprintf(
 			`UPDATE %s AS j SET %s = %s, %s%s%s%s WHERE %s = $1 AND %s IN (%s, %s)`+
-				` AND (%s IS NULL OR NOT starts_with(%s COLLATE "C", $2))%s RETURNING %s`,
+				` AND (j.%s IS NULL OR NOT EXISTS (SELECT FROM unnest($2::text[]) AS refused(prefix) WHERE starts_with(j.%s COLLATE "C", refused.prefix)))%s RETURNING %s`,
 			tbl, status, lit(st.Processing), touch, bump, started, own(owner), id, status, lit(st.Queued), lit(st.Processing),
 			reason, reason, fence, genOut)
 	}

@@ -108,8 +108,9 @@ func TestNewWithConfig_SharedSettings(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobguard.Shared{
 		Prefix: jobguard.PrefixDefault, ReclaimedReason: jobguard.ReclaimedReasonDefault,
-		RescuedReason: jobguard.RescuedReasonDefault,
-		NoticeChannel: jobguard.NoticeChannelDefault, LeaderKey: jobguard.LeaderKeyDefault,
+		RescuedReason:   jobguard.RescuedReasonDefault,
+		CancelledReason: jobguard.CancelledReasonDefault,
+		NoticeChannel:   jobguard.NoticeChannelDefault, LeaderKey: jobguard.LeaderKeyDefault,
 		Markers: jobguard.MarkersPostgres,
 	}, g.Shared())
 
@@ -127,6 +128,8 @@ func TestNewWithConfig_SharedSettings(t *testing.T) {
 		"jobguard: new: Shared.Prefix":            {Prefix: "a{b}"},
 		"Shared.Prefix \"jobs*\" contains a glob": {Prefix: "jobs*"},
 		"Shared.NoticeChannel":                    {NoticeChannel: strings.Repeat("c", 64)},
+		"could not be told apart":                 {CancelledReason: "reclaimed"},
+		"Shared.CancelledReason":                  {CancelledReason: "bad \x00"},
 	} {
 		_, err = jobguard.NewWithConfig(ctx, env.Pool, jobs.Table, jobguard.GuardConfig{Shared: bad})
 		require.ErrorContains(t, err, want)

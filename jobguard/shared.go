@@ -24,6 +24,10 @@ const (
 	// writes on a job it sends back to QUEUED because its worker's lease
 	// lapsed. The start guard does not refuse it: the job was not failed.
 	RescuedReasonDefault = "rescued: worker lease lost"
+	// CancelledReasonDefault begins the failure reason of an operator's
+	// cancel (Guard.Cancel), which the start guard and the watcher look
+	// for.
+	CancelledReasonDefault = "cancelled by operator"
 	// NoticeChannelDefault is the Postgres LISTEN/NOTIFY channel of the
 	// reclaim notices.
 	NoticeChannelDefault = "jobguard_reclaim_notices"
@@ -60,6 +64,13 @@ type Shared struct {
 	// says why the last attempt ended; the next Start leaves it, and
 	// Retry clears it. Defaults to RescuedReasonDefault.
 	RescuedReason string
+	// CancelledReason begins the failure reason Guard.Cancel writes, as
+	// "<CancelledReason>: <the operator's reason>". The start guard refuses
+	// a job whose failure reason starts with it (ErrCancelled), and the
+	// watcher tells a cancel of its execution's job from the execution's
+	// own Fail by it. Neither it nor ReclaimedReason may begin the other.
+	// Defaults to CancelledReasonDefault.
+	CancelledReason string
 	// NoticeChannel is the Postgres LISTEN/NOTIFY channel of the reclaim
 	// notices, an identifier of at most 63 bytes; notices over Redis use
 	// Prefix instead. Defaults to NoticeChannelDefault.
@@ -123,6 +134,19 @@ func (s Shared) Reclaimed(reason string) bool {
 	return strings.HasPrefix(reason, prefix)
 }
 
+// Cancelled reports whether a job's failure reason says an operator
+// cancelled it (Guard.Cancel): it starts with CancelledReason
+// (CancelledReasonDefault when empty). The start guard refuses such a
+// job, and the watcher tells a cancel of its execution's job from the
+// execution's own Fail by it: both ask here.
+func (s Shared) Cancelled(reason string) bool {
+	prefix := s.CancelledReason
+	if prefix == "" {
+		prefix = CancelledReasonDefault
+	}
+	return strings.HasPrefix(reason, prefix)
+}
+
 func (s Shared) withDefaults() (Shared, error) {
 	if s.Prefix == "" {
 		s.Prefix = PrefixDefault
@@ -133,6 +157,9 @@ func (s Shared) withDefaults() (Shared, error) {
 	if s.RescuedReason == "" {
 		s.RescuedReason = RescuedReasonDefault
 	}
+	if s.CancelledReason == "" {
+		s.CancelledReason = CancelledReasonDefault
+	}
 	if s.NoticeChannel == "" {
 		s.NoticeChannel = NoticeChannelDefault
 	}
@@ -142,30 +169,45 @@ func (s Shared) withDefaults() (Shared, error) {
 	if s.Markers == 0 {
 		s.Markers = MarkersDefault
 	}
+	return s, s.validate()
+}
+
+// validate refuses settings, their defaults filled in, that no guard can
+// work with.
+func (s Shared) validate() error {
 	switch {
 	case s.Markers != MarkersPostgres && s.Markers != MarkersRedis:
-		return s, fmt.Errorf("Shared.Markers %d is neither MarkersPostgres nor MarkersRedis", int(s.Markers))
+		return fmt.Errorf("Shared.Markers %d is neither MarkersPostgres nor MarkersRedis", int(s.Markers))
 	case strings.ContainsAny(s.Prefix, "{}"):
-		return s, fmt.Errorf("Shared.Prefix %q must not contain braces (the job id is the hash tag)", s.Prefix)
+		return fmt.Errorf("Shared.Prefix %q must not contain braces (the job id is the hash tag)", s.Prefix)
 	case strings.ContainsAny(s.Prefix, "*?["):
-		return s, fmt.Errorf("Shared.Prefix %q contains a glob character (it names the notice channel)", s.Prefix)
+		return fmt.Errorf("Shared.Prefix %q contains a glob character (it names the notice channel)", s.Prefix)
 	}
 	if err := ident.Check("Shared.NoticeChannel", s.NoticeChannel); err != nil {
-		return s, err
+		return err
 	}
 	// The start guard compares the stored reason with it: it must be
 	// stored as it is.
 	if err := pgvalue.CheckText(s.ReclaimedReason); err != nil {
-		return s, fmt.Errorf("Shared.ReclaimedReason %w: %w", err, ErrUnstorable)
+		return fmt.Errorf("Shared.ReclaimedReason %w: %w", err, ErrUnstorable)
 	}
 	if err := pgvalue.CheckText(s.RescuedReason); err != nil {
-		return s, fmt.Errorf("Shared.RescuedReason %w: %w", err, ErrUnstorable)
+		return fmt.Errorf("Shared.RescuedReason %w: %w", err, ErrUnstorable)
 	}
-	if s.Reclaimed(s.RescuedReason) {
-		return s, fmt.Errorf("Shared.RescuedReason %q starts with Shared.ReclaimedReason %q: the start guard would refuse every rescued job",
-			s.RescuedReason, s.ReclaimedReason)
+	if s.Reclaimed(s.RescuedReason) || s.Cancelled(s.RescuedReason) {
+		return fmt.Errorf("Shared.RescuedReason %q starts with Shared.ReclaimedReason %q or Shared.CancelledReason %q: the start guard would refuse every rescued job",
+			s.RescuedReason, s.ReclaimedReason, s.CancelledReason)
 	}
-	return s, nil
+	if err := pgvalue.CheckText(s.CancelledReason); err != nil {
+		return fmt.Errorf("Shared.CancelledReason %w: %w", err, ErrUnstorable)
+	}
+	// A reason is a reclaim's or a cancel's by its beginning: one that
+	// begins the other would make every job of one look like the other.
+	if strings.HasPrefix(s.ReclaimedReason, s.CancelledReason) || strings.HasPrefix(s.CancelledReason, s.ReclaimedReason) {
+		return fmt.Errorf("Shared.CancelledReason %q and Shared.ReclaimedReason %q: one begins the other, so a cancel and a reclaim could not be told apart",
+			s.CancelledReason, s.ReclaimedReason)
+	}
+	return nil
 }
 
 // sharedDefaults is what New gives every guard.
@@ -199,16 +241,17 @@ func NewWithConfig(ctx context.Context, db DB, table Table, cfg GuardConfig) (*G
 	if err != nil {
 		return nil, err
 	}
-	// The start guard knows a reclaim by its whole reason: cut to fit the
-	// column, every reclaimed job would look merely failed to it.
-	if col := g.cat.columns[g.table.FailureReasonColumn]; !col.holds(shared.ReclaimedReason) {
-		return nil, fmt.Errorf("jobguard: new: Shared.ReclaimedReason %q has %d characters, more than column %q (FailureReasonColumn) of %s holds (%s): %w",
-			shared.ReclaimedReason, utf8.RuneCountInString(shared.ReclaimedReason), g.table.FailureReasonColumn, g.table.QualifiedName(), col.full, ErrUnstorable)
-	}
-	if col := g.cat.columns[g.table.FailureReasonColumn]; !col.keeps(shared.ReclaimedReason) {
-		return nil, fmt.Errorf("jobguard: new: Shared.ReclaimedReason %q ends in a space, which column %q (FailureReasonColumn) of %s (%s) drops when read: "+
-			"the start guard and the watcher could not tell a reclaim; end it in another character: %w",
-			shared.ReclaimedReason, g.table.FailureReasonColumn, g.table.QualifiedName(), col.full, ErrUnstorable)
+	// The start guard and the watcher know a reclaim and a cancel by their
+	// reasons' beginnings: cut to fit the column, or read back without a
+	// trailing space, every such job would look merely failed to them.
+	col := g.cat.columns[g.table.FailureReasonColumn]
+	for _, r := range []struct{ field, value, what string }{
+		{"ReclaimedReason", shared.ReclaimedReason, "a reclaim"},
+		{"CancelledReason", shared.CancelledReason, "a cancel"},
+	} {
+		if err := g.reasonFits(col, r.field, r.value, r.what); err != nil {
+			return nil, err
+		}
 	}
 	g.shared = shared
 	g.met = newGuardMetrics(cfg.MeterProvider)
@@ -222,6 +265,21 @@ func NewWithConfig(ctx context.Context, db DB, table Table, cfg GuardConfig) (*G
 			slog.String("table", g.cat.key), slog.String("column", u.Column), slog.String("field", u.Field))
 	}
 	return g, nil
+}
+
+// reasonFits refuses a reason, Shared's field, that the failure reason
+// column col cannot store and read back as written: what tells it apart.
+func (g *Guard) reasonFits(col typeInfo, field, value, what string) error {
+	switch {
+	case !col.holds(value):
+		return fmt.Errorf("jobguard: new: Shared.%s %q has %d characters, more than column %q (FailureReasonColumn) of %s holds (%s): %w",
+			field, value, utf8.RuneCountInString(value), g.table.FailureReasonColumn, g.table.QualifiedName(), col.full, ErrUnstorable)
+	case !col.keeps(value):
+		return fmt.Errorf("jobguard: new: Shared.%s %q ends in a space, which column %q (FailureReasonColumn) of %s (%s) drops when read: "+
+			"the start guard and the watcher could not tell %s; end it in another character: %w",
+			field, value, g.table.FailureReasonColumn, g.table.QualifiedName(), col.full, what, ErrUnstorable)
+	}
+	return nil
 }
 
 // Shared returns the guard's shared settings, with their defaults filled

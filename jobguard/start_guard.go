@@ -70,7 +70,7 @@ type StartGuard struct {
 	guard   *Guard
 	markers *marker.RedisStore    // Shared.Markers = MarkersRedis
 	table   *marker.PostgresStore // Shared.Markers = MarkersPostgres
-	reason  string
+	refused []string              // the failure reasons' beginnings Start refuses: reclaimed, cancelled
 	policy  LookupPolicy
 	log     *slog.Logger
 	met     *startMetrics
@@ -112,7 +112,8 @@ func NewStartGuard(guard *Guard, rdb marker.Redis, opts StartGuardConfig) (*Star
 	sg.owner = opts.Owner
 	// The logger is the caller's code, called right after the state
 	// changes it reports: its panic must not undo them.
-	sg.reason, sg.policy, sg.log = guard.Shared().ReclaimedReason, opts.OnLookupError, safe.Logger(opts.Logger)
+	sg.refused = []string{guard.Shared().ReclaimedReason, guard.Shared().CancelledReason}
+	sg.policy, sg.log = opts.OnLookupError, safe.Logger(opts.Logger)
 	sg.met = newStartMetrics(opts.MeterProvider, opts.OnLookupError)
 	return sg, nil
 }
@@ -136,8 +137,10 @@ func (s *StartGuard) Marker(ctx context.Context, db DB, jobID string) (m marker.
 
 // Check is the original design's guard: it returns a *ReclaimedError
 // wrapping ErrReclaimed when the job's failure reason says it was reclaimed,
-// or when a reclaim marker exists for its current generation. It changes
-// nothing; Start is Check and the start itself in one step.
+// or when a reclaim marker exists for its current generation, and a
+// *CancelledError wrapping ErrCancelled when the reason says an operator
+// cancelled it (Guard.Cancel). It changes nothing; Start is Check and the
+// start itself in one step.
 func (s *StartGuard) Check(ctx context.Context, db DB, jobID string) error {
 	return s.met.checked(ctx, s.check(ctx, db, jobID))
 }
@@ -158,6 +161,8 @@ func (s *StartGuard) check(ctx context.Context, db DB, jobID string) error {
 		return &StateError{Op: OpCheck, JobID: jobID, Reason: ReasonNotFound, kind: ErrJobTerminal}
 	} else if s.reclaimed(r.reason) {
 		return &ReclaimedError{JobID: jobID, Source: "database", Reason: r.reason}
+	} else if s.cancelled(r.reason) {
+		return &CancelledError{JobID: jobID, Reason: r.reason}
 	}
 	var m marker.Marker
 	var ok bool
@@ -178,13 +183,14 @@ func (s *StartGuard) check(ctx context.Context, db DB, jobID string) error {
 
 // Start checks the job like Check and starts it as a new execution: in one
 // conditional statement it moves a QUEUED or PROCESSING job whose failure
-// reason does not say reclaimed (and, on a fenced table, whose generation is
-// newer than any marker's) to PROCESSING, bumps the generation, stamps the
-// start time, and returns the new Execution.
+// reason does not say reclaimed or cancelled (and, on a fenced table, whose
+// generation is newer than any marker's) to PROCESSING, bumps the
+// generation, stamps the start time, and returns the new Execution.
 //
 // It never moves a FAILED or COMPLETED job: those return a *StateError
-// wrapping ErrJobTerminal, and reclaimed jobs a *ReclaimedError wrapping
-// ErrReclaimed. Both are permanent (see IsPermanent). Starting a job that is
+// wrapping ErrJobTerminal, reclaimed jobs a *ReclaimedError wrapping
+// ErrReclaimed, and cancelled jobs a *CancelledError wrapping ErrCancelled
+// (the cancel is told before the status). All are permanent (see IsPermanent). Starting a job that is
 // already PROCESSING (a redelivery after a crash) fences out the old
 // execution.
 //
@@ -223,7 +229,7 @@ func (s *StartGuard) start(ctx context.Context, db DB, jobID string) (Execution,
 // lookup failed).
 func (s *StartGuard) startUnmarked(ctx context.Context, db DB, id any, jobID string, m marker.Marker, marked bool) (Execution, error) {
 	g := s.guard
-	args := []any{id, s.reason}
+	args := []any{id, s.refused}
 	if g.Fenced() {
 		markerGen := int64(-1)
 		if marked {
@@ -257,7 +263,7 @@ func (s *StartGuard) startUnmarked(ctx context.Context, db DB, id any, jobID str
 func (s *StartGuard) startMarked(ctx context.Context, db DB, id any, jobID string) (Execution, error) {
 	var gen int64
 	err := inSavepoint(ctx, db, func() error {
-		args := []any{id, s.reason, s.guard.TableKey(), jobID}
+		args := []any{id, s.refused, s.guard.TableKey(), jobID}
 		if s.guard.table.OwnerColumn != "" {
 			args = append(args, s.ownerID())
 		}
@@ -291,6 +297,8 @@ func (s *StartGuard) startRefusal(ctx context.Context, db DB, id any, jobID stri
 		return fmt.Errorf("jobguard: start: job %s was not started (reading it to explain: %w)", jobID, err)
 	case found && s.reclaimed(r.reason):
 		return &ReclaimedError{JobID: jobID, Source: "database", Reason: r.reason}
+	case found && s.cancelled(r.reason):
+		return &CancelledError{JobID: jobID, Reason: r.reason}
 	case found && marked && s.markerApplies(m, r.generation):
 		return &ReclaimedError{JobID: jobID, Source: "marker", Reason: m.Reason, Generation: m.Generation}
 	}
@@ -299,6 +307,10 @@ func (s *StartGuard) startRefusal(ctx context.Context, db DB, id any, jobID stri
 
 // reclaimed reports whether a failure reason says the job was reclaimed.
 func (s *StartGuard) reclaimed(reason string) bool { return s.guard.shared.Reclaimed(reason) }
+
+// cancelled reports whether a failure reason says an operator cancelled
+// the job.
+func (s *StartGuard) cancelled(reason string) bool { return s.guard.shared.Cancelled(reason) }
 
 // markerApplies reports whether a marker still speaks for the job: it was
 // written for the job's current generation (or a later one). A Retry bumps

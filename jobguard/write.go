@@ -14,6 +14,7 @@ const (
 	OpFail     Op = "fail"
 	OpTouch    Op = "touch"
 	OpRetry    Op = "retry"
+	OpCancel   Op = "cancel"
 	OpStart    Op = "start"
 	OpCheck    Op = "check"
 	OpResume   Op = "resume"

@@ -27,7 +27,7 @@ const (
 type rules struct {
 	fenced   bool
 	statuses jobguard.Statuses
-	shared   jobguard.Shared // says which failure reasons are a reclaim's
+	shared   jobguard.Shared // says which failure reasons are a reclaim's or a cancel's
 }
 
 // judge decides what the row (found or not) says of exec.
@@ -38,7 +38,9 @@ type rules struct {
 // execution's own completion, and FAILED its own Fail unless the failure
 // reason is the reclaimer's, since a reclaim keeps the generation too.
 // Without a generation column the status and the reason are all there is to
-// go on, so a COMPLETED row is taken as the execution's own.
+// go on, so a COMPLETED row is taken as the execution's own, and a FAILED
+// one whose reason is an operator's cancel (which bumps the generation on
+// a fenced table) as lost.
 func judge(r rules, exec jobguard.Execution, row jobset.Job, found bool) verdict {
 	switch {
 	case !found:
@@ -49,7 +51,7 @@ func judge(r rules, exec jobguard.Execution, row jobset.Job, found bool) verdict
 		return owned
 	case row.Status == r.statuses.Completed:
 		return ended
-	case row.Status == r.statuses.Failed && !r.shared.Reclaimed(row.FailureReason):
+	case row.Status == r.statuses.Failed && !r.shared.Reclaimed(row.FailureReason) && !r.shared.Cancelled(row.FailureReason):
 		return ended
 	}
 	return lost
@@ -57,10 +59,10 @@ func judge(r rules, exec jobguard.Execution, row jobset.Job, found bool) verdict
 
 // Check reads the rows of every watched execution in one query and cancels
 // the executions that lost their job: the row is gone, at another
-// generation (on a fenced table), FAILED by a reclaim, or back in QUEUED. An
-// execution that ended its job itself (COMPLETED, or FAILED with a reason
-// that is not the reclaimer's, at its own generation) is not cancelled, only
-// no longer watched. It returns how many it cancelled. Run calls it every
+// generation (on a fenced table), FAILED by a reclaim or a cancel, or back
+// in QUEUED. An execution that ended its job itself (COMPLETED, or FAILED
+// with a reason that is neither the reclaimer's nor a cancel's, at its own
+// generation) is not cancelled, only no longer watched. It returns how many it cancelled. Run calls it every
 // CheckInterval and after each (re)subscription; call it yourself only to
 // check at a moment of your own.
 func (w *Watcher) Check(ctx context.Context) (int, error) {
@@ -94,6 +96,7 @@ func (w *Watcher) Check(ctx context.Context) (int, error) {
 			cause := &LostError{JobID: e.exec.JobID, Generation: e.exec.Generation, Via: ViaCheck}
 			if found {
 				cause.Status, cause.Seen = row.Status, row.Generation
+				cause.Cancelled = w.rules.shared.Cancelled(row.FailureReason)
 			}
 			if w.take(e) {
 				w.fire(ctx, e, cause)

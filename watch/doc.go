@@ -23,8 +23,17 @@
 //     when (a) a notice for its job arrives at its generation or a later one,
 //     (b) the caller reports a heartbeat that affected zero rows (Lost), or
 //     (c) the periodic Check reads the row and finds it gone, at another
-//     generation, FAILED with the reclaimer's reason, or QUEUED again. The
-//     cause says which (Via) and carries the job id and generations.
+//     generation, FAILED with the reclaimer's reason or an operator's
+//     cancel's, or QUEUED again. The cause says which (Via) and carries the
+//     job id and generations.
+//   - An operator's cancel (jobguard.Guard.Cancel) cancels the execution
+//     like a reclaim, and its cause says so: LostError.Cancelled, "was
+//     cancelled by an operator", and it wraps jobguard.ErrCancelled. Over
+//     Postgres the notice is Cancel's own, sent in its statement and
+//     delivered only if it commits; over Redis, publish what Cancel
+//     returned with Publisher.PublishCancelled once it has committed. A
+//     cancel whose notice is lost is found by the check, by the bumped
+//     generation or, on a table without one, by the cancel's reason.
 //   - An execution that ended its job itself is not cancelled: a row
 //     COMPLETED, or FAILED with a reason that is not the reclaimer's, at the
 //     execution's own generation is its own write, so the check only stops

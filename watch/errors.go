@@ -55,11 +55,20 @@ type LostError struct {
 	// Err is the error reported to Watcher.Lost (ViaHeartbeat); nil
 	// otherwise.
 	Err error
+	// Cancelled is true when an operator cancelled the job
+	// (jobguard.Guard.Cancel): its notice said so, or the check read the
+	// cancel's failure reason. The error then says "cancelled", and wraps
+	// jobguard.ErrCancelled as well.
+	Cancelled bool
 }
 
 // Error says which execution lost its job and how the watcher learned it.
 func (e *LostError) Error() string {
-	msg := fmt.Sprintf("watch: job %s generation %d was reclaimed", e.JobID, e.Generation)
+	what := "reclaimed"
+	if e.Cancelled {
+		what = "cancelled by an operator"
+	}
+	msg := fmt.Sprintf("watch: job %s generation %d was %s", e.JobID, e.Generation, what)
 	switch e.Via {
 	case ViaNotice:
 		return fmt.Sprintf("%s (notice for generation %d)", msg, e.Seen)
@@ -74,11 +83,15 @@ func (e *LostError) Error() string {
 	return msg
 }
 
-// Unwrap returns jobguard.ErrJobTerminal and, for ViaHeartbeat, the
-// reported error.
+// Unwrap returns jobguard.ErrJobTerminal, jobguard.ErrCancelled when the
+// job was cancelled, and, for ViaHeartbeat, the reported error.
 func (e *LostError) Unwrap() []error {
-	if e.Err != nil {
-		return []error{jobguard.ErrJobTerminal, e.Err}
+	errs := []error{jobguard.ErrJobTerminal}
+	if e.Cancelled {
+		errs = append(errs, jobguard.ErrCancelled)
 	}
-	return []error{jobguard.ErrJobTerminal}
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	return errs
 }

@@ -26,6 +26,9 @@ type wireNotice struct {
 	JobID      string `json:"job_id"`
 	Generation int64  `json:"generation"`
 	Table      string `json:"table,omitempty"`
+	// Cancelled is true in the notice of an operator's cancel
+	// (jobguard.Guard.Cancel writes the same format in SQL).
+	Cancelled bool `json:"cancelled,omitempty"`
 }
 
 // NoticesFrom returns a notice for every row of states, typically the rows
@@ -48,6 +51,12 @@ var ErrNoticeTooLarge = errors.New("watch: notice exceeds the payload limit")
 // at most limit bytes, in the order given. A notice that cannot fit in any
 // payload is reported in the joined error and left out.
 func payloads(table string, notices []Notice, limit int) ([]string, error) {
+	return payloadsOf(table, notices, limit, false)
+}
+
+// payloadsOf is payloads, with every notice saying whether it is an
+// operator's cancel.
+func payloadsOf(table string, notices []Notice, limit int, cancelled bool) ([]string, error) {
 	var out []string
 	var errs []error
 	buf := make([]byte, 0, min(limit, 1024))
@@ -58,7 +67,7 @@ func payloads(table string, notices []Notice, limit int) ([]string, error) {
 		}
 	}
 	for _, n := range notices {
-		b, err := json.Marshal(wireNotice{JobID: n.JobID, Generation: n.Generation, Table: table})
+		b, err := json.Marshal(wireNotice{JobID: n.JobID, Generation: n.Generation, Table: table, Cancelled: cancelled})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("job %s: %w", n.JobID, err))
 			continue

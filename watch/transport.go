@@ -102,7 +102,7 @@ func NewPublisher(guard *jobguard.Guard, t Transport) (*Publisher, error) {
 // library writes does, and encodes them as payloads of at most limit bytes.
 // A notice whose id the jobs table cannot hold (jobguard.ErrInvalidJobID)
 // or that cannot fit is left out and reported in the joined error.
-func (p *Publisher) encode(notices []Notice, limit int) ([]string, error) {
+func (p *Publisher) encode(notices []Notice, limit int, cancelled bool) ([]string, error) {
 	var errs []error
 	valid := make([]Notice, 0, len(notices))
 	for _, n := range notices {
@@ -114,7 +114,7 @@ func (p *Publisher) encode(notices []Notice, limit int) ([]string, error) {
 		n.JobID = id
 		valid = append(valid, n)
 	}
-	msgs, err := payloads(p.table, valid, limit)
+	msgs, err := payloadsOf(p.table, valid, limit, cancelled)
 	return msgs, errors.Join(append(errs, err)...)
 }
 
@@ -126,10 +126,24 @@ const notifySQL = `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`
 // committed: a notice cancels work at once, so it must never announce a
 // reclaim that rolled back. An empty call sends nothing.
 func (p *Publisher) Publish(ctx context.Context, notices ...Notice) error {
+	return p.publish(ctx, false, notices)
+}
+
+// PublishCancelled is Publish for the executions an operator's cancel
+// took the job from (what jobguard.Guard.Cancel returns): the watchers'
+// LostError says "cancelled" and wraps jobguard.ErrCancelled. Cancel sends
+// its notice over Postgres itself, in its own statement; on a Redis
+// transport, call this once the cancel has committed.
+func (p *Publisher) PublishCancelled(ctx context.Context, notices ...Notice) error {
+	return p.publish(ctx, true, notices)
+}
+
+// publish is Publish, the notices saying whether they are cancels.
+func (p *Publisher) publish(ctx context.Context, cancelled bool, notices []Notice) error {
 	if p.t.Postgres != nil {
-		return p.PublishOn(ctx, p.t.Postgres, notices...)
+		return p.publishOn(ctx, p.t.Postgres, cancelled, notices)
 	}
-	msgs, encErr := p.encode(notices, RedisPayloadMax)
+	msgs, encErr := p.encode(notices, RedisPayloadMax, cancelled)
 	for _, m := range msgs {
 		if err := p.t.Redis.Publish(ctx, p.channel, m).Err(); err != nil {
 			return fmt.Errorf("watch: publish: %w", errors.Join(err, encErr))
@@ -146,10 +160,15 @@ func (p *Publisher) Publish(ctx context.Context, notices ...Notice) error {
 // that transaction commits. On a Redis transport it sends nothing and
 // returns ErrNotTransactional.
 func (p *Publisher) PublishOn(ctx context.Context, db jobguard.DB, notices ...Notice) error {
+	return p.publishOn(ctx, db, false, notices)
+}
+
+// publishOn is PublishOn, the notices saying whether they are cancels.
+func (p *Publisher) publishOn(ctx context.Context, db jobguard.DB, cancelled bool, notices []Notice) error {
 	if p.t.Postgres == nil {
 		return ErrNotTransactional
 	}
-	msgs, encErr := p.encode(notices, PostgresPayloadMax)
+	msgs, encErr := p.encode(notices, PostgresPayloadMax, cancelled)
 	if len(msgs) > 0 {
 		tag, err := db.Exec(ctx, notifySQL, p.channel, pgarray.Of(msgs))
 		if err != nil {

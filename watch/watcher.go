@@ -255,7 +255,7 @@ func (w *Watcher) cancelWhere(ctx context.Context, jobID string, match func(jobg
 func (w *Watcher) fire(ctx context.Context, e *entry, cause *LostError) {
 	defer e.cancel(cause)
 	attrs := []any{slog.String("job_id", e.exec.JobID), slog.Int64("generation", e.exec.Generation),
-		slog.String("via", cause.Via.String())}
+		slog.String("via", cause.Via.String()), slog.Bool("cancelled", cause.Cancelled)}
 	switch cause.Via {
 	case ViaNotice:
 		attrs = append(attrs, slog.Int64("notice_generation", cause.Seen))
@@ -287,7 +287,7 @@ func (w *Watcher) Lost(ctx context.Context, exec jobguard.Execution, err error) 
 // them out, while an execution started after it has a higher generation and
 // is left alone. Without generations a notice cannot tell the executions of
 // a job apart, so it asks for a check of the rows instead.
-func (w *Watcher) notice(ctx context.Context, n Notice) {
+func (w *Watcher) notice(ctx context.Context, n Notice, cancelled bool) {
 	if !w.rules.fenced {
 		w.mu.Lock()
 		watched := len(w.jobs[w.key(n.JobID)]) > 0
@@ -300,7 +300,7 @@ func (w *Watcher) notice(ctx context.Context, n Notice) {
 	w.cancelWhere(ctx, w.key(n.JobID),
 		func(x jobguard.Execution) bool { return x.Generation <= n.Generation },
 		func(e *entry) *LostError {
-			return &LostError{JobID: e.exec.JobID, Generation: e.exec.Generation, Via: ViaNotice, Seen: n.Generation}
+			return &LostError{JobID: e.exec.JobID, Generation: e.exec.Generation, Via: ViaNotice, Seen: n.Generation, Cancelled: cancelled}
 		})
 }
 
@@ -318,7 +318,7 @@ func (w *Watcher) deliver(ctx context.Context, payload string) {
 	for _, n := range ns {
 		switch n.Table {
 		case w.table:
-			w.notice(ctx, Notice{JobID: n.JobID, Generation: n.Generation})
+			w.notice(ctx, Notice{JobID: n.JobID, Generation: n.Generation}, n.Cancelled)
 		case "":
 			w.requestCheck()
 		}

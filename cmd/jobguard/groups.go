@@ -69,6 +69,7 @@ func (f *flags) sharedGroup(s *settings) {
 	f.str(&s.Markers, "markers", "where the reclaim markers live: postgres (the job_reclaim_markers table) or redis (env "+envMarkers+")")
 	f.str(&s.Shared.Prefix, "prefix", "Redis prefix of the reclaim markers and notices")
 	f.str(&s.Shared.ReclaimedReason, "reclaimed-reason", "failure reason a reclaim writes, which the start guard looks for")
+	f.str(&s.Shared.CancelledReason, "cancelled-reason", "beginning of the failure reason a cancel writes, which the start guard looks for")
 	f.str(&s.Shared.NoticeChannel, "notice-channel", "Postgres LISTEN/NOTIFY channel of the reclaim notices")
 	f.int64(&s.Shared.LeaderKey, "leader-key", "advisory lock key that elects the reclaimers' leader; one per jobs table in a database")
 }

@@ -32,7 +32,7 @@ Exit codes:
      (a job id that the id column cannot hold)
   3  the job does not exist in the mapped table
   4  refused: the job's status does not allow it (retry of a job that is
-     not FAILED)
+     not FAILED, cancel of one that is not QUEUED or PROCESSING)
 `
 
 const helpConfig = `The config file (--config FILE, or JOBGUARD_CONFIG) is JSON. Every field is
@@ -69,6 +69,7 @@ A Prisma-style table:
     "shared": {
       "prefix": "jobguard",
       "reclaimed_reason": "reclaimed: exceeded runtime limit without progress",
+      "cancelled_reason": "cancelled by operator",
       "notice_channel": "jobguard_reclaim_notices",
       "leader_key": 29958816148054892,
       "markers": "postgres"
@@ -93,7 +94,7 @@ shared must match what the workers' guards use (jobguard.Shared): the start
 guard reads the markers where "markers" says (postgres: the table
 job_reclaim_markers, which jobguard/marker.Migration creates; redis: under
 "prefix") and the failure reason
-"reclaimed_reason"; the reclaimers of one jobs table elect their leader on
+"reclaimed_reason" or begins with "cancelled_reason"; the reclaimers of one jobs table elect their leader on
 "leader_key". parent_rules are reclaim.SetParent rules, by job type: when a
 job of that type is reclaimed, its parent row's column is set to value, only
 from the values in from, in the reclaim's transaction.

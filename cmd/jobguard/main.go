@@ -80,7 +80,7 @@ type command struct {
 // commands are listed in this order by --help.
 func commands() []*command {
 	return []*command{explainCommand, sweepCommand, limitsListCommand, limitsSetCommand, limitsSuggestCommand,
-		retryCommand, retainCommand, runCommand, versionCommand}
+		retryCommand, cancelCommand, retainCommand, runCommand, versionCommand}
 }
 
 // main runs the command args name and returns the exit code.

@@ -102,6 +102,7 @@ type settings struct {
 
 	// The options of one command or another.
 	DryRun  bool        // sweep
+	Reason  string      // cancel
 	Suggest suggestOpts // limits suggest
 	Service serviceOpts // run
 	Retain  retainOpts  // retain, run
@@ -120,7 +121,7 @@ func defaultSettings() settings {
 		RedisURL: redisURLDefault,
 		Table:    jobguard.DefaultTable(),
 		Shared: jobguard.Shared{Prefix: jobguard.PrefixDefault, ReclaimedReason: jobguard.ReclaimedReasonDefault,
-			NoticeChannel: jobguard.NoticeChannelDefault, LeaderKey: jobguard.LeaderKeyDefault, Markers: jobguard.MarkersDefault},
+			CancelledReason: jobguard.CancelledReasonDefault, NoticeChannel: jobguard.NoticeChannelDefault, LeaderKey: jobguard.LeaderKeyDefault, Markers: jobguard.MarkersDefault},
 		Markers:     jobguard.MarkersDefault.String(),
 		LimitsTable: reclaim.LimitsTableDefault,
 		NoProgress:  reclaim.NoProgressDefault,
@@ -225,29 +226,11 @@ func configArg(args []string) (string, bool) {
 // left out takes its default name, an optional one (generation, progress,
 // type, parent, started-at) is absent unless named, as in Go.
 type configFile struct {
-	Table *struct {
-		Schema              *string `json:"schema"`
-		Name                *string `json:"name"`
-		IDColumn            *string `json:"id_column"`
-		StatusColumn        *string `json:"status_column"`
-		UpdatedAtColumn     *string `json:"updated_at_column"`
-		FailureReasonColumn *string `json:"failure_reason_column"`
-		GenerationColumn    *string `json:"generation_column"`
-		ProgressColumn      *string `json:"progress_column"`
-		TypeColumn          *string `json:"type_column"`
-		ParentIDColumn      *string `json:"parent_id_column"`
-		StartedAtColumn     *string `json:"started_at_column"`
-		OwnerColumn         *string `json:"owner_column"`
-		Statuses            *struct {
-			Queued     *string `json:"queued"`
-			Processing *string `json:"processing"`
-			Completed  *string `json:"completed"`
-			Failed     *string `json:"failed"`
-		} `json:"statuses"`
-	} `json:"table"`
+	Table  *configTable `json:"table"`
 	Shared *struct {
 		Prefix          *string `json:"prefix"`
 		ReclaimedReason *string `json:"reclaimed_reason"`
+		CancelledReason *string `json:"cancelled_reason"`
 		NoticeChannel   *string `json:"notice_channel"`
 		LeaderKey       *int64  `json:"leader_key"`
 		Markers         *string `json:"markers"`
@@ -263,21 +246,7 @@ type configFile struct {
 		PageSize     *int      `json:"page_size"`
 		Notices      *string   `json:"notices"`
 	} `json:"reclaim"`
-	Source *struct {
-		Kind   *string `json:"kind"`
-		BullMQ *struct {
-			Queue           *string `json:"queue"`
-			Prefix          *string `json:"prefix"`
-			RowIDField      *string `json:"row_id_field"`
-			GenerationField *string `json:"generation_field"`
-		} `json:"bullmq"`
-		River *struct {
-			Schema   *string           `json:"schema"`
-			RowIDKey *string           `json:"row_id_key"`
-			Queues   []string          `json:"queues"`
-			Kinds    map[string]string `json:"kinds"`
-		} `json:"river"`
-	} `json:"source"`
+	Source *configSource `json:"source"`
 	Retain *struct {
 		Enabled       *bool     `json:"enabled"`
 		Interval      *duration `json:"interval"`
@@ -314,6 +283,89 @@ func (d *duration) UnmarshalJSON(b []byte) error {
 // durationRange says which durations the command takes.
 var durationRange = fmt.Sprintf("a duration such as 15m or 1h30m, at most %v (about 292 years)", time.Duration(math.MaxInt64))
 
+// configTable is the config file's "table": a jobguard.Table literal.
+type configTable struct {
+	Schema              *string `json:"schema"`
+	Name                *string `json:"name"`
+	IDColumn            *string `json:"id_column"`
+	StatusColumn        *string `json:"status_column"`
+	UpdatedAtColumn     *string `json:"updated_at_column"`
+	FailureReasonColumn *string `json:"failure_reason_column"`
+	GenerationColumn    *string `json:"generation_column"`
+	ProgressColumn      *string `json:"progress_column"`
+	TypeColumn          *string `json:"type_column"`
+	ParentIDColumn      *string `json:"parent_id_column"`
+	StartedAtColumn     *string `json:"started_at_column"`
+	OwnerColumn         *string `json:"owner_column"`
+	Statuses            *struct {
+		Queued     *string `json:"queued"`
+		Processing *string `json:"processing"`
+		Completed  *string `json:"completed"`
+		Failed     *string `json:"failed"`
+	} `json:"statuses"`
+}
+
+// configSource is the config file's "source".
+type configSource struct {
+	Kind   *string `json:"kind"`
+	BullMQ *struct {
+		Queue           *string `json:"queue"`
+		Prefix          *string `json:"prefix"`
+		RowIDField      *string `json:"row_id_field"`
+		GenerationField *string `json:"generation_field"`
+	} `json:"bullmq"`
+	River *struct {
+		Schema   *string           `json:"schema"`
+		RowIDKey *string           `json:"row_id_key"`
+		Queues   []string          `json:"queues"`
+		Kinds    map[string]string `json:"kinds"`
+	} `json:"river"`
+}
+
+// applyTable sets the mapping the config file's "table" says.
+func (s *settings) applyTable(t *configTable) {
+	s.Table, s.tableFromConfig = jobguard.Table{}.WithDefaults(), true
+	set(&s.Table.Schema, t.Schema)
+	set(&s.Table.Name, t.Name)
+	set(&s.Table.IDColumn, t.IDColumn)
+	set(&s.Table.StatusColumn, t.StatusColumn)
+	set(&s.Table.UpdatedAtColumn, t.UpdatedAtColumn)
+	set(&s.Table.FailureReasonColumn, t.FailureReasonColumn)
+	set(&s.Table.GenerationColumn, t.GenerationColumn)
+	set(&s.Table.ProgressColumn, t.ProgressColumn)
+	set(&s.Table.TypeColumn, t.TypeColumn)
+	set(&s.Table.ParentIDColumn, t.ParentIDColumn)
+	set(&s.Table.StartedAtColumn, t.StartedAtColumn)
+	set(&s.Table.OwnerColumn, t.OwnerColumn)
+	if st := t.Statuses; st != nil {
+		set(&s.Table.Statuses.Queued, st.Queued)
+		set(&s.Table.Statuses.Processing, st.Processing)
+		set(&s.Table.Statuses.Completed, st.Completed)
+		set(&s.Table.Statuses.Failed, st.Failed)
+	}
+}
+
+// applySource sets the source the config file's "source" says.
+func (s *settings) applySource(src *configSource) {
+	set(&s.Source, src.Kind)
+	if b := src.BullMQ; b != nil {
+		set(&s.BullMQ.Queue, b.Queue)
+		set(&s.BullMQ.Prefix, b.Prefix)
+		set(&s.BullMQ.RowIDField, b.RowIDField)
+		set(&s.BullMQ.GenerationField, b.GenerationField)
+	}
+	if r := src.River; r != nil {
+		set(&s.River.Schema, r.Schema)
+		set(&s.River.RowIDKey, r.RowIDKey)
+		if r.Queues != nil {
+			s.River.Queues = r.Queues
+		}
+		if r.Kinds != nil {
+			s.River.Types = r.Kinds
+		}
+	}
+}
+
 // applyConfig sets what the config file data says. An unknown field is an
 // error, so that a misspelt column is not silently left at its default.
 func (s *settings) applyConfig(data []byte) error {
@@ -323,30 +375,13 @@ func (s *settings) applyConfig(data []byte) error {
 	if err := dec.Decode(&c); err != nil {
 		return err
 	}
-	if t := c.Table; t != nil {
-		s.Table, s.tableFromConfig = jobguard.Table{}.WithDefaults(), true
-		set(&s.Table.Schema, t.Schema)
-		set(&s.Table.Name, t.Name)
-		set(&s.Table.IDColumn, t.IDColumn)
-		set(&s.Table.StatusColumn, t.StatusColumn)
-		set(&s.Table.UpdatedAtColumn, t.UpdatedAtColumn)
-		set(&s.Table.FailureReasonColumn, t.FailureReasonColumn)
-		set(&s.Table.GenerationColumn, t.GenerationColumn)
-		set(&s.Table.ProgressColumn, t.ProgressColumn)
-		set(&s.Table.TypeColumn, t.TypeColumn)
-		set(&s.Table.ParentIDColumn, t.ParentIDColumn)
-		set(&s.Table.StartedAtColumn, t.StartedAtColumn)
-		set(&s.Table.OwnerColumn, t.OwnerColumn)
-		if st := t.Statuses; st != nil {
-			set(&s.Table.Statuses.Queued, st.Queued)
-			set(&s.Table.Statuses.Processing, st.Processing)
-			set(&s.Table.Statuses.Completed, st.Completed)
-			set(&s.Table.Statuses.Failed, st.Failed)
-		}
+	if c.Table != nil {
+		s.applyTable(c.Table)
 	}
 	if sh := c.Shared; sh != nil {
 		set(&s.Shared.Prefix, sh.Prefix)
 		set(&s.Shared.ReclaimedReason, sh.ReclaimedReason)
+		set(&s.Shared.CancelledReason, sh.CancelledReason)
 		set(&s.Shared.NoticeChannel, sh.NoticeChannel)
 		set(&s.Shared.LeaderKey, sh.LeaderKey)
 		set(&s.Markers, sh.Markers)
@@ -364,24 +399,8 @@ func (s *settings) applyConfig(data []byte) error {
 		set(&s.PageSize, r.PageSize)
 		set(&s.Notices, r.Notices)
 	}
-	if src := c.Source; src != nil {
-		set(&s.Source, src.Kind)
-		if b := src.BullMQ; b != nil {
-			set(&s.BullMQ.Queue, b.Queue)
-			set(&s.BullMQ.Prefix, b.Prefix)
-			set(&s.BullMQ.RowIDField, b.RowIDField)
-			set(&s.BullMQ.GenerationField, b.GenerationField)
-		}
-		if r := src.River; r != nil {
-			set(&s.River.Schema, r.Schema)
-			set(&s.River.RowIDKey, r.RowIDKey)
-			if r.Queues != nil {
-				s.River.Queues = r.Queues
-			}
-			if r.Kinds != nil {
-				s.River.Types = r.Kinds
-			}
-		}
+	if c.Source != nil {
+		s.applySource(c.Source)
 	}
 	if r := c.Retain; r != nil {
 		if err := setDuration(&s.Retain.Interval, "retain.interval", r.Interval); err != nil {

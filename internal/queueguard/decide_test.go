@@ -22,6 +22,8 @@ func word(err error) bool { return errors.Is(err, errWord) }
 func TestDecide(t *testing.T) {
 	t.Parallel()
 	lost := &watch.LostError{JobID: "j", Generation: 2, Via: watch.ViaNotice, Seen: 2}
+	cancelled := &watch.LostError{JobID: "j", Generation: 2, Via: watch.ViaNotice, Seen: 2, Cancelled: true}
+	refusedCancelled := &jobguard.CancelledError{JobID: "j", Reason: jobguard.CancelledReasonDefault}
 	ordinary := errors.New("model call: 503")
 	terminal := fmt.Errorf("save: %w", jobguard.ErrJobTerminal)
 	ownWord := fmt.Errorf("the course was deleted: %w", errWord)
@@ -42,6 +44,9 @@ func TestDecide(t *testing.T) {
 		{name: "invalid id", err: &queueguard.NoRowError{Found: "no key"}, want: queueguard.Final},
 		{name: "the worker's own word", err: ownWord, want: queueguard.AsIs},
 		{name: "the worker's own word around a permanent error", err: permanentWord, want: queueguard.AsIs},
+		{name: "cancelled at start", err: refusedCancelled, want: queueguard.Final, is: []error{jobguard.ErrCancelled}},
+		{name: "cancelled while running", err: fmt.Errorf("model call: %w", context.Canceled), cause: cancelled, want: queueguard.Final,
+			text: cancelled.Error() + "; the worker returned: model call: context canceled", is: []error{cancelled, jobguard.ErrCancelled}},
 		{name: "lost, nil", cause: lost, want: queueguard.Final, text: lost.Error(), is: []error{lost}},
 		{name: "lost, the cause handed back", err: lost, cause: lost, want: queueguard.Final, text: lost.Error(), is: []error{lost}},
 		{name: "lost, the context's error", err: fmt.Errorf("model call: %w", context.Canceled), cause: lost, want: queueguard.Final,

@@ -5,9 +5,12 @@
 // bytes in, its queue's own words (river.JobCancel, asynq.SkipRetry) out.
 //
 // The order of Decide is one: a lost execution first, reported as lost and
-// final whatever the worker returned, since the row was reclaimed or taken
-// by a newer execution and neither a retry nor a completion would be true;
-// then success; then the worker's own word to its queue, which stands; then
-// a permanent error (jobguard.IsPermanent), final; the rest is the queue's
-// to retry.
+// final whatever the worker returned, since the row was reclaimed, cancelled
+// by an operator (jobguard.Guard.Cancel) or taken by a newer execution and
+// neither a retry nor a completion would be true; then success; then the
+// worker's own word to its queue, which stands; then a permanent error
+// (jobguard.IsPermanent: a cancelled job's refused start, ErrCancelled,
+// among them), final; the rest is the queue's to retry. An operator's
+// cancel is thus River's JobCancel, asynq's SkipRetry and, for a BullMQ
+// processor, an UnrecoverableError.
 package queueguard

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -78,6 +79,11 @@ type Config struct {
 	// a lock key derived from the guard's Shared.LeaderKey, and never take
 	// a live reclaimer's lock. Defaults to false.
 	Shadow bool
+	// Brake caps what one sweep reclaims, per type and in all, and holds
+	// back a sweep whose evidence is suspect (the database's clock jumped):
+	// see Brake. A Plan and a shadow sweep apply it too. Defaults to the
+	// Brake defaults; a negative field turns its cap off.
+	Brake Brake
 	// OnReclaim holds the parent rule of each job type, run in the reclaim's
 	// transaction for the rows that changed. Defaults to no rules.
 	OnReclaim map[string]ParentRule
@@ -125,6 +131,10 @@ type Reclaimer struct {
 	table   *marker.PostgresStore // Shared.Markers = MarkersPostgres
 	log     *slog.Logger
 	met     *sweepMetrics
+	// released: the next sweep runs with its brake released.
+	released atomic.Bool
+	// clock is the last sweep's reading of the two clocks.
+	clock clocks
 }
 
 // New validates cfg and fills in its defaults.
@@ -169,6 +179,9 @@ func (cfg Config) validate() error {
 			return err
 		}
 	}
+	if err := cfg.Brake.validate(); err != nil {
+		return err
+	}
 	if cfg.PageSize < 0 {
 		return fmt.Errorf("PageSize %d is negative", cfg.PageSize)
 	}
@@ -208,6 +221,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.PageSize == 0 {
 		cfg.PageSize = PageSizeDefault
 	}
+	cfg.Brake = cfg.Brake.withDefaults()
 	// The logger is the caller's code, called right after the state
 	// changes it reports: its panic must not undo them.
 	cfg.Logger = safe.Logger(cfg.Logger)

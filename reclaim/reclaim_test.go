@@ -38,6 +38,10 @@ func (s listSource) Active(_ context.Context, q reclaim.Query, page func([]recla
 	return nil
 }
 
+// noBrake turns every cap and check of the brake off, for the tests of
+// other things that stall many jobs at once.
+var noBrake = reclaim.Brake{MaxJobs: -1, MaxShare: -1, MaxJobsPerType: -1, MaxSharePerType: -1, ClockJump: -1}
+
 // failingSource is a queue that cannot be read at all.
 type failingSource struct{}
 

@@ -14,7 +14,8 @@ import (
 // Report counts the decisions of one sweep. The listings of one row are
 // folded into one job, and every job listed lands in exactly one of
 // NoStartTime, SourceErrors, UnknownType, WithinLimit, Stale, NotActive,
-// Progressing, Reclaimed, LostRace, Locked, RuleErrors and WouldReclaim;
+// Progressing, Reclaimed, LostRace, Locked, RuleErrors, WouldReclaim,
+// Paused and Braked;
 // NoStartTime also counts the jobs a source never lists for want of a
 // start (an UnstartedCounter).
 type Report struct {
@@ -82,6 +83,17 @@ type Report struct {
 	WouldReclaim int
 	// WouldReclaimIDs lists their ids, as the id column prints them.
 	WouldReclaimIDs []string
+	// Paused counts the jobs the sweep would have reclaimed whose type an
+	// operator paused (ModeOff): left alone, never reclaimed automatically.
+	// The jobs of a type in ModeShadow are counted in WouldReclaim.
+	Paused int
+	// Braked counts the jobs the sweep decided to reclaim and held back
+	// because its Brake engaged: left as they are, for a later sweep.
+	Braked int
+	// BrakeReason says why the sweep was braked: which cap its reclaims
+	// went over, or how far the database's clock moved. "" when it was
+	// not.
+	BrakeReason string
 }
 
 // notes are what a sweep tells an operator beyond its counts: the first
@@ -132,7 +144,9 @@ func (r *Reclaimer) summarize(ctx context.Context, p *pass, err error, took time
 	}
 	attrs = append(attrs, slog.Int("scanned", rep.Scanned))
 	for _, c := range counts {
-		if !c.Shadow {
+		// A rare counter is logged when it counts something, and a
+		// shadow type's would-reclaims are logged by a live sweep too.
+		if (!c.Shadow || !p.dry && c.N > 0) && (!c.Rare || c.N > 0) {
 			attrs = append(attrs, slog.Int(c.Key, c.N))
 		}
 	}
@@ -140,6 +154,12 @@ func (r *Reclaimer) summarize(ctx context.Context, p *pass, err error, took time
 	level := slog.LevelInfo
 	if n.needsAttention(rep) || err != nil {
 		level = slog.LevelWarn
+	}
+	if rep.Braked > 0 {
+		// A sweep that would have reclaimed far more than usual is an
+		// incident: what stalled so many jobs at once?
+		level = slog.LevelError
+		attrs = append(attrs, slog.String("brake", rep.BrakeReason))
 	}
 	if rep.NoStartTime > 0 {
 		attrs = append(attrs, slog.String("no_start_time_note", fmt.Sprintf("%d active jobs have no start time: "+

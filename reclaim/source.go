@@ -102,8 +102,9 @@ type ActiveJob struct {
 // the table can reclaim them: it counts them instead (CountUnstarted), in
 // Report.NoStartTime. Create it with NewTableSource.
 type TableSource struct {
-	guard *jobguard.Guard
-	db    jobguard.DB
+	guard   *jobguard.Guard
+	db      jobguard.DB
+	running string // CountRunning's statement
 }
 
 var (
@@ -144,7 +145,7 @@ func NewTableSource(guard *jobguard.Guard, db jobguard.DB) (*TableSource, error)
 		return nil, fmt.Errorf("reclaim: table source: table %s has no StartedAtColumn to read runtime from",
 			guard.Table().QualifiedName())
 	}
-	return &TableSource{guard: guard, db: db}, nil
+	return &TableSource{guard: guard, db: db, running: buildRunning(guard.Table())}, nil
 }
 
 // Active lists the jobs over their limit, each with its row: one query for

@@ -66,8 +66,10 @@ type Brake struct {
 	// (20).
 	ShareFloor int
 	// ClockJump is how far the database's clock may move apart from the
-	// reclaimer's (Config.Now) between two sweeps of one Reclaimer: the
-	// time each says passed since the last sweep's reading are compared,
+	// reclaimer's monotonic clock between two sweeps of one Reclaimer
+	// (the time each says passed since the last sweep's reading of a row
+	// are compared; Config.Now plays no part, so a step of the
+	// reclaimer's own wall clock never brakes),
 	// and when they differ by more, every job's runtime and stall are in
 	// doubt, and the sweep reclaims nothing. Defaults to
 	// BrakeClockJumpDefault (1 minute).

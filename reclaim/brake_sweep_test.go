@@ -124,25 +124,25 @@ func TestSweep_ShareCapCountsTheRunningJobs(t *testing.T) {
 }
 
 // A sweep whose database clock moved an hour apart from the reclaimer's
-// since the last sweep cannot trust a runtime or a stall: it reclaims
-// nothing, says why, and the next sweep, whose clocks agree with this
-// one's, reclaims.
+// monotonic clock since the last sweep cannot trust a runtime or a stall:
+// it reclaims nothing, says why, and the next sweep, whose clocks agree
+// with this one's, reclaims, whatever the reclaimer's wall clock did.
 func TestSweep_ClockJumpBrakesTheSweep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
-	var offset atomic.Int64
-	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	r, logs := newReclaimer(t, jobs, reclaim.Config{Now: now})
+	var offset, wallStep atomic.Int64
+	r, logs := newReclaimer(t, jobs, reclaim.Config{Now: func() time.Time { return time.Now().Add(time.Duration(wallStep.Load())) }})
+	reclaim.SetElapsedClock(r, func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
 
 	first := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
 	rep, err := r.Sweep(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{first}, rep.ReclaimedIDs, "the first sweep has no reading to compare with")
 
-	// The database's clock runs an hour ahead of the reclaimer's from now
-	// on: seen from the reclaimer, it jumped.
+	// Between two sweeps, the database's clock moves an hour more than
+	// the reclaimer's: seen from the reclaimer, it jumped.
 	offset.Store(int64(-time.Hour))
 	second := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
 	rep, err = r.Sweep(ctx)
@@ -153,6 +153,9 @@ func TestSweep_ClockJumpBrakesTheSweep(t *testing.T) {
 	require.Contains(t, logs.String(), `level=ERROR msg="reclaim: sweep"`)
 	require.Equal(t, "PROCESSING", jobs.Read(t, second).Status)
 
+	// A step of the reclaimer's own wall clock (Config.Now) is no jump of
+	// the evidence: the next sweep, whose clocks agree again, reclaims.
+	wallStep.Store(int64(365 * 24 * time.Hour))
 	rep, err = r.Sweep(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{second}, rep.ReclaimedIDs)

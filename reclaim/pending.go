@@ -28,8 +28,9 @@ type candidate struct {
 }
 
 // clocks is a reading of the two clocks a sweep compares: the database's
-// (a row's ReadAt) and the reclaimer's (Config.Now) at the same moment,
-// give or take a query.
+// (a row's ReadAt) and the reclaimer's monotonic clock (time.Now, not
+// Config.Now: a step of the reclaimer's wall clock is not the evidence's
+// fault) at the same moment, give or take a query.
 type clocks struct {
 	mu       sync.Mutex
 	db, wall time.Time

@@ -135,6 +135,10 @@ type Reclaimer struct {
 	released atomic.Bool
 	// clock is the last sweep's reading of the two clocks.
 	clock clocks
+	// elapsed reads the reclaimer's side of those readings: time.Now,
+	// whose monotonic reading no step of the wall clock moves, so that
+	// only the database's clock can jump. A test replaces it.
+	elapsed func() time.Time
 }
 
 // New validates cfg and fills in its defaults.
@@ -146,7 +150,7 @@ func New(cfg Config) (*Reclaimer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: new: %w", err)
 	}
-	r := &Reclaimer{cfg: cfg, log: cfg.Logger, met: newSweepMetrics(cfg.MeterProvider, cfg.Shadow)}
+	r := &Reclaimer{cfg: cfg, log: cfg.Logger, met: newSweepMetrics(cfg.MeterProvider, cfg.Shadow), elapsed: time.Now}
 	if cfg.Guard.Shared().Markers == jobguard.MarkersRedis {
 		r.markers, err = marker.NewRedisStore(cfg.Guard, cfg.Redis, cfg.Markers)
 	} else {

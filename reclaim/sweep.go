@@ -209,7 +209,7 @@ func (r *Reclaimer) page(ctx context.Context, p *pass, listed []ActiveJob, limit
 	if err := r.readRows(ctx, jobs, ruleOf); err != nil {
 		return err
 	}
-	p.readClocks(jobs, now)
+	p.readClocks(jobs, r.elapsed())
 	if p.listed == nil {
 		p.listed = map[string]int{}
 	}

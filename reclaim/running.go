@@ -21,13 +21,14 @@ type RunningCounter interface {
 
 var _ RunningCounter = (*TableSource)(nil)
 
-// CountRunning counts the PROCESSING rows of each type, in one statement
-// that finds the active types by a loose scan of the bundled migration's
-// partial index on the active jobs and counts one range of that index per
-// type (the rows of a NULL type count as the type ""): the status is a
-// literal and the type column is compared bare, so the index serves every
-// probe, and the count costs what the running jobs of the types cost, not
-// the whole table.
+// CountRunning counts the running attempts of each type: the active
+// (QUEUED or PROCESSING) rows with a start, as Start stamps it and Retry
+// clears it (the rows of a NULL type count as the type ""). It is one
+// statement over the bundled migration's partial index on the active
+// jobs, (type, started_at): the statuses are literals as the index names
+// them and the columns are compared bare, so it reads that index (and the
+// active rows' pages), never the finished rows; it costs what the running
+// jobs cost.
 func (s *TableSource) CountRunning(ctx context.Context) (map[string]int, error) {
 	rows, err := s.db.Query(ctx, s.running)
 	if err != nil {
@@ -48,23 +49,15 @@ func (s *TableSource) CountRunning(ctx context.Context) (map[string]int, error) 
 	return out, nil
 }
 
-// buildRunning is CountRunning's statement over t.
+// buildRunning is CountRunning's statement over t, which has a
+// started-at column (a TableSource's table).
 func buildRunning(t jobguard.Table) string {
-	tbl := t.QualifiedName()
 	col := func(name string) string { return "t." + ident.Quote(name) }
-	status := col(t.StatusColumn)
-	running := fmt.Sprintf("%s = %s", status, ident.Literal(t.Statuses.Processing))
-	if t.TypeColumn == "" {
-		return fmt.Sprintf(`SELECT ''::text, count(*)::int8 FROM %s AS t WHERE %s`, tbl, running)
+	typ := "''::text"
+	if t.TypeColumn != "" {
+		typ = "coalesce(" + col(t.TypeColumn) + "::text, '')"
 	}
-	active := fmt.Sprintf("%s IN (%s, %s)", status, ident.Literal(t.Statuses.Queued), ident.Literal(t.Statuses.Processing))
-	typ := col(t.TypeColumn)
-	return fmt.Sprintf(`WITH RECURSIVE k(type) AS (`+
-		`(SELECT %[1]s FROM %[2]s AS t WHERE %[3]s AND %[1]s IS NOT NULL ORDER BY %[1]s LIMIT 1)`+
-		` UNION ALL SELECT (SELECT %[1]s FROM %[2]s AS t WHERE %[3]s AND %[1]s > k.type ORDER BY %[1]s LIMIT 1)`+
-		` FROM k WHERE k.type IS NOT NULL)`+
-		` SELECT k.type::text, c.n FROM k CROSS JOIN LATERAL`+
-		` (SELECT count(*)::int8 AS n FROM %[2]s AS t WHERE %[1]s = k.type AND %[4]s) AS c WHERE k.type IS NOT NULL`+
-		` UNION ALL SELECT '', count(*)::int8 FROM %[2]s AS t WHERE %[1]s IS NULL AND %[4]s`,
-		typ, tbl, active, running)
+	return fmt.Sprintf(`SELECT %s, count(*)::int8 FROM %s AS t WHERE %s IN (%s, %s) AND %s IS NOT NULL GROUP BY 1`,
+		typ, t.QualifiedName(), col(t.StatusColumn), ident.Literal(t.Statuses.Queued), ident.Literal(t.Statuses.Processing),
+		col(t.StartedAtColumn))
 }

@@ -132,25 +132,7 @@ func (n *notes) needsAttention(rep Report) bool {
 // stack of the first panic of the caller's code.
 func (r *Reclaimer) summarize(ctx context.Context, p *pass, err error, took time.Duration) {
 	rep, n := p.rep, &p.notes
-	var attrs []slog.Attr
-	counts := rep.Counts()
-	if p.dry {
-		attrs = append(attrs, slog.Bool("shadow", true))
-		for _, c := range counts {
-			if c.Shadow {
-				attrs = append(attrs, slog.Int(c.Key, c.N))
-			}
-		}
-	}
-	attrs = append(attrs, slog.Int("scanned", rep.Scanned))
-	for _, c := range counts {
-		// A rare counter is logged when it counts something, and a
-		// shadow type's would-reclaims are logged by a live sweep too.
-		if (!c.Shadow || !p.dry && c.N > 0) && (!c.Rare || c.N > 0) {
-			attrs = append(attrs, slog.Int(c.Key, c.N))
-		}
-	}
-	attrs = append(attrs, slog.Duration("took", took))
+	attrs := append(countAttrs(rep, p.dry), slog.Duration("took", took))
 	level := slog.LevelInfo
 	if n.needsAttention(rep) || err != nil {
 		level = slog.LevelWarn
@@ -192,6 +174,29 @@ func (r *Reclaimer) summarize(ctx context.Context, p *pass, err error, took time
 	// source's or the limits', which is the sweep's error.
 	attrs = append(attrs, safe.Attrs(n.panicked, err)...)
 	r.log.LogAttrs(ctx, level, "reclaim: sweep", attrs...)
+}
+
+// countAttrs are the counters of the sweep's line: a shadow sweep's first,
+// then scanned and every other. A rare counter is logged when it counts
+// something, and a live sweep logs a shadow type's would-reclaims too.
+func countAttrs(rep Report, dry bool) []slog.Attr {
+	var attrs []slog.Attr
+	counts := rep.Counts()
+	if dry {
+		attrs = append(attrs, slog.Bool("shadow", true))
+		for _, c := range counts {
+			if c.Shadow {
+				attrs = append(attrs, slog.Int(c.Key, c.N))
+			}
+		}
+	}
+	attrs = append(attrs, slog.Int("scanned", rep.Scanned))
+	for _, c := range counts {
+		if (!c.Shadow || !dry && c.N > 0) && (!c.Rare || c.N > 0) {
+			attrs = append(attrs, slog.Int(c.Key, c.N))
+		}
+	}
+	return attrs
 }
 
 // untypedNote says in words why n jobs without a type have no limit, and

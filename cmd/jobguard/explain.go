@@ -251,6 +251,17 @@ func (e *explanation) redact(r *redact.Redactor) {
 	}
 }
 
+// printMode says the mode of the job's type when it is paused or in
+// shadow, and nothing when it reclaims.
+func (e *explanation) printMode(line func(k, v string)) {
+	switch reclaim.Mode(e.Mode) {
+	case reclaim.ModeOff:
+		line("mode", fmt.Sprintf("off: paused; no sweep reclaims its jobs ('jobguard limits resume %s')", e.Type))
+	case reclaim.ModeShadow:
+		line("mode", fmt.Sprintf("shadow: sweeps count it as would reclaim and write nothing ('jobguard limits resume %s')", e.Type))
+	}
+}
+
 // finished says what became of a job that is no longer running: FAILED,
 // by whom (a sweep's reclaim, as its failure reason or its marker says, or
 // its own execution or an operator) and when (its updated_at, which the
@@ -354,12 +365,7 @@ func (e *explanation) print(c *cli, guard *jobguard.Guard, s *settings) error {
 	} else {
 		line("limit", fmt.Sprintf("none: type %q has no row in %s", e.Type, limitsName(s)))
 	}
-	switch reclaim.Mode(e.Mode) {
-	case reclaim.ModeOff:
-		line("mode", fmt.Sprintf("off: paused; no sweep reclaims its jobs ('jobguard limits resume %s')", e.Type))
-	case reclaim.ModeShadow:
-		line("mode", fmt.Sprintf("shadow: sweeps count it as would reclaim and write nothing ('jobguard limits resume %s')", e.Type))
-	}
+	e.printMode(line)
 	line("no progress", fmt.Sprintf("%v (reclaimed only after updated_at stands still this long)", s.NoProgress))
 	switch {
 	case e.MarkerError != "":

@@ -112,7 +112,7 @@ type model struct {
 	execs     []*exec
 	limits    map[string]limit
 	modes     map[string]string // a type's mode other than "reclaim" (pause_test.go)
-	clocks    [4]time.Duration // process clock offsets: two workers, the reclaimer, the compensate sweeper
+	clocks    [4]time.Duration  // process clock offsets: two workers, the reclaimer, the compensate sweeper
 	slots     [2]map[string]time.Duration
 	redisDown bool
 	arts      []*artifact     // in the order recorded: the table's id order

@@ -12,16 +12,22 @@ import (
 	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
-// Sweep runs one pass. It reads the limits once, then takes the source's
-// listings a page at a time; for each page it reads the rows it needs in one
-// query (none for a TableSource, whose listings carry their rows), decides
-// every job (see the package doc for the rule), fails the chosen ones in one
-// conditional write that skips rows another transaction holds, runs their
-// parent rules in the same transaction, and after the commit writes their
-// markers and publishes their notices.
+// Sweep runs one pass. It reads the limits (and the types' modes) once,
+// then takes the source's listings a page at a time; for each page it reads
+// the rows it needs in one query (none for a TableSource, whose listings
+// carry their rows) and decides every job (see the package doc for the
+// rule). The jobs chosen for reclaim are held until every page is seen, so
+// that the Brake can cap them (the stalled longest first); then, a page at
+// a time, it fails them in one conditional write that skips rows another
+// transaction holds, runs their parent rules in the same transaction, and
+// after the commit writes their markers and publishes their notices. When
+// the source fails part way, the jobs of the pages it handed over are
+// still reclaimed.
 //
 // Without parent rules a page costs two statements, the read and the write,
-// beside the limits (and a TableSource's active types) read once per sweep;
+// beside the limits (and a TableSource's active types) read once per sweep,
+// and the count of the running jobs when a share cap of the brake could
+// bind;
 // parent rules add the transaction's BEGIN and COMMIT, its lock_timeout, a
 // savepoint, for each rule a savepoint of its own with its timeouts set
 // before it and statement_timeout set back after it (four statements),

@@ -11,8 +11,8 @@ import (
 )
 
 // Source lists the jobs a queue considers active, a page at a time, so that
-// a sweep's memory is bounded by the page size and not by the number of
-// running jobs. Active calls page with each page in turn and stops at the
+// a sweep's memory is bounded by the page size (and the jobs it decides to
+// reclaim, held for the Brake) and not by the number of running jobs. Active calls page with each page in turn and stops at the
 // first error page returns, returning it. A failure to read the source
 // fails the sweep (pages already handled stand); a failure to read one job
 // is reported in that job's Err and the job is skipped. A source that

@@ -123,6 +123,7 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 		"recheckPasses": m.recheckPasses,
 		"watchCheck":    m.watchCheck,
 		"pause":         m.pause,
+		"pause again":   m.pause,
 	}
 }
 

@@ -19,7 +19,14 @@ import (
 func (m *machine) pause(rt *rapid.T) {
 	typ := ""
 	if m.w.table.TypeColumn != "" {
-		typ = rapid.SampledFrom([]string{"chapter", "video", "orphan"}).Draw(rt, "type")
+		// The types of running jobs first, whose pause a sweep can show.
+		types := []string{"chapter", "video", "orphan"}
+		for _, j := range m.ref.jobs {
+			if j.status == processing {
+				types = append(types, j.typ, j.typ)
+			}
+		}
+		typ = rapid.SampledFrom(types).Draw(rt, "type")
 	}
 	mode := rapid.SampledFrom([]reclaim.Mode{reclaim.ModeOff, reclaim.ModeShadow, reclaim.ModeReclaim}).Draw(rt, "mode")
 	m.step(rt, "pause "+string(mode))

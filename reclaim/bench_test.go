@@ -117,7 +117,8 @@ func (t *benchTable) measure(b *testing.B, op func() error) {
 }
 
 // BenchmarkSweep is one sweep over a table of 1M finished rows beside its
-// running jobs, a tenth of them stuck, next to its floor: the SQL a careful
+// running jobs, a tenth of them stuck (the brake off: its caps would hold
+// most of them back), next to its floor: the SQL a careful
 // engineer would write by hand for the same effect (a per-type
 // started_at < cutoff SELECT on the partial index, the no-progress check,
 // and one typed unnest UPDATE matched on status, updated_at and
@@ -135,7 +136,7 @@ func BenchmarkSweep(b *testing.B) {
 			t := newBenchTable(b, finished, size.active, size.stuck)
 			ctx := context.Background()
 			b.Run("table-source", func(b *testing.B) {
-				r, _ := newReclaimer(b, t.jobs, reclaim.Config{DB: t.pool, Limits: t.limits, Logger: slog.New(slog.DiscardHandler)})
+				r, _ := newReclaimer(b, t.jobs, reclaim.Config{DB: t.pool, Limits: t.limits, Brake: noBrake, Logger: slog.New(slog.DiscardHandler)})
 				t.measure(b, func() error {
 					rep, err := r.Sweep(ctx)
 					if err == nil && rep.Reclaimed != size.stuck {
@@ -149,7 +150,7 @@ func BenchmarkSweep(b *testing.B) {
 			})
 			// A shadow sweep next to its floor: the same read, and no write.
 			b.Run("shadow", func(b *testing.B) {
-				r, _ := newReclaimer(b, t.jobs, reclaim.Config{DB: t.pool, Limits: t.limits, Shadow: true, Logger: slog.New(slog.DiscardHandler)})
+				r, _ := newReclaimer(b, t.jobs, reclaim.Config{DB: t.pool, Limits: t.limits, Shadow: true, Brake: noBrake, Logger: slog.New(slog.DiscardHandler)})
 				t.measure(b, func() error {
 					rep, err := r.Sweep(ctx)
 					if err == nil && rep.WouldReclaim != size.stuck {
@@ -246,7 +247,7 @@ func BenchmarkSweep_QueueSource(b *testing.B) {
 	})
 	require.NoError(b, err)
 	r, _ := newReclaimer(b, t.jobs, reclaim.Config{DB: t.pool, Limits: t.limits, Source: listSource(list),
-		Logger: slog.New(slog.DiscardHandler)})
+		Brake: noBrake, Logger: slog.New(slog.DiscardHandler)})
 	t.measure(b, func() error {
 		rep, err := r.Sweep(ctx)
 		if err == nil && rep.Reclaimed != len(t.stuck) {

@@ -36,7 +36,7 @@ func TestTallies_EveryDecisionOnce(t *testing.T) {
 	}
 	for _, d := range allDecisions() {
 		if d == DecisionReclaim {
-			require.Equal(t, 5, seen[d], "reclaimed, would reclaim, lost race, locked, rule errors")
+			require.Equal(t, 7, seen[d], "reclaimed, would reclaim, braked, paused, lost race, locked, rule errors")
 			require.Equal(t, "reclaim", d.String())
 			continue
 		}

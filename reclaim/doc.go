@@ -178,6 +178,36 @@
 // percentile times a margin, never below the longest completion unless
 // asked). It writes nothing; TableLimits.Set applies a suggestion.
 //
+// # A brake on a runaway sweep, and a pause per type
+//
+// When the evidence itself is wrong, the rule above reclaims everything at
+// once: heartbeats that cannot be written (a database role changed, a
+// network partition between the workers and the database) make every
+// running job look stalled together, and a database clock that jumps makes
+// every job look older. A sweep therefore holds what its pages decide to
+// reclaim until it has seen them all, and its Brake decides (brakeRule, a
+// pure function): past a cap per type or in all (a count, and a share of
+// the running jobs above a floor, so that a small deployment whose few jobs
+// all stalled is never held), it reclaims the jobs stalled longest up to
+// the cap; when the database's clock moved apart from the reclaimer's
+// since the last sweep by more than Brake.ClockJump, it reclaims nothing.
+// The jobs held back are counted in Report.Braked (the decision braked),
+// the reason is in Report.BrakeReason, and the sweep's line is logged at
+// error. A real stall is then reclaimed a cap per sweep, or at once after
+// an operator's ReleaseBrake. The running jobs are counted only when a
+// share cap could bind: a TableSource counts them from the active index
+// (CountRunning); a queue's source lists every one.
+//
+// Holding a sweep's reclaims costs memory for the jobs it decides to
+// reclaim (the stuck ones), beside a page of listings.
+//
+// An operator may also switch one type off without touching its limit:
+// the limits table's mode column (TableLimits.SetMode, jobguard limits
+// pause) is ModeReclaim, ModeShadow (decided, counted as would_reclaim,
+// never written) or ModeOff (counted as paused, never reclaimed
+// automatically). A Limits that is not a ModeLimits has every type in
+// ModeReclaim.
+//
 // # What it does not do
 //
 // It does not stop the stuck worker: a late worker finds out at its next

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/interval"
@@ -24,7 +25,8 @@ const LimitsTableDefault = "job_type_limits"
 var embedded embed.FS
 
 // MigrationFiles holds the SQL files that create the default limits table
-// (job_type text, max_runtime interval), named in the order they apply.
+// (job_type text, max_runtime interval, and mode text, each type's Mode),
+// named in the order they apply.
 // Each can be run more than once, so any migration tool can take them.
 //
 // Migration is the SQL of every file in MigrationFiles, in order, as one string.
@@ -57,10 +59,16 @@ func (l StaticLimits) Limits(context.Context) (map[string]time.Duration, error) 
 // would make every job of its type overdue at once: Limits refuses it with
 // an error naming the type, and the sweep reclaims nothing until the row is
 // fixed.
+//
+// It reads each type's Mode from the column mode of the second migration
+// file (LimitsAndModes); on a table without it, every type is in
+// ModeReclaim, and SetMode asks for the migration.
 type TableLimits struct {
-	db     jobguard.DB
-	sql    string
-	upsert string
+	db       jobguard.DB
+	sql      string
+	withMode string
+	upsert   string
+	setMode  string
 }
 
 // LimitMax is the longest limit: the longest time.Duration, in whole
@@ -94,9 +102,12 @@ func NewTableLimits(cfg TableLimitsConfig) (*TableLimits, error) {
 	// Microseconds, the interval's own precision, so no float is involved,
 	// read and written through one checked conversion.
 	return &TableLimits{db: cfg.DB,
-		sql: `SELECT job_type::text, ` + interval.Read("max_runtime") + ` FROM ` + name,
+		sql:      `SELECT job_type::text, ` + interval.Read("max_runtime") + ` FROM ` + name,
+		withMode: `SELECT job_type::text, ` + interval.Read("max_runtime") + `, mode::text FROM ` + name,
 		upsert: `INSERT INTO ` + name + ` (job_type, max_runtime) VALUES ($1, ` + interval.Param("$2") + `)` +
 			` ON CONFLICT (job_type) DO UPDATE SET max_runtime = EXCLUDED.max_runtime`,
+		// $1 the type, $2 the mode.
+		setMode: `UPDATE ` + name + ` SET mode = $2 WHERE job_type = $1`,
 	}, nil
 }
 
@@ -119,14 +130,70 @@ func (l *TableLimits) Set(ctx context.Context, jobType string, limit time.Durati
 // naming its type (a *LimitError), and reads one longer than LimitMax as
 // LimitMax.
 func (l *TableLimits) Limits(ctx context.Context) (map[string]time.Duration, error) {
-	rows, err := l.db.Query(ctx, l.sql)
-	if err != nil {
-		return nil, fmt.Errorf("reclaim: limits: %w", err)
+	limits, _, err := l.LimitsAndModes(ctx)
+	return limits, err
+}
+
+// LimitsAndModes reads the whole table, as Limits does, and each type's
+// mode, in one query. On a table without the mode column (the second
+// migration file not yet applied), it reads the limits alone, and every
+// type is in ModeReclaim: no type can have been paused.
+func (l *TableLimits) LimitsAndModes(ctx context.Context) (map[string]time.Duration, map[string]Mode, error) {
+	limits, modes, err := l.read(ctx, l.withMode, true)
+	if noModeColumn(err) {
+		limits, modes, err = l.read(ctx, l.sql, false)
 	}
-	out := map[string]time.Duration{}
-	var typ string
+	if err != nil {
+		return nil, nil, fmt.Errorf("reclaim: limits: %w", err)
+	}
+	return limits, modes, nil
+}
+
+// SetMode sets jobType's mode; the next sweep uses it. The type must have
+// a limit: a type without one is never reclaimed anyway.
+func (l *TableLimits) SetMode(ctx context.Context, jobType string, mode Mode) error {
+	if !mode.Valid() {
+		return fmt.Errorf("reclaim: set mode of %q: %q is not a mode (want %q, %q or %q)", jobType, mode, ModeReclaim, ModeShadow, ModeOff)
+	}
+	tag, err := l.db.Exec(ctx, l.setMode, jobType, string(mode))
+	if noModeColumn(err) {
+		return fmt.Errorf("reclaim: set mode of %q: the limits table has no column mode: apply reclaim's migration files (%w)", jobType, err)
+	}
+	if err != nil {
+		return fmt.Errorf("reclaim: set mode of %q: %w", jobType, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("reclaim: set mode of %q: %w", jobType, ErrNoLimit)
+	}
+	return nil
+}
+
+// noModeColumn reports whether err is PostgreSQL's undefined_column: the
+// limits table predates the mode column.
+func noModeColumn(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42703"
+}
+
+// ErrNoLimit is SetMode's error for a type without a limit, whose jobs
+// are never reclaimed whatever its mode.
+var ErrNoLimit = errors.New("the type has no limit (its jobs are never reclaimed); set one first")
+
+// read runs sql, which selects the type, the limit in microseconds and,
+// when withMode, the mode.
+func (l *TableLimits) read(ctx context.Context, sql string, withMode bool) (map[string]time.Duration, map[string]Mode, error) {
+	rows, err := l.db.Query(ctx, sql)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, modes := map[string]time.Duration{}, map[string]Mode{}
+	var typ, mode string
 	var us int64
-	_, err = pgx.ForEachRow(rows, []any{&typ, &us}, func() error {
+	scan := []any{&typ, &us}
+	if withMode {
+		scan = append(scan, &mode)
+	}
+	_, err = pgx.ForEachRow(rows, scan, func() error {
 		// Beyond the range, a limit is clamped: longer than LimitMax is
 		// never reached either way.
 		d, _ := interval.FromMicros(us)
@@ -134,12 +201,15 @@ func (l *TableLimits) Limits(ctx context.Context) (map[string]time.Duration, err
 			return &LimitError{Type: typ, Limit: d}
 		}
 		out[typ] = d
+		if withMode && Mode(mode) != ModeReclaim {
+			modes[typ] = Mode(mode)
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reclaim: limits: %w", err)
+		return nil, nil, err
 	}
-	return out, nil
+	return out, modes, nil
 }
 
 // LimitError is the error of a limit that is not positive: it would make

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 )
 
@@ -48,6 +49,13 @@ type PlannedJob struct {
 	// Owner is the lease id of the worker process the job ran under, for
 	// DecisionRescue.
 	Owner string
+	// Mode is the mode of the job's type: a job decided for reclaim whose
+	// type is in ModeOff is left alone (Report.Paused), one in ModeShadow
+	// is counted and not written (Report.WouldReclaim).
+	Mode Mode
+	// Braked reports that the job was decided for reclaim and the brake
+	// holds it back (Report.Braked, Report.BrakeReason).
+	Braked bool
 }
 
 // String says the decision and why, in words: "runtime 41m0s > limit
@@ -71,8 +79,17 @@ func (j PlannedJob) String() string {
 		return fmt.Sprintf("runtime %v > limit %v, but progress %v ago (threshold %v): kept as progressing",
 			rt, limit, stalled, roundSecond(j.NoProgress))
 	case DecisionReclaim:
-		return fmt.Sprintf("runtime %v > limit %v and no progress for %v (threshold %v): reclaim",
+		why := fmt.Sprintf("runtime %v > limit %v and no progress for %v (threshold %v)",
 			rt, limit, stalled, roundSecond(j.NoProgress))
+		switch {
+		case j.Mode == ModeOff:
+			return why + ", but type " + strconv.Quote(j.Type) + " is paused: left alone"
+		case j.Mode == ModeShadow:
+			return why + ", but type " + strconv.Quote(j.Type) + " is in shadow: counted as would reclaim, not written"
+		case j.Braked:
+			return why + ", but the brake holds it back: left for a later sweep"
+		}
+		return why + ": reclaim"
 	case DecisionRescue:
 		return fmt.Sprintf("rescued: its worker's lease lapsed (owner %s): back to QUEUED, whatever its limit", j.Owner)
 	}
@@ -82,7 +99,10 @@ func (j PlannedJob) String() string {
 func roundSecond(d time.Duration) time.Duration { return d.Round(time.Second) }
 
 // Plan runs one sweep's decisions and writes nothing: no row, parent,
-// marker or notice, whatever Config.Shadow says. It reads what a sweep
+// marker or notice, whatever Config.Shadow says. It applies the brake's
+// caps (a job held back is Braked, counted in Report.Braked), and leaves
+// its release (ReleaseBrake) for the next sweep; it neither checks nor
+// moves the clocks a sweep compares. It reads what a sweep
 // reads (the limits, the source, the rows) and takes no lock, so a row
 // another transaction holds is decided like any other. It records no
 // metrics and logs no summary; like Sweep it stops at Config.SweepTimeout,
@@ -91,7 +111,7 @@ func (r *Reclaimer) Plan(ctx context.Context) (Plan, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.SweepTimeout)
 	defer cancel()
 	var plan Plan
-	p := &pass{dry: true, plan: &plan.Jobs}
+	p := &pass{dry: true, plan: &plan.Jobs, released: r.released.Load()}
 	err := r.run(ctx, p)
 	plan.Report = p.rep
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -90,6 +91,11 @@ type Config struct {
 	// the limit and progress rule alone. The rescue needs the mapping's
 	// OwnerColumn and GenerationColumn. Defaults to nil: no rescue.
 	Workers *lease.Workers
+	// Brake caps what one sweep reclaims, per type and in all, and holds
+	// back a sweep whose evidence is suspect (the database's clock jumped):
+	// see Brake. A Plan and a shadow sweep apply it too. Defaults to the
+	// Brake defaults; a negative field turns its cap off.
+	Brake Brake
 	// OnReclaim holds the parent rule of each job type, run in the reclaim's
 	// transaction for the rows that changed. Defaults to no rules.
 	OnReclaim map[string]ParentRule
@@ -138,6 +144,14 @@ type Reclaimer struct {
 	log     *slog.Logger
 	met     *sweepMetrics
 	orphans *jobset.Orphans // Config.Workers; nil without a rescue
+	// released: the next sweep runs with its brake released.
+	released atomic.Bool
+	// clock is the last sweep's reading of the two clocks.
+	clock clocks
+	// elapsed reads the reclaimer's side of those readings: time.Now,
+	// whose monotonic reading no step of the wall clock moves, so that
+	// only the database's clock can jump. A test replaces it.
+	elapsed func() time.Time
 }
 
 // New validates cfg and fills in its defaults.
@@ -149,7 +163,7 @@ func New(cfg Config) (*Reclaimer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: new: %w", err)
 	}
-	r := &Reclaimer{cfg: cfg, log: cfg.Logger, met: newSweepMetrics(cfg.MeterProvider, cfg.Shadow)}
+	r := &Reclaimer{cfg: cfg, log: cfg.Logger, met: newSweepMetrics(cfg.MeterProvider, cfg.Shadow), elapsed: time.Now}
 	if cfg.Guard.Shared().Markers == jobguard.MarkersRedis {
 		r.markers, err = marker.NewRedisStore(cfg.Guard, cfg.Redis, cfg.Markers)
 	} else {
@@ -186,6 +200,9 @@ func (cfg Config) validate() error {
 		if err := interval.Check(d.field, d.value); err != nil {
 			return err
 		}
+	}
+	if err := cfg.Brake.validate(); err != nil {
+		return err
 	}
 	if cfg.PageSize < 0 {
 		return fmt.Errorf("PageSize %d is negative", cfg.PageSize)
@@ -226,6 +243,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.PageSize == 0 {
 		cfg.PageSize = PageSizeDefault
 	}
+	cfg.Brake = cfg.Brake.withDefaults()
 	// The logger is the caller's code, called right after the state
 	// changes it reports: its panic must not undo them.
 	cfg.Logger = safe.Logger(cfg.Logger)

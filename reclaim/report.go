@@ -14,7 +14,8 @@ import (
 // Report counts the decisions of one sweep. The listings of one row are
 // folded into one job, and every job listed lands in exactly one of
 // NoStartTime, SourceErrors, UnknownType, WithinLimit, Stale, NotActive,
-// Progressing, Reclaimed, LostRace, Locked, RuleErrors and WouldReclaim;
+// Progressing, Reclaimed, LostRace, Locked, RuleErrors, WouldReclaim,
+// Paused and Braked;
 // NoStartTime also counts the jobs a source never lists for want of a
 // start (an UnstartedCounter).
 type Report struct {
@@ -95,6 +96,17 @@ type Report struct {
 	// WouldRescue counts the jobs a shadow sweep or a Plan would have
 	// rescued. A live sweep leaves it at zero.
 	WouldRescue int
+	// Paused counts the jobs the sweep would have reclaimed whose type an
+	// operator paused (ModeOff): left alone, never reclaimed automatically.
+	// The jobs of a type in ModeShadow are counted in WouldReclaim.
+	Paused int
+	// Braked counts the jobs the sweep decided to reclaim and held back
+	// because its Brake engaged: left as they are, for a later sweep.
+	Braked int
+	// BrakeReason says why the sweep was braked: which cap its reclaims
+	// went over, or how far the database's clock moved. "" when it was
+	// not.
+	BrakeReason string
 }
 
 // notes are what a sweep tells an operator beyond its counts: the first
@@ -133,26 +145,16 @@ func (n *notes) needsAttention(rep Report) bool {
 // stack of the first panic of the caller's code.
 func (r *Reclaimer) summarize(ctx context.Context, p *pass, err error, took time.Duration) {
 	rep, n := p.rep, &p.notes
-	var attrs []slog.Attr
-	counts := rep.Counts()
-	if p.dry {
-		attrs = append(attrs, slog.Bool("shadow", true))
-		for _, c := range counts {
-			if c.Shadow {
-				attrs = append(attrs, slog.Int(c.Key, c.N))
-			}
-		}
-	}
-	attrs = append(attrs, slog.Int("scanned", rep.Scanned))
-	for _, c := range counts {
-		if !c.Shadow {
-			attrs = append(attrs, slog.Int(c.Key, c.N))
-		}
-	}
-	attrs = append(attrs, slog.Duration("took", took))
+	attrs := append(countAttrs(rep, p.dry), slog.Duration("took", took))
 	level := slog.LevelInfo
 	if n.needsAttention(rep) || err != nil {
 		level = slog.LevelWarn
+	}
+	if rep.Braked > 0 {
+		// A sweep that would have reclaimed far more than usual is an
+		// incident: what stalled so many jobs at once?
+		level = slog.LevelError
+		attrs = append(attrs, slog.String("brake", rep.BrakeReason))
 	}
 	if rep.NoStartTime > 0 {
 		attrs = append(attrs, slog.String("no_start_time_note", fmt.Sprintf("%d active jobs have no start time: "+
@@ -185,6 +187,29 @@ func (r *Reclaimer) summarize(ctx context.Context, p *pass, err error, took time
 	// source's or the limits', which is the sweep's error.
 	attrs = append(attrs, safe.Attrs(n.panicked, err)...)
 	r.log.LogAttrs(ctx, level, "reclaim: sweep", attrs...)
+}
+
+// countAttrs are the counters of the sweep's line: a shadow sweep's first,
+// then scanned and every other. A rare counter is logged when it counts
+// something, and a live sweep logs a shadow type's would-reclaims too.
+func countAttrs(rep Report, dry bool) []slog.Attr {
+	var attrs []slog.Attr
+	counts := rep.Counts()
+	if dry {
+		attrs = append(attrs, slog.Bool("shadow", true))
+		for _, c := range counts {
+			if c.Shadow {
+				attrs = append(attrs, slog.Int(c.Key, c.N))
+			}
+		}
+	}
+	attrs = append(attrs, slog.Int("scanned", rep.Scanned))
+	for _, c := range counts {
+		if (!c.Shadow || !dry && c.N > 0) && (!c.Rare || c.N > 0) {
+			attrs = append(attrs, slog.Int(c.Key, c.N))
+		}
+	}
+	return attrs
 }
 
 // untypedNote says in words why n jobs without a type have no limit, and

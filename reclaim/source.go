@@ -11,8 +11,8 @@ import (
 )
 
 // Source lists the jobs a queue considers active, a page at a time, so that
-// a sweep's memory is bounded by the page size and not by the number of
-// running jobs. Active calls page with each page in turn and stops at the
+// a sweep's memory is bounded by the page size (and the jobs it decides to
+// reclaim, held for the Brake) and not by the number of running jobs. Active calls page with each page in turn and stops at the
 // first error page returns, returning it. A failure to read the source
 // fails the sweep (pages already handled stand); a failure to read one job
 // is reported in that job's Err and the job is skipped. A source that
@@ -102,8 +102,9 @@ type ActiveJob struct {
 // the table can reclaim them: it counts them instead (CountUnstarted), in
 // Report.NoStartTime. Create it with NewTableSource.
 type TableSource struct {
-	guard *jobguard.Guard
-	db    jobguard.DB
+	guard   *jobguard.Guard
+	db      jobguard.DB
+	running string // CountRunning's statement
 }
 
 var (
@@ -144,7 +145,7 @@ func NewTableSource(guard *jobguard.Guard, db jobguard.DB) (*TableSource, error)
 		return nil, fmt.Errorf("reclaim: table source: table %s has no StartedAtColumn to read runtime from",
 			guard.Table().QualifiedName())
 	}
-	return &TableSource{guard: guard, db: db}, nil
+	return &TableSource{guard: guard, db: db, running: buildRunning(guard.Table())}, nil
 }
 
 // Active lists the jobs over their limit, each with its row: one query for

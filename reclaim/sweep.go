@@ -12,16 +12,22 @@ import (
 	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
-// Sweep runs one pass. It reads the limits once, then takes the source's
-// listings a page at a time; for each page it reads the rows it needs in one
-// query (none for a TableSource, whose listings carry their rows), decides
-// every job (see the package doc for the rule), fails the chosen ones in one
-// conditional write that skips rows another transaction holds, runs their
-// parent rules in the same transaction, and after the commit writes their
-// markers and publishes their notices.
+// Sweep runs one pass. It reads the limits (and the types' modes) once,
+// then takes the source's listings a page at a time; for each page it reads
+// the rows it needs in one query (none for a TableSource, whose listings
+// carry their rows) and decides every job (see the package doc for the
+// rule). The jobs chosen for reclaim are held until every page is seen, so
+// that the Brake can cap them (the stalled longest first); then, a page at
+// a time, it fails them in one conditional write that skips rows another
+// transaction holds, runs their parent rules in the same transaction, and
+// after the commit writes their markers and publishes their notices. When
+// the source fails part way, the jobs of the pages it handed over are
+// still reclaimed.
 //
 // Without parent rules a page costs two statements, the read and the write,
-// beside the limits (and a TableSource's active types) read once per sweep;
+// beside the limits (and a TableSource's active types) read once per sweep,
+// and the count of the running jobs when a share cap of the brake could
+// bind;
 // parent rules add the transaction's BEGIN and COMMIT, its lock_timeout, a
 // savepoint, for each rule a savepoint of its own with its timeouts set
 // before it and statement_timeout set back after it (four statements),
@@ -57,7 +63,7 @@ func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.SweepTimeout)
 	defer cancel()
-	p := &pass{dry: r.cfg.Shadow, waitUntil: start.Add(r.waitBudget())}
+	p := &pass{dry: r.cfg.Shadow, waitUntil: start.Add(r.waitBudget()), released: r.released.Swap(false)}
 	err := r.run(ctx, p)
 	if err != nil {
 		err = fmt.Errorf("reclaim: sweep: %w", err)
@@ -80,6 +86,18 @@ type pass struct {
 	// together, waiting for rows other transactions hold (waitBudget after
 	// its start); after it, a held row fails its rule at once.
 	waitUntil time.Time
+	// modes are the job types' modes, read with the limits.
+	modes map[string]Mode
+	// pending are the jobs the pages decided to reclaim, held for the
+	// brake until every page is seen (see reclaimHeld).
+	pending []candidate
+	// listed counts the jobs listed, by type: a queue's running jobs.
+	listed map[string]int
+	// dbAt and wallAt are the latest reading of the database's clock (a
+	// row's ReadAt) and the reclaimer's beside it.
+	dbAt, wallAt time.Time
+	// released: the brake is released for this pass.
+	released bool
 }
 
 // waitBudget is how long the parent rules of one sweep may wait, all
@@ -110,16 +128,13 @@ func (r *Reclaimer) run(ctx context.Context, p *pass) error {
 func (r *Reclaimer) list(ctx context.Context, p *pass) error {
 	var limits map[string]time.Duration
 	err := safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
-		l, err := r.cfg.Limits.Limits(ctx)
+		l, m, err := readLimits(ctx, r.cfg.Limits)
 		if err == nil {
-			limits = l
+			limits, p.modes = l, m
 		}
 		return err
 	})
 	if err != nil {
-		return err
-	}
-	if err := checkLimits(limits); err != nil {
 		return err
 	}
 	p.notes.noLimits = len(limits) == 0
@@ -133,6 +148,11 @@ func (r *Reclaimer) list(ctx context.Context, p *pass) error {
 		})
 	})
 	g.close()
+	// What the pages decided to reclaim, braked, also when the source
+	// failed part way: the pages it handed over stand.
+	if herr := r.reclaimHeld(ctx, p); herr != nil {
+		return errors.Join(err, herr)
+	}
 	if err != nil {
 		return err
 	}
@@ -185,7 +205,10 @@ func (g *gate) close() {
 	g.mu.Unlock()
 }
 
-// page reads, decides, writes and announces one page of listings.
+// page reads and decides one page of listings. The jobs it decides to
+// reclaim are held for the brake (see reclaimHeld), unless their type is
+// paused (ModeOff: counted in Paused) or in shadow (ModeShadow: counted in
+// WouldReclaim).
 func (r *Reclaimer) page(ctx context.Context, p *pass, listed []ActiveJob, limits map[string]time.Duration) error {
 	now := r.cfg.Now()
 	ruleOf := func(jobType string) rule {
@@ -197,37 +220,33 @@ func (r *Reclaimer) page(ctx context.Context, p *pass, listed []ActiveJob, limit
 	if err := r.readRows(ctx, jobs, ruleOf); err != nil {
 		return err
 	}
-
-	var chosen []jobset.Job
-	typeOf := map[string]string{} // id → the type its limit and parent rule are keyed by
+	p.readClocks(jobs, r.elapsed())
+	if p.listed == nil {
+		p.listed = map[string]int{}
+	}
 	st := r.cfg.Guard.Table().Statuses
 	for _, l := range jobs {
+		p.listed[l.Type]++
 		rl := ruleOf(l.Type)
 		d := decide(l, l.Row, rl, st)
+		mode := modeOf(p.modes, l.Type)
 		if p.plan != nil {
-			*p.plan = append(*p.plan, planned(l, d, rl))
+			j := planned(l, d, rl)
+			j.Mode = mode
+			*p.plan = append(*p.plan, j)
 		}
 		switch {
 		case d != DecisionReclaim:
 			r.count(ctx, &p.rep, &p.notes, l, d)
-			continue
-		case p.dry:
+		case mode == ModeOff:
+			p.rep.Paused++
+			r.log.DebugContext(ctx, "reclaim: job type paused; job left alone", slog.String("job_id", l.ID),
+				slog.String("job_type", l.Type))
+		case mode == ModeShadow:
 			r.wouldReclaim(ctx, p, l, rl)
-			continue
+		default:
+			r.hold(p, l, rl)
 		}
-		chosen = append(chosen, *l.Row)
-		typeOf[l.ID] = l.Type
-	}
-	if len(chosen) == 0 {
-		return nil
-	}
-	out, err := r.write(ctx, p, chosen, typeOf)
-	// What committed is announced and counted, also when the write stopped
-	// part way: the markers and notices first, before any log line.
-	r.announce(ctx, out.failed, &p.rep, &p.notes)
-	r.tally(ctx, &p.rep, &p.notes, out, typeOf)
-	if err != nil {
-		return fmt.Errorf("write: %w", err)
 	}
 	return nil
 }

@@ -23,6 +23,8 @@
 //	jobguard sweep [--dry-run]         one sweep; --dry-run prints its plan and writes nothing
 //	jobguard limits list               the runtime limit of each job type
 //	jobguard limits set <type> <dur>   set one
+//	jobguard limits pause <type>       stop reclaiming a type (--shadow: count, write nothing)
+//	jobguard limits resume <type>      reclaim it again
 //	jobguard limits suggest [--apply]  suggest limits from the finished jobs' runtimes
 //	jobguard retry <job-id>            an operator's retry of a FAILED job
 //	jobguard run [--shadow]            the reclaimer service, until SIGTERM

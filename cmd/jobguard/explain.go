@@ -75,6 +75,9 @@ type explanation struct {
 	StartGuardWhy  string       `json:"start_guard_why"`
 	Decision       string       `json:"decision"`
 	Why            string       `json:"why"`
+	// Mode is the mode of the job's type when it is paused ("off") or in
+	// shadow; absent when it reclaims.
+	Mode string `json:"mode,omitempty"`
 	// UnstartedJobs counts the table's running jobs without a start time,
 	// which the table source never lists; nil for a queue source.
 	UnstartedJobs   *int   `json:"unstarted_jobs,omitempty"`
@@ -166,6 +169,9 @@ func explained(ctx context.Context, guard *jobguard.Guard, starts *jobguard.Star
 		LimitSeconds: optSeconds(planned.Limit), NoProgressSecs: seconds(s.NoProgress),
 		RuntimeSeconds: optSeconds(planned.Runtime), StalledSeconds: optSeconds(planned.StalledFor),
 		Decision: planned.Decision.String(), Why: planned.String(), limit: planned.Limit}
+	if planned.Mode != reclaim.ModeReclaim {
+		e.Mode = string(planned.Mode)
+	}
 	if guard.Fenced() {
 		e.Generation = &row.Generation
 	}
@@ -242,6 +248,17 @@ func (e *explanation) redact(r *redact.Redactor) {
 	}
 	if e.Marker != nil {
 		e.Marker.Reason = r.String(e.Marker.Reason)
+	}
+}
+
+// printMode says the mode of the job's type when it is paused or in
+// shadow, and nothing when it reclaims.
+func (e *explanation) printMode(line func(k, v string)) {
+	switch reclaim.Mode(e.Mode) {
+	case reclaim.ModeOff:
+		line("mode", fmt.Sprintf("off: paused; no sweep reclaims its jobs ('jobguard limits resume %s')", e.Type))
+	case reclaim.ModeShadow:
+		line("mode", fmt.Sprintf("shadow: sweeps count it as would reclaim and write nothing ('jobguard limits resume %s')", e.Type))
 	}
 }
 
@@ -348,6 +365,7 @@ func (e *explanation) print(c *cli, guard *jobguard.Guard, s *settings) error {
 	} else {
 		line("limit", fmt.Sprintf("none: type %q has no row in %s", e.Type, limitsName(s)))
 	}
+	e.printMode(line)
 	line("no progress", fmt.Sprintf("%v (reclaimed only after updated_at stands still this long)", s.NoProgress))
 	switch {
 	case e.MarkerError != "":

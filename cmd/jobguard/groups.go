@@ -92,6 +92,20 @@ func (f *flags) decisionGroup(s *settings, sweeps bool) {
 	f.duration(&s.SweepTimeout, "sweep-timeout", "deadline of each sweep (0: the interval)")
 	f.integer(&s.PageSize, "page-size", "listings read from the source at a time")
 	f.str(&s.Notices, "notices", "announce each reclaim to the workers' watchers: off, redis or postgres (as the workers' watch.Transport)")
+	f.brakeGroup(s)
+}
+
+// brakeGroup is the brake on a sweep that would reclaim far more than
+// usual (reclaim.Brake). A negative value turns its cap off.
+func (f *flags) brakeGroup(s *settings) {
+	b := &s.Brake
+	f.section("Brake (reclaim.Brake; negative: off)")
+	f.integer(&b.MaxJobs, "brake-max-jobs", "most jobs one sweep reclaims in all")
+	f.integer(&b.MaxJobsPerType, "brake-max-jobs-per-type", "most jobs of one type one sweep reclaims")
+	f.float(&b.MaxShare, "brake-max-share", "largest share of the running jobs one sweep reclaims in all")
+	f.float(&b.MaxSharePerType, "brake-max-share-per-type", "largest share of a type's running jobs one sweep reclaims")
+	f.integer(&b.ShareFloor, "brake-share-floor", "reclaims, in all and per type, the share caps never go below")
+	f.duration(&b.ClockJump, "brake-clock-jump", "how far the database's clock may move apart from this one's between sweeps")
 }
 
 // sourceGroup is where the active jobs are listed (reclaim.Source).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -25,7 +26,8 @@ var limitsListCommand = &command{
 	long: `
 List prints the runtime limit of each job type from the limits table, which
 the reclaimer reads at every sweep. A job whose type has no limit is never
-reclaimed.`,
+reclaimed. When a type is paused or in shadow ('jobguard limits pause'), a
+MODE column says so (and --json a "mode").`,
 	flags: whereLimits,
 	run:   limitsList,
 }
@@ -43,6 +45,106 @@ limit from the runtimes of finished jobs. On a table without a type column
 every job has the type "": set its limit with 'jobguard limits set "" 30m'.`,
 	flags: whereLimits,
 	run:   limitsSet,
+}
+
+var limitsPauseCommand = &command{
+	name:  "limits pause",
+	args:  "<type>",
+	short: "stop reclaiming a job type (--shadow: decide and count, write nothing)",
+	long: `
+Pause switches a job type off in the limits table (reclaim.TableLimits.
+SetMode, mode off): from the next sweep, no job of the type is reclaimed
+automatically; the jobs a sweep would have reclaimed are counted as paused
+(the decision paused of jobguard_reclaim_decisions_total). Its limit stays.
+Pause a type while its workers are known to be stalled for a reason of their
+own (a service they call is down), when failing their jobs would throw work
+away; 'jobguard limits resume' switches it back.
+
+With --shadow the type is put in shadow instead (mode shadow): sweeps decide
+its jobs as ever, count and log those they would reclaim (would_reclaim),
+and write nothing, as 'jobguard run --shadow' does for every type. For a
+type whose limit was just set or lowered.
+
+The type must have a limit; the mode column comes with reclaim's second
+migration file (reclaim/migrations/0002_job_type_limits_mode.sql).`,
+	flags: func(f *flags, s *settings) {
+		f.section("Pause")
+		f.boolean(&s.Shadow, "shadow", "put the type in shadow: decide and count, write nothing")
+		whereLimits(f, s)
+	},
+	run: limitsPause,
+}
+
+var limitsResumeCommand = &command{
+	name:  "limits resume",
+	args:  "<type>",
+	short: "reclaim a paused or shadowed job type again",
+	long: `
+Resume switches a job type back to mode reclaim in the limits table
+(reclaim.TableLimits.SetMode): the next sweep reclaims its jobs over their
+limit without progress again.`,
+	flags: whereLimits,
+	run:   limitsResume,
+}
+
+func limitsPause(ctx context.Context, c *cli, s *settings, args []string) error {
+	mode := reclaim.ModeOff
+	if s.Shadow {
+		mode = reclaim.ModeShadow
+	}
+	return setMode(ctx, c, s, args, "pause", mode)
+}
+
+func limitsResume(ctx context.Context, c *cli, s *settings, args []string) error {
+	return setMode(ctx, c, s, args, "resume", reclaim.ModeReclaim)
+}
+
+// setMode sets the mode of the one type args name, and says what the
+// next sweep does.
+func setMode(ctx context.Context, c *cli, s *settings, args []string, verb string, mode reclaim.Mode) error {
+	if len(args) != 1 {
+		return usageErr("limits %s takes a job type, such as: limits %s chapter", verb, verb)
+	}
+	typ := args[0]
+	cn, tl, _, err := c.openLimits(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer cn.close()
+	if err := tl.SetMode(ctx, typ, mode); err != nil {
+		if errors.Is(err, reclaim.ErrNoLimit) {
+			return fail(exitError, err, "set its limit first with 'jobguard limits set %s <duration>'", typ)
+		}
+		return limitsErr(err, s)
+	}
+	if s.JSON {
+		return printJSON(c.stdout, struct {
+			Type string `json:"type"`
+			Mode string `json:"mode"`
+		}{typ, string(mode)})
+	}
+	switch mode {
+	case reclaim.ModeOff:
+		fmt.Fprintf(c.stdout, "Type %q paused (mode off) in %s: no sweep reclaims its jobs until 'jobguard limits resume %s'.\n",
+			typ, limitsName(s), typ)
+	case reclaim.ModeShadow:
+		fmt.Fprintf(c.stdout, "Type %q in shadow (mode shadow) in %s: sweeps count and log its jobs they would reclaim, "+
+			"and write nothing, until 'jobguard limits resume %s'.\n", typ, limitsName(s), typ)
+	default:
+		fmt.Fprintf(c.stdout, "Type %q resumed (mode reclaim) in %s: the next sweep reclaims its stuck jobs.\n", typ, limitsName(s))
+	}
+	return nil
+}
+
+// modeText says a type's mode in a limits listing; "" for reclaim.
+func modeText(m reclaim.Mode) string {
+	switch m {
+	case reclaim.ModeOff:
+		return "off (paused)"
+	case reclaim.ModeShadow:
+		return "shadow (counted, not written)"
+	}
+	return string(m)
 }
 
 var limitsSuggestCommand = &command{
@@ -102,19 +204,26 @@ type limitJSON struct {
 	Type         string  `json:"type"`
 	Limit        string  `json:"limit"`
 	LimitSeconds float64 `json:"limit_seconds"`
+	// Mode is the type's mode when it is paused ("off") or in shadow;
+	// absent when it reclaims.
+	Mode string `json:"mode,omitempty"`
 }
 
 func limitsList(ctx context.Context, c *cli, s *settings, _ []string) error {
-	cn, _, limits, err := c.openLimits(ctx, s)
+	cn, tl, _, err := c.openLimits(ctx, s)
 	if err != nil {
 		return err
 	}
 	defer cn.close()
+	limits, modes, err := tl.LimitsAndModes(ctx)
+	if err != nil {
+		return limitsErr(err, s)
+	}
 	types := slices.Sorted(maps.Keys(limits))
 	if s.JSON {
 		out := make([]limitJSON, len(types))
 		for i, typ := range types {
-			out[i] = limitJSON{Type: typ, Limit: limits[typ].String(), LimitSeconds: seconds(limits[typ])}
+			out[i] = limitJSON{Type: typ, Limit: limits[typ].String(), LimitSeconds: seconds(limits[typ]), Mode: string(modes[typ])}
 		}
 		return printJSON(c.stdout, out)
 	}
@@ -122,9 +231,21 @@ func limitsList(ctx context.Context, c *cli, s *settings, _ []string) error {
 		fmt.Fprintf(c.stdout, "No limits in %s: no job is ever reclaimed. Set one with 'jobguard limits set <type> <duration>'.\n", limitsName(s))
 		return nil
 	}
-	t := newTable(c.stdout, "TYPE", "LIMIT")
+	// The MODE column appears when a type is paused or in shadow.
+	if len(modes) == 0 {
+		t := newTable(c.stdout, "TYPE", "LIMIT")
+		for _, typ := range types {
+			t.row(typ, limitLine(limits[typ]))
+		}
+		return t.flush()
+	}
+	t := newTable(c.stdout, "TYPE", "LIMIT", "MODE")
 	for _, typ := range types {
-		t.row(typ, limitLine(limits[typ]))
+		m, ok := modes[typ]
+		if !ok {
+			m = reclaim.ModeReclaim
+		}
+		t.row(typ, limitLine(limits[typ]), modeText(m))
 	}
 	return t.flush()
 }

@@ -79,7 +79,8 @@ type command struct {
 
 // commands are listed in this order by --help.
 func commands() []*command {
-	return []*command{explainCommand, sweepCommand, limitsListCommand, limitsSetCommand, limitsSuggestCommand,
+	return []*command{explainCommand, sweepCommand, limitsListCommand, limitsSetCommand, limitsPauseCommand,
+		limitsResumeCommand, limitsSuggestCommand,
 		retryCommand, cancelCommand, retainCommand, runCommand, versionCommand}
 }
 

@@ -52,6 +52,14 @@ and stay owed. The settle sweep is not run here: it needs your update
 handlers and usage increments (settle.Config), so run settle.Settler.Run in
 a process of yours.
 
+A sweep that would reclaim far more than usual brakes (reclaim.Brake, the
+--brake-* flags): it reclaims the jobs stalled longest up to the cap, logs
+its line at error with braked and brake, and counts the others as braked
+(the alert JobguardSweepBraked). A new sweep decides afresh each interval,
+a cap at a time; --release-brake releases the brake for the service's first
+sweep, to reclaim a known stall at once. 'jobguard limits pause <type>'
+switches a type off without a restart.
+
 --retain also runs the retention sweep of 'jobguard retain' every
 --retain-interval, with its ages: off by default, as removing rows is a
 decision to take once the ages are chosen. Run it with --shadow too: it
@@ -71,6 +79,7 @@ why), 2 usage.`,
 		f.section("Service")
 		f.duration(&s.Interval, "interval", "pause between two sweeps, and the longest a standby waits to take over")
 		f.boolean(&o.Shadow, "shadow", "decide and write nothing; log and count what would be reclaimed")
+		f.boolean(&s.ReleaseBrake, "release-brake", "release the brake for the first sweep only")
 		f.str(&o.MetricsAddr, "metrics-addr", "serve the metrics for Prometheus at http://<addr>/metrics (empty: off)")
 		f.boolean(&o.Compensate, "compensate", "also run the compensation sweep over the artifacts table")
 		f.str(&o.ArtifactsSchema, "artifacts-schema", "schema of the artifacts table (empty: the jobs table's)")
@@ -128,6 +137,9 @@ func runService(ctx context.Context, c *cli, s *settings, _ []string) error {
 	if len(w.limits) == 0 {
 		log.Warn("jobguard: run: the limits table is empty: no job can be reclaimed until a limit is set",
 			slog.String("limits_table", limitsName(s)))
+	}
+	if s.ReleaseBrake {
+		w.reclaimer.ReleaseBrake()
 	}
 	svc.Run(ctx, w.attrs(s), w.sweeps()...)
 	return nil

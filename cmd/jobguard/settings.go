@@ -96,6 +96,10 @@ type settings struct {
 	River  riversource.Config
 	// Notices is how reclaims are announced to the workers' watchers.
 	Notices string
+	// Brake caps what one sweep reclaims (reclaim.Config.Brake), flags
+	// only; ReleaseBrake releases it for one sweep (sweep, run).
+	Brake        reclaim.Brake
+	ReleaseBrake bool
 	// ParentRules are the reclaim's parent rules, by job type, from the
 	// config file only.
 	ParentRules map[string]reclaim.ParentUpdate
@@ -103,6 +107,7 @@ type settings struct {
 	// The options of one command or another.
 	DryRun  bool        // sweep
 	Reason  string      // cancel
+	Shadow  bool        // limits pause
 	Suggest suggestOpts // limits suggest
 	Service serviceOpts // run
 	Retain  retainOpts  // retain, run
@@ -131,11 +136,14 @@ func defaultSettings() settings {
 		BullMQ:      bullmq.Config{Prefix: bullmq.PrefixDefault},
 		River:       riversource.Config{RowIDKey: riversource.RowIDKeyDefault},
 		Notices:     noticesOff,
-		Suggest:     defaultSuggest(),
-		Service:     defaultService(),
-		Retain:      defaultRetain(),
-		LogFormat:   "text",
-		LogLevel:    "warn",
+		Brake: reclaim.Brake{MaxJobs: reclaim.BrakeMaxJobsDefault, MaxShare: reclaim.BrakeMaxShareDefault,
+			MaxJobsPerType: reclaim.BrakeMaxJobsPerTypeDefault, MaxSharePerType: reclaim.BrakeMaxSharePerTypeDefault,
+			ShareFloor: reclaim.BrakeShareFloorDefault, ClockJump: reclaim.BrakeClockJumpDefault},
+		Suggest:   defaultSuggest(),
+		Service:   defaultService(),
+		Retain:    defaultRetain(),
+		LogFormat: "text",
+		LogLevel:  "warn",
 	}
 }
 
@@ -508,6 +516,14 @@ func (s *settings) check() error {
 	}
 	if s.PageSize < 0 {
 		return usageErr("--page-size %d is negative", s.PageSize)
+	}
+	for _, sh := range []struct {
+		name  string
+		value float64
+	}{{"--brake-max-share", s.Brake.MaxShare}, {"--brake-max-share-per-type", s.Brake.MaxSharePerType}} {
+		if sh.value > 1 {
+			return usageErr("%s %v: want a share of the running jobs, at most 1 (negative: no cap)", sh.name, sh.value)
+		}
 	}
 	return nil
 }

@@ -27,10 +27,20 @@ its runtime, limit, time without progress, decision and why. The table
 source lists only the running jobs over their type's limit; a queue source
 lists every active job.
 
+A sweep that would reclaim far more than usual brakes (reclaim.Brake): past
+a cap (--brake-max-jobs, --brake-max-share and their per-type forms; the
+share caps never below --brake-share-floor), or when the database's clock
+jumped, it reclaims the jobs stalled longest up to the cap and holds back
+the others, counted as braked, and says why. Once you know what stalled
+them, --release-brake reclaims them all in one sweep. A type paused with
+'jobguard limits pause' is counted as paused; one in shadow as would
+reclaim.
+
 On a terminal a progress line counts the jobs read; piped, it stays quiet.`,
 	flags: func(f *flags, s *settings) {
 		f.section("Sweep")
 		f.boolean(&s.DryRun, "dry-run", "decide and write nothing; print the plan")
+		f.boolean(&s.ReleaseBrake, "release-brake", "reclaim every job the sweep decides to, whatever the brake's caps and the clocks")
 		f.commonGroups(s)
 		f.decisionGroup(s, true)
 		f.sourceGroup(s)
@@ -59,6 +69,9 @@ func sweep(ctx context.Context, c *cli, s *settings, _ []string) error {
 	r, err := reclaim.New(cfg)
 	if err != nil {
 		return err
+	}
+	if s.ReleaseBrake {
+		r.ReleaseBrake()
 	}
 	if s.DryRun {
 		plan, err := r.Plan(ctx)
@@ -121,7 +134,8 @@ func (c *conns) reclaimConfig(ctx context.Context, s *settings, mp metric.MeterP
 		return nil, cfg, err
 	}
 	cfg = reclaim.Config{Guard: guard, DB: c.pool, Redis: c.redis, Source: src, Limits: limits, NoProgress: s.NoProgress,
-		SweepTimeout: s.SweepTimeout, Interval: s.Interval, PageSize: s.PageSize, Logger: c.log, MeterProvider: mp}
+		SweepTimeout: s.SweepTimeout, Interval: s.Interval, PageSize: s.PageSize, Logger: c.log, MeterProvider: mp,
+		Brake: s.Brake}
 	if u == suggests {
 		return guard, cfg, nil
 	}
@@ -289,6 +303,9 @@ type reportJSON struct {
 	RuleErrors      int      `json:"rule_errors"`
 	MarkerErrors    int      `json:"marker_errors"`
 	NoticeErrors    int      `json:"notice_errors"`
+	Paused          int      `json:"paused"`
+	Braked          int      `json:"braked"`
+	BrakeReason     string   `json:"brake_reason"`
 }
 
 func toReportJSON(r reclaim.Report) reportJSON {
@@ -302,7 +319,8 @@ func toReportJSON(r reclaim.Report) reportJSON {
 		WouldReclaim: r.WouldReclaim, WouldReclaimIDs: nonNil(r.WouldReclaimIDs), WithinLimit: r.WithinLimit,
 		Progressing: r.Progressing, Stale: r.Stale, NotActive: r.NotActive, NoStartTime: r.NoStartTime,
 		UnknownType: r.UnknownType, SourceErrors: r.SourceErrors, LostRace: r.LostRace, Locked: r.Locked,
-		RuleErrors: r.RuleErrors, MarkerErrors: r.MarkerErrors, NoticeErrors: r.NoticeErrors}
+		RuleErrors: r.RuleErrors, MarkerErrors: r.MarkerErrors, NoticeErrors: r.NoticeErrors,
+		Paused: r.Paused, Braked: r.Braked, BrakeReason: r.BrakeReason}
 }
 
 // printReport writes a sweep's report: what it reclaimed, then every
@@ -318,12 +336,18 @@ func printReport(c *cli, s *settings, rep reclaim.Report) error {
 	}
 	t := newTable(c.stdout, "scanned", fmt.Sprint(rep.Scanned))
 	for _, n := range rep.Counts() {
-		if !n.Shadow {
+		// A type in shadow has its would-reclaims in a live sweep too; a
+		// paused type and a braked sweep are shown when they count.
+		if (!n.Shadow || n.N > 0) && (!n.Rare || n.N > 0) {
 			t.row(n.Words, fmt.Sprint(n.N))
 		}
 	}
 	if err := t.flush(); err != nil {
 		return err
+	}
+	if rep.Braked > 0 {
+		fmt.Fprintf(c.stdout, "\nBraked: %d jobs held back: %s. Find what stalled them, then "+
+			"'jobguard sweep --release-brake' reclaims them at once.\n", rep.Braked, rep.BrakeReason)
 	}
 	printUntyped(c, s, rep)
 	return nil

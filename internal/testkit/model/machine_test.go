@@ -32,6 +32,8 @@ type tally struct {
 	// What the reclaim sweeps did, for a reader who wonders whether the
 	// sequences reach them.
 	reclaimed, locked, ruleErrors atomic.Int64
+	// The overdue jobs of a paused type and of a type in shadow.
+	paused, shadowed atomic.Int64
 	// Parked settle attempts, and those released after their record was
 	// claimed or reopened by another.
 	parked, outlived atomic.Int64
@@ -120,6 +122,8 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 		"compSweep":     m.compSweep,
 		"recheckPasses": m.recheckPasses,
 		"watchCheck":    m.watchCheck,
+		"pause":         m.pause,
+		"pause again":   m.pause,
 	}
 }
 
@@ -691,6 +695,7 @@ func (m *machine) setLimit(rt *rapid.T, typ string, short bool) {
 	switch v.sql {
 	case "":
 		_, err = m.w.env.Pool.Exec(m.ctx, `DELETE FROM job_type_limits WHERE job_type = $1`, typ)
+		delete(m.ref.modes, typ) // a row set again starts in mode reclaim
 	case "max":
 		err = m.w.limits.Set(m.ctx, typ, reclaim.LimitMax)
 	default:

@@ -49,11 +49,12 @@ func TestModel(t *testing.T) {
 	var tl tally
 	t.Cleanup(func() {
 		t.Logf("model: %d sequences, %d steps, %d faults injected, %d invariants checked, %d failures (%s in all); "+
-			"reclaim sweeps reclaimed %d jobs, skipped %d held rows, %d failed parent rules; "+
+			"reclaim sweeps reclaimed %d jobs, skipped %d held rows, %d failed parent rules, left %d of paused types "+
+			"and %d of types in shadow; "+
 			"%d settle attempts parked, %d released after their record moved on; "+
 			"artifacts undone %d, rechecked %d, spared %d; watched executions cancelled by a notice %d, by the check %d",
 			tl.sequences.Load(), tl.steps.Load(), tl.faults.Load(), tl.invariants.Load(), tl.failures.Load(), d,
-			tl.reclaimed.Load(), tl.locked.Load(), tl.ruleErrors.Load(), tl.parked.Load(), tl.outlived.Load(),
+			tl.reclaimed.Load(), tl.locked.Load(), tl.ruleErrors.Load(), tl.paused.Load(), tl.shadowed.Load(), tl.parked.Load(), tl.outlived.Load(),
 			tl.undone.Load(), tl.rechecked.Load(), tl.spared.Load(), tl.byNotice.Load(), tl.byCheck.Load())
 	})
 	for i, v := range shapes {

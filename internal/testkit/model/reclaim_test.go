@@ -176,9 +176,17 @@ func (m *machine) reclaim(rt *rapid.T) {
 
 	var want []string
 	var reclaimed []*job
-	locked, ruleErrors := 0, 0
+	locked, ruleErrors, paused, would := 0, 0, 0, 0
 	for _, j := range m.ref.jobs {
 		if !m.ref.overdue(j) {
+			continue
+		}
+		switch m.ref.modes[j.typ] {
+		case "off":
+			paused++
+			continue
+		case "shadow":
+			would++
 			continue
 		}
 		ruled := w.table.ParentIDColumn != "" && (j.typ == "chapter" || j.typ == "video")
@@ -194,6 +202,8 @@ func (m *machine) reclaim(rt *rapid.T) {
 		}
 	}
 	m.tally.reclaimed.Add(int64(len(want)))
+	m.tally.paused.Add(int64(paused))
+	m.tally.shadowed.Add(int64(would))
 	m.tally.locked.Add(int64(locked))
 	m.tally.ruleErrors.Add(int64(ruleErrors))
 	got := slices.Clone(rep.ReclaimedIDs)
@@ -202,6 +212,10 @@ func (m *machine) reclaim(rt *rapid.T) {
 	if !slices.Equal(got, want) || rep.Locked != locked || rep.RuleErrors != ruleErrors {
 		rt.Fatalf("reclaim sweep reclaimed %q locked %d rule errors %d, model %q %d %d (report %+v)",
 			got, rep.Locked, rep.RuleErrors, want, locked, ruleErrors, rep)
+	}
+	if rep.Paused != paused || rep.WouldReclaim != would || rep.Braked != 0 {
+		rt.Fatalf("reclaim sweep paused %d would reclaim %d braked %d, model %d %d 0 (report %+v)",
+			rep.Paused, rep.WouldReclaim, rep.Braked, paused, would, rep)
 	}
 	wantMarkerErrors := 0
 	if m.ref.redisDown {

@@ -111,7 +111,8 @@ type model struct {
 	jobs      []*job
 	execs     []*exec
 	limits    map[string]limit
-	clocks    [4]time.Duration // process clock offsets: two workers, the reclaimer, the compensate sweeper
+	modes     map[string]string // a type's mode other than "reclaim" (pause_test.go)
+	clocks    [4]time.Duration  // process clock offsets: two workers, the reclaimer, the compensate sweeper
 	slots     [2]map[string]time.Duration
 	redisDown bool
 	arts      []*artifact     // in the order recorded: the table's id order
@@ -126,7 +127,7 @@ const (
 )
 
 func newModel(fenced bool) *model {
-	m := &model{fenced: fenced, limits: map[string]limit{}, things: map[string]bool{}}
+	m := &model{fenced: fenced, limits: map[string]limit{}, modes: map[string]string{}, things: map[string]bool{}}
 	for i := range m.slots {
 		m.slots[i] = map[string]time.Duration{}
 	}

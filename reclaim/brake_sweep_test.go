@@ -66,7 +66,7 @@ func TestSweep_MassStallIsBrakedAtTheCap(t *testing.T) {
 	require.Equal(t, 90, rep.Braked)
 	require.ElementsMatch(t, ids[:10], rep.ReclaimedIDs, "the ten stalled longest")
 	require.Contains(t, rep.BrakeReason, `100 of 100 running jobs of type "chapter", more than the cap of 10`)
-	require.Contains(t, logs.String(), `level=ERROR msg="reclaim: sweep" scanned=100 reclaimed=10 braked=90 `)
+	require.Contains(t, logs.String(), `level=ERROR msg="reclaim: sweep" scanned=100 reclaimed=10 rescued=0 braked=90 `)
 	require.Contains(t, logs.String(), `brake="100 of 100 running jobs of type \"chapter\"`)
 	require.Equal(t, int64(90), m.Count(t, metrics.ReclaimDecisions, metrics.KeyDecision.String("braked")))
 	require.Equal(t, 10, countStatus(t, env, "FAILED"))
@@ -242,7 +242,7 @@ func TestSweep_PausedAndShadowTypes(t *testing.T) {
 	require.Equal(t, []string{video}, rep.WouldReclaimIDs)
 	require.Equal(t, "PROCESSING", jobs.Read(t, chapter).Status)
 	require.Equal(t, "PROCESSING", jobs.Read(t, video).Status)
-	require.Contains(t, logs.String(), `msg="reclaim: sweep" scanned=3 would_reclaim=1 reclaimed=1 paused=1 within_limit=0`)
+	require.Contains(t, logs.String(), `msg="reclaim: sweep" scanned=3 would_reclaim=1 reclaimed=1 rescued=0 paused=1 within_limit=0`)
 	require.Equal(t, map[string]int64{"reclaimed": 1, "paused": 1, "would_reclaim": 1},
 		nonZero(m.Counts(t, metrics.ReclaimDecisions, metrics.KeyDecision)))
 

@@ -92,6 +92,8 @@ func (f *flags) decisionGroup(s *settings, sweeps bool) {
 	f.duration(&s.SweepTimeout, "sweep-timeout", "deadline of each sweep (0: the interval)")
 	f.integer(&s.PageSize, "page-size", "listings read from the source at a time")
 	f.str(&s.Notices, "notices", "announce each reclaim to the workers' watchers: off, redis or postgres (as the workers' watch.Transport)")
+	f.boolean(&s.Rescue, "rescue", "send back to QUEUED the jobs whose worker's lease lapsed (the mapping's --owner-column)")
+	f.str(&s.WorkersTable, "workers-table", "the workers' lease table --rescue reads (lease.Migration), in the jobs table's schema")
 	f.brakeGroup(s)
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/lease"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/reclaim/bullmq"
 	"github.com/jobguard/jobguard/reclaim/riversource"
@@ -96,6 +97,10 @@ type settings struct {
 	River  riversource.Config
 	// Notices is how reclaims are announced to the workers' watchers.
 	Notices string
+	// Rescue turns on the rescue of jobs whose worker's lease lapsed
+	// (reclaim.Config.Workers), over the lease table WorkersTable.
+	Rescue       bool
+	WorkersTable string
 	// Brake caps what one sweep reclaims (reclaim.Config.Brake), flags
 	// only; ReleaseBrake releases it for one sweep (sweep, run).
 	Brake        reclaim.Brake
@@ -127,15 +132,16 @@ func defaultSettings() settings {
 		Table:    jobguard.DefaultTable(),
 		Shared: jobguard.Shared{Prefix: jobguard.PrefixDefault, ReclaimedReason: jobguard.ReclaimedReasonDefault,
 			CancelledReason: jobguard.CancelledReasonDefault, NoticeChannel: jobguard.NoticeChannelDefault, LeaderKey: jobguard.LeaderKeyDefault, Markers: jobguard.MarkersDefault},
-		Markers:     jobguard.MarkersDefault.String(),
-		LimitsTable: reclaim.LimitsTableDefault,
-		NoProgress:  reclaim.NoProgressDefault,
-		Interval:    reclaim.IntervalDefault,
-		PageSize:    reclaim.PageSizeDefault,
-		Source:      sourceTable,
-		BullMQ:      bullmq.Config{Prefix: bullmq.PrefixDefault},
-		River:       riversource.Config{RowIDKey: riversource.RowIDKeyDefault},
-		Notices:     noticesOff,
+		Markers:      jobguard.MarkersDefault.String(),
+		LimitsTable:  reclaim.LimitsTableDefault,
+		NoProgress:   reclaim.NoProgressDefault,
+		Interval:     reclaim.IntervalDefault,
+		PageSize:     reclaim.PageSizeDefault,
+		WorkersTable: lease.WorkersTableDefault,
+		Source:       sourceTable,
+		BullMQ:       bullmq.Config{Prefix: bullmq.PrefixDefault},
+		River:        riversource.Config{RowIDKey: riversource.RowIDKeyDefault},
+		Notices:      noticesOff,
 		Brake: reclaim.Brake{MaxJobs: reclaim.BrakeMaxJobsDefault, MaxShare: reclaim.BrakeMaxShareDefault,
 			MaxJobsPerType: reclaim.BrakeMaxJobsPerTypeDefault, MaxSharePerType: reclaim.BrakeMaxSharePerTypeDefault,
 			ShareFloor: reclaim.BrakeShareFloorDefault, ClockJump: reclaim.BrakeClockJumpDefault},
@@ -253,6 +259,8 @@ type configFile struct {
 		SweepTimeout *duration `json:"sweep_timeout"`
 		PageSize     *int      `json:"page_size"`
 		Notices      *string   `json:"notices"`
+		Rescue       *bool     `json:"rescue"`
+		WorkersTable *string   `json:"workers_table"`
 	} `json:"reclaim"`
 	Source *configSource `json:"source"`
 	Retain *struct {
@@ -406,6 +414,8 @@ func (s *settings) applyConfig(data []byte) error {
 		}
 		set(&s.PageSize, r.PageSize)
 		set(&s.Notices, r.Notices)
+		set(&s.Rescue, r.Rescue)
+		set(&s.WorkersTable, r.WorkersTable)
 	}
 	if c.Source != nil {
 		s.applySource(c.Source)

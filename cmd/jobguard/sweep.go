@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/lease"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/watch"
 )
@@ -138,6 +139,9 @@ func (c *conns) reclaimConfig(ctx context.Context, s *settings, mp metric.MeterP
 		Brake: s.Brake}
 	if u == suggests {
 		return guard, cfg, nil
+	}
+	if s.Rescue {
+		cfg.Workers = &lease.Workers{Schema: s.Table.Schema, Table: s.WorkersTable}
 	}
 	if cfg.OnReclaim, err = parentRules(s); err != nil {
 		return nil, cfg, err
@@ -291,6 +295,9 @@ type reportJSON struct {
 	ReclaimedIDs    []string `json:"reclaimed_ids"`
 	WouldReclaim    int      `json:"would_reclaim"`
 	WouldReclaimIDs []string `json:"would_reclaim_ids"`
+	Rescued         int      `json:"rescued"`
+	RescuedIDs      []string `json:"rescued_ids"`
+	WouldRescue     int      `json:"would_rescue"`
 	WithinLimit     int      `json:"within_limit"`
 	Progressing     int      `json:"progressing"`
 	Stale           int      `json:"stale"`
@@ -320,7 +327,8 @@ func toReportJSON(r reclaim.Report) reportJSON {
 		Progressing: r.Progressing, Stale: r.Stale, NotActive: r.NotActive, NoStartTime: r.NoStartTime,
 		UnknownType: r.UnknownType, SourceErrors: r.SourceErrors, LostRace: r.LostRace, Locked: r.Locked,
 		RuleErrors: r.RuleErrors, MarkerErrors: r.MarkerErrors, NoticeErrors: r.NoticeErrors,
-		Paused: r.Paused, Braked: r.Braked, BrakeReason: r.BrakeReason}
+		Paused: r.Paused, Braked: r.Braked, BrakeReason: r.BrakeReason,
+		Rescued: r.Rescued, RescuedIDs: nonNil(r.RescuedIDs), WouldRescue: r.WouldRescue}
 }
 
 // printReport writes a sweep's report: what it reclaimed, then every

@@ -26,12 +26,20 @@ var ErrOwnerLost = errors.New("jobguard: the worker process's lease has ended")
 // checkOwned says why t cannot record an owner, or nil: the owner needs
 // its column, and a rescue needs the generation that fences the old
 // execution out.
-func checkOwned(t Table) error {
+func checkOwned(g *Guard, owner Owner) error {
+	t := g.table
 	switch {
 	case t.OwnerColumn == "":
 		return errors.New("the table maps no OwnerColumn to record it in")
 	case t.GenerationColumn == "":
 		return errors.New("the table maps no GenerationColumn: a rescued job's old execution could not be fenced out")
+	}
+	// The rescue compares the column with the lease's id: one the column
+	// cannot store as it is would make a live worker's job look orphaned,
+	// or fail every Start.
+	if id, col := owner.ID(), g.cat.columns[t.OwnerColumn]; !col.holds(id) || !col.keeps(id) {
+		return fmt.Errorf("column %q (OwnerColumn) of %s is %s: it cannot store the lease id %q as it is: %w",
+			t.OwnerColumn, t.QualifiedName(), col.full, id, ErrUnstorable)
 	}
 	return nil
 }

@@ -105,7 +105,7 @@ func NewStartGuard(guard *Guard, rdb marker.Redis, opts StartGuardConfig) (*Star
 		return nil, fmt.Errorf("jobguard: start guard: OnLookupError %d is not a LookupPolicy", opts.OnLookupError)
 	}
 	if opts.Owner != nil {
-		if err := checkOwned(guard.Table()); err != nil {
+		if err := checkOwned(guard, opts.Owner); err != nil {
 			return nil, fmt.Errorf("jobguard: start guard: Owner: %w", err)
 		}
 	}

@@ -208,10 +208,13 @@ type nullRule struct {
 	// fill is the SQL value for rows where the column is NULL; nil when only
 	// the user can say (an id, a status, a type).
 	fill func(typeInfo) string
+	// cleared: the guard writes NULL to the column, so it must admit it.
+	cleared bool
 }
 
 var (
 	nullable    = nullRule{}
+	clearable   = nullRule{cleared: true}
 	notNull     = nullRule{required: true}
 	notNullZero = nullRule{required: true, fill: func(typeInfo) string { return "0" }}
 	notNullNow  = nullRule{required: true, fill: nowExpr}
@@ -232,7 +235,7 @@ func (t Table) columns() []column {
 		{"TypeColumn", t.TypeColumn, true, isLabelType, "text, varchar or an enum", notNull, TypeColumnDefault, nil},
 		{"ParentIDColumn", t.ParentIDColumn, true, func(typeInfo) bool { return true }, "any", nullable, ParentIDColumnDefault, nil},
 		{"StartedAtColumn", t.StartedAtColumn, true, isTimestamp, "timestamptz or timestamp", nullable, StartedAtColumnDefault, addTimestamp},
-		{"OwnerColumn", t.OwnerColumn, true, isText, "text or varchar", nullable, OwnerColumnDefault, addText},
+		{"OwnerColumn", t.OwnerColumn, true, isOwnerType, "text or varchar", clearable, OwnerColumnDefault, addText},
 	}
 }
 
@@ -418,6 +421,10 @@ func isInteger(t typeInfo) bool {
 func isNumber(t typeInfo) bool {
 	return isInteger(t) || t.name == "numeric" || t.name == "float4" || t.name == "float8"
 }
+
+// isOwnerType: text or varchar; not char(n), which would read a lease id
+// that ends in a space back without it.
+func isOwnerType(t typeInfo) bool { return t.name == "text" || t.name == "varchar" }
 func isTimestamp(t typeInfo) bool { return t.name == "timestamptz" || t.name == "timestamp" }
 func isIDType(t typeInfo) bool    { return t.name == "uuid" || isText(t) || isInteger(t) }
 
@@ -511,6 +518,13 @@ func checkColumns(t Table, name string, cat catalog) error {
 			errs = append(errs, fmt.Errorf("column %q (%s) of %s is %s; want %s", c.name, c.field, name, ti.name, c.accepted))
 		case c.notNull.required && !ti.notNull:
 			errs = append(errs, nullableError(name, c, ti))
+		case c.notNull.cleared && ti.notNull:
+			errs = append(errs, fmt.Errorf("column %q (%s) of %s is NOT NULL, but the guard clears it (Retry, a rescue, a start without an owner); "+
+				"fix it with: ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL", c.name, c.field, name, name, ident.Quote(c.name)))
+		case c.notNull.cleared && ti.collation != "":
+			errs = append(errs, fmt.Errorf("column %q (%s) of %s has the nondeterministic collation %q: two spellings of a lease id "+
+				"could name one worker; give the column a deterministic collation (COLLATE \"C\", or the database's default)",
+				c.name, c.field, name, ti.collation))
 		}
 	}
 	return errors.Join(errs...)

@@ -11,6 +11,12 @@ import (
 // IsPermanent) come wrapped in a type that says more: *StateError,
 // *ReclaimedError.
 var (
+	// ErrOwnerLost is Start's refusal under an Owner whose lease has ended:
+	// the reclaimer may already be handing the process's jobs to others, so
+	// the process must start nothing more. It wraps the Owner's Err. It is
+	// retryable: the job itself is fine, and another process may start it.
+	ErrOwnerLost = errors.New("jobguard: the worker process's lease has ended")
+
 	// ErrJobTerminal is returned, wrapped in a *StateError, whenever a
 	// conditional write affects zero rows: the job is gone, already
 	// terminal, or owned by a newer execution. The caller's execution has

@@ -17,12 +17,6 @@ type Owner interface {
 	Err() error
 }
 
-// ErrOwnerLost is Start's refusal under an Owner whose lease has ended:
-// the reclaimer may already be handing the process's jobs to others, so
-// the process must start nothing more. It wraps the Owner's Err. It is
-// retryable: the job itself is fine, and another process may start it.
-var ErrOwnerLost = errors.New("jobguard: the worker process's lease has ended")
-
 // checkOwned says why t cannot record an owner, or nil: the owner needs
 // its column, and a rescue needs the generation that fences the old
 // execution out.

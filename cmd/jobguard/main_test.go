@@ -132,7 +132,7 @@ func tableArgs(t jobguard.Table) []string {
 		"--updated-at-column=" + t.UpdatedAtColumn, "--failure-reason-column=" + t.FailureReasonColumn,
 		"--generation-column=" + t.GenerationColumn, "--progress-column=" + t.ProgressColumn,
 		"--type-column=" + t.TypeColumn, "--parent-id-column=" + t.ParentIDColumn,
-		"--started-at-column=" + t.StartedAtColumn,
+		"--started-at-column=" + t.StartedAtColumn, "--owner-column=" + t.OwnerColumn,
 		"--status-queued=" + t.Statuses.Queued, "--status-processing=" + t.Statuses.Processing,
 		"--status-completed=" + t.Statuses.Completed, "--status-failed=" + t.Statuses.Failed,
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/netproxy"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/retain"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
 )
@@ -535,4 +536,17 @@ func driveSettle(t *testing.T, w *worker, mp metric.MeterProvider, courses [2]st
 		return settled == 1
 	}, testenv.Patience, 20*time.Millisecond, "the sweeps settle the record left pending")
 	require.Equal(t, 1, retried, "the first sweep's attempt failed")
+
+	// The retention sweep removes the settled records (aged past a
+	// microsecond), and records its rows and its duration.
+	sw, err := retain.New(retain.Config{DB: w.pool, Tables: []retain.Table{{Rule: s.Retention(), Age: time.Microsecond}},
+		Logger: slog.New(slog.DiscardHandler), MeterProvider: mp})
+	require.NoError(t, err)
+	var removed int64
+	require.Eventually(t, func() bool {
+		rep, err := sw.Sweep(ctx)
+		require.NoError(t, err)
+		removed += rep.Tables[0].Removed
+		return removed == 2
+	}, testenv.Patience, 20*time.Millisecond, "the retention sweep removes the two settled records")
 }

@@ -18,10 +18,9 @@ CREATE TABLE IF NOT EXISTS job_reclaim_markers (
     generation   bigint      NOT NULL CHECK (generation >= 0),
     reason       text        NOT NULL,
     -- When the reclaim wrote the marker, and when it stops counting, both
-    -- on the database's clock. Reads ignore a row past expires_at;
-    -- deleting such rows is left to a retention job of your own, which
-    -- the index below serves:
-    -- DELETE FROM job_reclaim_markers WHERE expires_at < now() - interval '1 day'.
+    -- on the database's clock. Reads ignore a row past expires_at; the
+    -- retention sweep (package retain, 'jobguard retain') deletes such
+    -- rows a day after, by the index below.
     reclaimed_at timestamptz NOT NULL,
     expires_at   timestamptz NOT NULL,
     PRIMARY KEY (jobs_table, job_id)

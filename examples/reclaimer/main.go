@@ -203,7 +203,11 @@ func wire(ctx context.Context, conns *flow.Conns, cfg flow.Config, o options, lo
 		return nil, err
 	}
 	rc := reclaim.Config{Guard: guard, DB: conns.Pool, Redis: conns.Redis, OnReclaim: rules,
-		NoProgress: o.noProgress, Interval: o.interval, Logger: log, MeterProvider: mp}
+		NoProgress: o.noProgress, Interval: o.interval, Logger: log, MeterProvider: mp,
+		// A short interval must not be each sweep's deadline too: a reclaim
+		// the server commits after the client gave up is never announced,
+		// and its execution runs on until the watcher's periodic check.
+		SweepTimeout: max(o.interval, time.Minute)}
 	if len(o.limits) > 0 {
 		rc.Limits = reclaim.StaticLimits(o.limits)
 	}

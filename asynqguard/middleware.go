@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hibiken/asynq"
 
@@ -123,17 +124,37 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, h asynq.Handler
 		return told(fmt.Errorf("asynqguard: %s: %w", describe(ctx, t), err), nil)
 	}
 	run := func(ctx context.Context) error { return h.ProcessTask(context.WithValue(ctx, execKey{}, exec), t) }
+	requeued := func() bool { return m.requeued(ctx, exec) }
 	if m.cfg.Watcher == nil {
-		return told(run(ctx), nil)
+		_, err := answer(run(ctx), nil, requeued)
+		return err
 	}
 	runCtx, release := m.cfg.Watcher.Watch(ctx, exec)
 	defer release()
 	// A handler that panics after its job was lost is told as lost.
 	lost, err := queueguard.Run(runCtx, run)
+	var cause error
 	if lost != nil {
-		return told(err, lost)
+		cause = lost
 	}
-	return told(err, nil)
+	_, err = answer(err, cause, requeued)
+	return err
+}
+
+// requeuedTimeout bounds the read of a lost execution's row.
+const requeuedTimeout = 10 * time.Second
+
+// requeued reports whether exec's row is QUEUED again for another attempt.
+// A read that fails says yes: a delivery too many is refused by the start
+// guard, while an archived task would leave a QUEUED row with nothing to
+// run it.
+func (m *middleware) requeued(ctx context.Context, exec jobguard.Execution) bool {
+	// asynq's context may have ended (its deadline, a shutdown): the
+	// answer is still owed.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requeuedTimeout)
+	defer cancel()
+	again, err := m.cfg.StartGuard.Requeued(ctx, m.cfg.DB, exec)
+	return err != nil || again
 }
 
 // jobID is the row id the task names.

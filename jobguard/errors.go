@@ -23,6 +23,15 @@ var (
 	// lost the job and should stop; retrying cannot help.
 	ErrJobTerminal = errors.New("jobguard: job is terminal for this execution")
 
+	// ErrRequeued is reported with ErrJobTerminal when the execution lost
+	// its job to another attempt of the same job: the row is QUEUED again
+	// under a newer generation (the reclaimer's rescue of a worker whose
+	// lease lapsed, or an operator's Retry). The execution must stop, as
+	// for any loss, but the job is not finished: a queue must deliver it
+	// again, or the row waits in QUEUED with nothing to run it. IsPermanent
+	// reports false for it.
+	ErrRequeued = errors.New("jobguard: job went back to the queue for another attempt")
+
 	// ErrReclaimed is the start guard's refusal, wrapped in a
 	// *ReclaimedError: the job was reclaimed for exceeding its runtime
 	// limit. It is not retryable.
@@ -102,7 +111,10 @@ type PanicError = safe.PanicError
 
 // IsPermanent reports whether a queue must not retry after err: the job is
 // terminal for this execution, was reclaimed or cancelled, its id is
-// unusable, or a value it was given cannot be stored (ErrUnstorable).
+// unusable, or a value it was given cannot be stored (ErrUnstorable). A
+// loss to another attempt (ErrRequeued: the row is QUEUED again) is not
+// permanent: the queue must deliver the job again, and the start guard
+// judges that delivery as any other.
 //
 // Mapping it onto queues:
 //
@@ -113,8 +125,11 @@ type PanicError = safe.PanicError
 //	// BullMQ (Node.js processors, or a Go worker reporting to one): throw
 //	// new UnrecoverableError(message), which moves the job straight to failed.
 func IsPermanent(err error) bool {
-	return errors.Is(err, ErrJobTerminal) || errors.Is(err, ErrReclaimed) || errors.Is(err, ErrCancelled) ||
-		errors.Is(err, ErrInvalidJobID) || errors.Is(err, ErrUnstorable)
+	if errors.Is(err, ErrReclaimed) || errors.Is(err, ErrCancelled) || errors.Is(err, ErrInvalidJobID) ||
+		errors.Is(err, ErrUnstorable) {
+		return true
+	}
+	return errors.Is(err, ErrJobTerminal) && !errors.Is(err, ErrRequeued)
 }
 
 // Reason says why a conditional write affected zero rows, as far as a read
@@ -168,7 +183,8 @@ type StateError struct {
 	// for a table without a generation column.
 	Generation, Want int64
 
-	kind error
+	kind     error
+	requeued bool // QUEUED again under a newer generation: errors.Is ErrRequeued
 }
 
 // Error says which write was refused on which job, and why.
@@ -181,6 +197,9 @@ func (e *StateError) Error() string {
 		why = "job is " + e.Status
 	case ReasonSuperseded:
 		why = fmt.Sprintf("superseded: job is at generation %d, execution has %d", e.Generation, e.Want)
+		if e.requeued {
+			why += fmt.Sprintf(", and %s again for another attempt", e.Status)
+		}
 	case ReasonUnread:
 		why = "not explained, the job could not be read"
 	default:
@@ -192,6 +211,11 @@ func (e *StateError) Error() string {
 // Unwrap returns ErrJobTerminal, or ErrNotRetryable for Retry,
 // ErrNotCancellable for Cancel.
 func (e *StateError) Unwrap() error { return e.kind }
+
+// Is reports ErrRequeued for a refusal whose row was read QUEUED under a
+// newer generation than the execution's: the job went back for another
+// attempt.
+func (e *StateError) Is(target error) bool { return target == ErrRequeued && e.requeued }
 
 // ReclaimedError is the start guard's refusal: it wraps ErrReclaimed and says
 // which evidence refused the job.

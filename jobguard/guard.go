@@ -222,7 +222,7 @@ func buildStatements(t Table, cat catalog, markerTable string) statements {
 		if t.GenerationColumn != "" {
 			sql += fmt.Sprintf(" AND %s = $%d", q(t.GenerationColumn), values+2)
 		}
-		return guarded{op: op, sql: sql, allowed: allowed, fenced: t.GenerationColumn != ""}
+		return guarded{op: op, sql: sql, allowed: allowed, fenced: t.GenerationColumn != "", queued: st.Queued}
 	}
 	genOut, bump := "0::int8", ""
 	if t.GenerationColumn != "" {
@@ -297,7 +297,7 @@ func buildStatements(t Table, cat catalog, markerTable string) statements {
 	}
 	s.start = start(markerFence, ownerParam)
 	s.started = guarded{op: OpStart, allowed: []string{st.Queued, st.Processing}}
-	s.completed = guarded{op: OpResume, allowed: []string{st.Completed}, fenced: t.GenerationColumn != ""}
+	s.completed = guarded{op: OpResume, allowed: []string{st.Completed}, fenced: t.GenerationColumn != "", queued: st.Queued}
 	if markerTable != "" {
 		s.startMarked = start(fmt.Sprintf(` AND NOT EXISTS (SELECT FROM %s m WHERE m.jobs_table = $3 AND m.job_id = $4`+
 			` AND m.expires_at > statement_timestamp()%s)`, markerTable, liveFence), 5)

@@ -22,6 +22,9 @@ func whyRefused(w guarded, jobID string, want int64, kind error, r row, found bo
 		return e
 	case w.fenced && r.generation != want:
 		e.Reason = ReasonSuperseded
+		// Only a newer generation can have sent the job back for another
+		// attempt; an older one is a row restored from a backup.
+		e.requeued = r.generation > want && w.queued != "" && r.status == w.queued
 	case !slices.Contains(w.allowed, r.status):
 		e.Reason = ReasonStatus
 	}

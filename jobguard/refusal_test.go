@@ -2,6 +2,7 @@ package jobguard
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -52,6 +53,42 @@ func TestWhyRefused(t *testing.T) {
 			require.Equal(t, tc.status, e.Status)
 			require.Equal(t, tc.gen, e.Generation)
 			require.ErrorIs(t, e, ErrJobTerminal)
+		})
+	}
+}
+
+// A refusal whose row is QUEUED under a newer generation is a loss to
+// another attempt of the job (a rescue, a Retry): it wraps ErrRequeued as
+// well as ErrJobTerminal, and IsPermanent says the queue must deliver the
+// job again. Any other refusal is permanent, as before.
+func TestWhyRefused_QueuedUnderANewerGenerationIsRequeued(t *testing.T) {
+	t.Parallel()
+	st := DefaultTable().Statuses
+	complete := guarded{op: OpComplete, allowed: []string{st.Queued, st.Processing}, fenced: true, queued: st.Queued}
+	touch := guarded{op: OpTouch, allowed: []string{st.Processing}, fenced: true, queued: st.Queued}
+	unfenced := guarded{op: OpComplete, allowed: []string{st.Queued, st.Processing}, queued: st.Queued}
+	for _, tc := range []struct {
+		name     string
+		w        guarded
+		r        row
+		requeued bool
+	}{
+		{"rescued: QUEUED, one generation on", complete, row{status: st.Queued, generation: 4}, true},
+		{"a heartbeat's refusal says the same", touch, row{status: st.Queued, generation: 4}, true},
+		{"retried by an operator after a reclaim", complete, row{status: st.Queued, generation: 5}, true},
+		{"started again since: another execution runs it", complete, row{status: st.Processing, generation: 5}, false},
+		{"reclaimed", complete, row{status: st.Failed, generation: 3}, false},
+		{"completed by another execution", complete, row{status: st.Completed, generation: 5}, false},
+		{"QUEUED at an older generation: not another attempt", complete, row{status: st.Queued, generation: 2}, false},
+		{"status-only: no generation to tell", unfenced, row{status: st.Queued, generation: 9}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := whyRefused(tc.w, "job-1", 3, ErrJobTerminal, tc.r, true, nil)
+			require.ErrorIs(t, e, ErrJobTerminal)
+			require.Equal(t, tc.requeued, errors.Is(e, ErrRequeued), e.Error())
+			require.Equal(t, !tc.requeued, IsPermanent(e), e.Error())
+			require.Equal(t, !tc.requeued, IsPermanent(fmt.Errorf("save: %w", e)), "wrapped")
 		})
 	}
 }

@@ -29,6 +29,7 @@ type guarded struct {
 	sql     string   // $1 id, then the call's values, then the generation when fenced
 	allowed []string // the statuses the write accepts
 	fenced  bool     // the write carries the execution's generation
+	queued  string   // the table's QUEUED, to tell a loss to another attempt
 }
 
 // run makes w as exec, with the call's own values after the id. Zero rows is

@@ -21,32 +21,43 @@ func TestDecide(t *testing.T) {
 	reclaimed := &jobguard.ReclaimedError{JobID: "j", Source: "marker"}
 	unavailable := fmt.Errorf("%w: job j: marker lookup: refused", jobguard.ErrGuardUnavailable)
 	lost := &watch.LostError{JobID: "j", Generation: 3, Via: watch.ViaNotice, Seen: 3}
-	snooze := river.JobSnooze(time.Minute)
+	ownSnooze := river.JobSnooze(time.Minute)
 	ownCancel := river.JobCancel(errors.New("the course was deleted"))
 
 	for _, c := range []struct {
 		name string
 		err  error
 		lost *watch.LostError
-		want verdict
+		// requeued is what the row reads when asked.
+		requeued bool
+		want     verdict
 		// is lists errors the answer must still wrap.
 		is []error
 	}{
 		{name: "success", want: done},
 		{name: "ordinary error", err: ordinary, want: retry, is: []error{ordinary}},
 		{name: "guard unavailable (fail-closed)", err: unavailable, want: retry, is: []error{jobguard.ErrGuardUnavailable}},
-		{name: "snooze", err: snooze, want: retry, is: []error{snooze}},
+		{name: "snooze", err: ownSnooze, want: retry, is: []error{ownSnooze}},
 		{name: "refused save", err: terminal, want: cancel, is: []error{jobguard.ErrJobTerminal}},
 		{name: "reclaimed at start", err: reclaimed, want: cancel, is: []error{jobguard.ErrReclaimed}},
 		{name: "invalid id", err: &NoRowError{Key: "job_id", Found: "no key"}, want: cancel, is: []error{jobguard.ErrInvalidJobID}},
 		{name: "the worker's own cancel", err: ownCancel, want: cancel, is: []error{ownCancel}},
 		{name: "lost, the call's context error", err: context.Canceled, lost: lost, want: cancel, is: []error{lost, context.Canceled}},
 		{name: "lost, the worker returned nil", lost: lost, want: cancel, is: []error{lost}},
-		{name: "lost, the worker snoozed", err: snooze, lost: lost, want: cancel, is: []error{lost}},
+		{name: "lost, the worker snoozed", err: ownSnooze, lost: lost, want: cancel, is: []error{lost}},
+		{name: "lost to a rescue, the save says so", err: fmt.Errorf("save: %w", errors.Join(jobguard.ErrJobTerminal, jobguard.ErrRequeued)),
+			want: snooze},
+		{name: "lost to a rescue, the row says so", lost: lost, requeued: true, want: snooze},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			v, err := decide(c.err, c.lost)
+			v, err, why := decide(c.err, c.lost, func() bool { return c.requeued })
+			if c.want == snooze {
+				var snoozed *river.JobSnoozeError
+				require.ErrorAs(t, err, &snoozed)
+				require.Zero(t, snoozed.Duration, "River makes the job available at once")
+				require.ErrorIs(t, why, jobguard.ErrRequeued)
+			}
 			require.Equal(t, c.want.String(), v.String())
 			var cancelled *river.JobCancelError
 			require.Equal(t, c.want == cancel, errors.As(err, &cancelled), "JobCancel exactly when cancelled: %v", err)
@@ -85,7 +96,7 @@ func TestDecide_LostWinsOverTheWorkersOwnWord(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			v, got := decide(c.err, lost)
+			v, got, _ := decide(c.err, lost, nil)
 			require.Equal(t, cancel.String(), v.String())
 			var reported *watch.LostError
 			require.ErrorAs(t, got, &reported, "the loss is what River records")

@@ -21,6 +21,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/jobguard/marker"
+	"github.com/jobguard/jobguard/lease"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/reclaim/riversource"
 	"github.com/jobguard/jobguard/riverguard"
@@ -96,6 +97,9 @@ type options struct {
 	DB jobguard.DB
 	// Kinds is the middleware's Config.Kinds.
 	Kinds []string
+	// RescueStuckJobsAfter is River's own rescue of a job left running;
+	// 0 is River's default (an hour).
+	RescueStuckJobsAfter time.Duration
 }
 
 // bundle is one test's jobs table, River client and worker.
@@ -108,6 +112,7 @@ type bundle struct {
 	email  *emailWorker
 	events <-chan *river.Event
 	pub    *watch.Publisher // nil without Watch
+	owner  *handover        // the start guard's Owner, when it is one
 }
 
 // setup creates the jobs table, a products table (chapters) and River's
@@ -121,6 +126,7 @@ func setup(t *testing.T, w work, o options) *bundle {
 	}
 	env := testenv.New(t)
 	b := &bundle{env: env, jobs: fixture.Create(t, env, o.Variant)}
+	env.Exec(lease.Migration)
 	env.Exec(`CREATE TABLE chapters (job_id text NOT NULL, generation bigint NOT NULL)`)
 	migrateRiver(t, env)
 
@@ -129,6 +135,7 @@ func setup(t *testing.T, w work, o options) *bundle {
 		b.jobs.Guard = b.jobs.NoRedis(t)
 	}
 	o.StartGuard.Logger = slog.New(slog.DiscardHandler)
+	b.owner, _ = o.StartGuard.Owner.(*handover)
 	starts, err := jobguard.NewStartGuard(b.jobs.Guard, b.rdb, o.StartGuard)
 	require.NoError(t, err)
 	cfg := riverguard.Config{StartGuard: starts, DB: o.DB, Kinds: o.Kinds, Logger: slog.New(slog.DiscardHandler)}
@@ -147,15 +154,16 @@ func setup(t *testing.T, w work, o options) *bundle {
 	river.AddWorker(workers, b.worker)
 	river.AddWorker(workers, b.email)
 	b.client, err = river.NewClient(riverpgxv5.New(env.Pool), &river.Config{
-		Schema:            env.Schema,
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
-		Workers:           workers,
-		Middleware:        []rivertype.Middleware{mw},
-		FetchCooldown:     10 * time.Millisecond,
-		FetchPollInterval: 50 * time.Millisecond,
-		JobTimeout:        -1,
-		Logger:            slog.New(slog.DiscardHandler),
-		TestOnly:          true,
+		Schema:               env.Schema,
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
+		Workers:              workers,
+		Middleware:           []rivertype.Middleware{mw},
+		FetchCooldown:        10 * time.Millisecond,
+		FetchPollInterval:    50 * time.Millisecond,
+		JobTimeout:           -1,
+		RescueStuckJobsAfter: o.RescueStuckJobsAfter,
+		Logger:               slog.New(slog.DiscardHandler),
+		TestOnly:             true,
 	})
 	require.NoError(t, err)
 	events, unsubscribe := b.client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled,

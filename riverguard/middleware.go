@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -120,10 +121,31 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 	}
 	exec, err := m.start(ctx, job)
 	if err != nil {
-		return m.answer(ctx, job, exec, err, nil)
+		return m.answer(ctx, job, exec, err, nil, nil)
 	}
 	lost, err := m.run(withExecution(ctx, exec), exec, doInner)
-	return m.answer(ctx, job, exec, err, lost)
+	return m.answer(ctx, job, exec, err, lost, func() bool { return m.requeued(ctx, exec) })
+}
+
+// requeuedTimeout bounds the read of a lost execution's row.
+const requeuedTimeout = 10 * time.Second
+
+// requeued reports whether exec's row is QUEUED again for another attempt.
+// A read that fails says yes: a delivery too many is refused by the start
+// guard, while a job cancelled for good in River would leave a QUEUED row
+// with nothing to run it.
+func (m *Middleware) requeued(ctx context.Context, exec jobguard.Execution) bool {
+	// River's context may have ended (a stop, a job timeout): the answer
+	// is still owed.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requeuedTimeout)
+	defer cancel()
+	again, err := m.starts.Requeued(ctx, m.db, exec)
+	if err != nil {
+		m.log.WarnContext(ctx, "riverguard: could not read whether a lost job is back in the queue; River runs it again",
+			slog.String("job_id", exec.JobID), slog.Int64("generation", exec.Generation), slog.Any("error", err))
+		return true
+	}
+	return again
 }
 
 // guards reports whether jobs of kind are guarded.
@@ -165,19 +187,25 @@ func (m *Middleware) run(ctx context.Context, exec jobguard.Execution, doInner f
 	return queueguard.Run(runCtx, doInner)
 }
 
-// answer decides what River is told and logs a cancellation.
-func (m *Middleware) answer(ctx context.Context, job *rivertype.JobRow, exec jobguard.Execution, err error, lost *watch.LostError) error {
-	v, err := decide(err, lost)
-	if v == cancel {
-		attrs := []any{slog.Int64("river_job_id", job.ID), slog.String("kind", job.Kind),
-			slog.Int("attempt", job.Attempt), slog.Any("error", err)}
-		if exec.JobID != "" {
-			attrs = append(attrs, slog.String("job_id", exec.JobID))
-		}
-		if exec.Generation != 0 {
-			attrs = append(attrs, slog.Int64("generation", exec.Generation))
-		}
+// answer decides what River is told and logs a cancellation or a snooze.
+func (m *Middleware) answer(ctx context.Context, job *rivertype.JobRow, exec jobguard.Execution, err error,
+	lost *watch.LostError, requeued func() bool) error {
+	v, told, why := decide(err, lost, requeued)
+	if v != cancel && v != snooze {
+		return told
+	}
+	attrs := []any{slog.Int64("river_job_id", job.ID), slog.String("kind", job.Kind),
+		slog.Int("attempt", job.Attempt), slog.Any("error", why)}
+	if exec.JobID != "" {
+		attrs = append(attrs, slog.String("job_id", exec.JobID))
+	}
+	if exec.Generation != 0 {
+		attrs = append(attrs, slog.Int64("generation", exec.Generation))
+	}
+	if v == snooze {
+		m.log.InfoContext(ctx, "riverguard: execution lost its job to another attempt; River runs the job again", attrs...)
+	} else {
 		m.log.InfoContext(ctx, "riverguard: job refused by the guards; River cancels it", attrs...)
 	}
-	return err
+	return told
 }

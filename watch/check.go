@@ -97,6 +97,7 @@ func (w *Watcher) Check(ctx context.Context) (int, error) {
 			if found {
 				cause.Status, cause.Seen = row.Status, row.Generation
 				cause.Cancelled = w.rules.shared.Cancelled(row.FailureReason)
+				cause.Requeued = w.rules.fenced && row.Status == w.rules.statuses.Queued && row.Generation > e.exec.Generation
 			}
 			if w.take(e) {
 				w.fire(ctx, e, cause)

@@ -60,13 +60,24 @@ type LostError struct {
 	// cancel's failure reason. The error then says "cancelled", and wraps
 	// jobguard.ErrCancelled as well.
 	Cancelled bool
+	// Requeued is true when the execution lost its job to another attempt
+	// of it: the check read the row QUEUED under a newer generation (the
+	// reclaimer's rescue of a worker whose lease lapsed, an operator's
+	// Retry), or the heartbeat's refusal said so. The job is not finished:
+	// the queue must deliver it again. The error then says "sent back to
+	// the queue", and wraps jobguard.ErrRequeued as well. A notice does not
+	// say which it is: ask jobguard.StartGuard.Requeued.
+	Requeued bool
 }
 
 // Error says which execution lost its job and how the watcher learned it.
 func (e *LostError) Error() string {
 	what := "reclaimed"
-	if e.Cancelled {
+	switch {
+	case e.Cancelled:
 		what = "cancelled by an operator"
+	case e.Requeued:
+		what = "sent back to the queue for another attempt"
 	}
 	msg := fmt.Sprintf("watch: job %s generation %d was %s", e.JobID, e.Generation, what)
 	switch e.Via {
@@ -84,11 +95,15 @@ func (e *LostError) Error() string {
 }
 
 // Unwrap returns jobguard.ErrJobTerminal, jobguard.ErrCancelled when the
-// job was cancelled, and, for ViaHeartbeat, the reported error.
+// job was cancelled, jobguard.ErrRequeued when it was sent back to the
+// queue, and, for ViaHeartbeat, the reported error.
 func (e *LostError) Unwrap() []error {
 	errs := []error{jobguard.ErrJobTerminal}
 	if e.Cancelled {
 		errs = append(errs, jobguard.ErrCancelled)
+	}
+	if e.Requeued && !e.Cancelled {
+		errs = append(errs, jobguard.ErrRequeued)
 	}
 	if e.Err != nil {
 		errs = append(errs, e.Err)

@@ -255,7 +255,7 @@ func (w *Watcher) cancelWhere(ctx context.Context, jobID string, match func(jobg
 func (w *Watcher) fire(ctx context.Context, e *entry, cause *LostError) {
 	defer e.cancel(cause)
 	attrs := []any{slog.String("job_id", e.exec.JobID), slog.Int64("generation", e.exec.Generation),
-		slog.String("via", cause.Via.String()), slog.Bool("cancelled", cause.Cancelled)}
+		slog.String("via", cause.Via.String()), slog.Bool("cancelled", cause.Cancelled), slog.Bool("requeued", cause.Requeued)}
 	switch cause.Via {
 	case ViaNotice:
 		attrs = append(attrs, slog.Int64("notice_generation", cause.Seen))
@@ -278,7 +278,8 @@ func (w *Watcher) Lost(ctx context.Context, exec jobguard.Execution, err error) 
 	return w.cancelWhere(ctx, w.key(exec.JobID),
 		func(x jobguard.Execution) bool { return x.Generation == exec.Generation },
 		func(e *entry) *LostError {
-			return &LostError{JobID: e.exec.JobID, Generation: exec.Generation, Via: ViaHeartbeat, Err: err}
+			return &LostError{JobID: e.exec.JobID, Generation: exec.Generation, Via: ViaHeartbeat, Err: err,
+				Requeued: errors.Is(err, jobguard.ErrRequeued)}
 		}) > 0
 }
 

@@ -22,6 +22,14 @@ const (
 	// Final: the queue must never run the job again; the adapter tells it
 	// so in its own word around Decision.Err.
 	Final
+	// Again: the execution lost its job, but to another attempt of it: the
+	// row is QUEUED again (jobguard.ErrRequeued: the reclaimer's rescue of
+	// a worker whose lease lapsed, an operator's Retry). The queue must
+	// deliver the job again, and not count the lost execution as a failed
+	// try where it can (River: a snooze; asynq: a retry its IsFailure does
+	// not count), or the row would wait in QUEUED with nothing to run it.
+	// The next delivery is judged by the start guard like any other.
+	Again
 )
 
 // String returns the outcome's name, as log lines carry it.
@@ -33,6 +41,8 @@ func (o Outcome) String() string {
 		return "as_is"
 	case Final:
 		return "final"
+	case Again:
+		return "again"
 	}
 	return "undecided"
 }
@@ -43,7 +53,8 @@ type Decision struct {
 	Outcome Outcome
 	// Err is the error it is told with: nil for Done, the worker's error
 	// for AsIs, and for Final the permanent error or, when the execution
-	// was lost, the loss wrapping what the worker returned.
+	// was lost, the loss wrapping what the worker returned. For Again it
+	// is the loss, wrapping jobguard.ErrRequeued.
 	Err error
 	// Lost is the watcher's cause when the execution lost its job while
 	// the worker ran, nil otherwise.
@@ -55,26 +66,59 @@ type Decision struct {
 // the context the worker ran under (context.Cause), read before the watch
 // is released; nil without a watcher. word reports whether an error
 // carries the worker's own word to its queue (River: a snooze or a cancel;
-// asynq: SkipRetry, RevokeTask).
+// asynq: SkipRetry, RevokeTask). requeued reports whether the execution's
+// row is QUEUED again under a newer generation
+// (jobguard.StartGuard.Requeued); it is asked only of a loss whose error
+// does not say, and is nil when no execution started.
 //
 // A lost execution is Final whatever the worker returned, its own word
 // included: the loss is what the queue records. The word is then told only
 // as text, not wrapped, since a queue obeys a word anywhere in the chain
 // (River snoozes before it cancels, asynq revokes before it archives) and
-// would otherwise run the lost job again, or drop it as done.
-func Decide(err, cause error, word func(error) bool) Decision {
+// would otherwise run the lost job again, or drop it as done. The one
+// exception is a loss to another attempt of the job, an operator's cancel
+// never: the row waits in QUEUED for a delivery, so the loss is Again.
+func Decide(err, cause error, word func(error) bool, requeued func() bool) Decision {
 	var lost *watch.LostError
 	switch {
 	case errors.As(cause, &lost):
-		return Decision{Outcome: Final, Err: lostError(lost, err, word), Lost: lost}
+		told := lostError(lost, err, word)
+		if !lost.Cancelled && (errors.Is(told, jobguard.ErrRequeued) || ask(requeued)) {
+			return Decision{Outcome: Again, Err: requeuedError(told), Lost: lost}
+		}
+		return Decision{Outcome: Final, Err: told, Lost: lost}
 	case err == nil:
 		return Decision{Outcome: Done}
 	case word(err):
 		return Decision{Outcome: AsIs, Err: err}
+	case errors.Is(err, jobguard.ErrRequeued) && !jobguard.IsPermanent(err):
+		return Decision{Outcome: Again, Err: err}
 	case jobguard.IsPermanent(err):
+		if lostUnexplained(err) && ask(requeued) {
+			return Decision{Outcome: Again, Err: requeuedError(err)}
+		}
 		return Decision{Outcome: Final, Err: err}
 	}
 	return Decision{Outcome: AsIs, Err: err}
+}
+
+// ask asks requeued, if there is one.
+func ask(requeued func() bool) bool { return requeued != nil && requeued() }
+
+// lostUnexplained reports whether err is a refused write of the execution
+// that does not say whether the job went back for another attempt: it
+// wraps jobguard.ErrJobTerminal alone, with no cancel or reclaim.
+func lostUnexplained(err error) bool {
+	return errors.Is(err, jobguard.ErrJobTerminal) && !errors.Is(err, jobguard.ErrCancelled) &&
+		!errors.Is(err, jobguard.ErrReclaimed)
+}
+
+// requeuedError is err, wrapping jobguard.ErrRequeued.
+func requeuedError(err error) error {
+	if errors.Is(err, jobguard.ErrRequeued) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", err, jobguard.ErrRequeued)
 }
 
 // lostError is the loss, with what the worker returned after it.

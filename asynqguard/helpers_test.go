@@ -100,6 +100,7 @@ func (b *bundle) serve(t *testing.T, cfg asynqguard.Config, h asynq.HandlerFunc)
 		TaskCheckInterval:        20 * time.Millisecond,
 		DelayedTaskCheckInterval: 50 * time.Millisecond,
 		RetryDelayFunc:           func(int, error, *asynq.Task) time.Duration { return 50 * time.Millisecond },
+		IsFailure:                asynqguard.IsFailure,
 		ShutdownTimeout:          5 * time.Second,
 		LogLevel:                 asynq.ErrorLevel,
 	})

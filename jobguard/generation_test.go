@@ -2,6 +2,7 @@ package jobguard_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -165,7 +166,9 @@ func TestRetry_RefusesJobThatIsNotFailed(t *testing.T) {
 // CompleteIfActive accepts; only the generation keeps the old execution
 // out: its completion, its touch and its fail are refused as superseded,
 // before and after the retried job starts, and the new execution
-// completes.
+// completes. While the retried job waits in QUEUED, the refusal says it
+// went back to the queue (ErrRequeued, not permanent: its queue must not
+// drop the job); once the new execution runs it, the refusal is final.
 func TestRetry_OldExecutionStillRunningChangesNothing(t *testing.T) {
 	t.Parallel()
 	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
@@ -188,7 +191,9 @@ func TestRetry_OldExecutionStillRunningChangesNothing(t *testing.T) {
 			var se *jobguard.StateError
 			require.ErrorAs(t, err, &se, what)
 			require.Equal(t, jobguard.ReasonSuperseded, se.Reason, what)
-			require.True(t, jobguard.IsPermanent(err), what)
+			queued := se.Status == st.Queued
+			require.Equal(t, queued, errors.Is(err, jobguard.ErrRequeued), what)
+			require.Equal(t, !queued, jobguard.IsPermanent(err), what)
 		}
 		refused("complete while queued", jobs.Guard.CompleteIfActive(ctx, db, old))
 		refused("fail while queued", jobs.Guard.Fail(ctx, db, old, "late"))

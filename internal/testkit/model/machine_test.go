@@ -280,7 +280,11 @@ func (m *machine) beat(rt *rapid.T) {
 	case written:
 		want, wantErr = heartbeat.Written, okay
 	}
-	m.expect(rt, "Beat", err, wantErr)
+	if wantErr == terminal {
+		m.expectLost(rt, "Beat", err, j, e.gen)
+	} else {
+		m.expect(rt, "Beat", err, wantErr)
+	}
 	if res != want {
 		rt.Fatalf("Beat = %v, want %v", res, want)
 	}
@@ -323,7 +327,7 @@ func (m *machine) completeTx(rt *rapid.T) {
 		m.ref.complete(e, j)
 		m.expect(rt, "CompleteTx", err, okay)
 	default:
-		m.expect(rt, "CompleteTx", err, terminal)
+		m.expectLost(rt, "CompleteTx", err, j, e.gen)
 	}
 }
 
@@ -369,7 +373,7 @@ func (m *machine) finalize(rt *rapid.T) {
 	allOK := !slices.Contains(kinds, "fail") && !slices.Contains(kinds, "panic")
 	switch {
 	case !won:
-		m.expect(rt, "Finalize", err, terminal)
+		m.expectLost(rt, "Finalize", err, j, e.gen)
 		if !fin.Rejected() || fin.Completed() || fin.Confirmed() {
 			rt.Fatalf("Finalize of a lost job: rejected %v completed %v confirmed %v", fin.Rejected(), fin.Completed(), fin.Confirmed())
 		}
@@ -443,7 +447,7 @@ func (m *machine) settleFinalizeOf(rt *rapid.T, names []string) {
 		return
 	}
 	if !m.ref.complete(e, j) {
-		m.expect(rt, "settle.Finalize", err, terminal)
+		m.expectLost(rt, "settle.Finalize", err, j, e.gen)
 		if !res.Finalized.Rejected() {
 			rt.Fatalf("settle.Finalize of a lost job is not rejected")
 		}
@@ -479,7 +483,7 @@ func (m *machine) fail(rt *rapid.T) {
 	case m.ref.fail(e, j, stored):
 		m.expect(rt, "Fail", err, okay)
 	default:
-		m.expect(rt, "Fail", err, terminal)
+		m.expectLost(rt, "Fail", err, j, e.gen)
 	}
 }
 
@@ -786,7 +790,7 @@ func (m *machine) inTx(rt *rapid.T) {
 	err = m.w.guard.CompleteTx(m.ctx, tx, ex, func(tx pgx.Tx) error { return m.products(j, e.gen)(m.ctx, tx) })
 	won := active(j.status) && m.ref.owns(j, e.gen)
 	if !won {
-		m.expect(rt, "CompleteTx in a transaction", err, terminal)
+		m.expectLost(rt, "CompleteTx in a transaction", err, j, e.gen)
 		return
 	}
 	m.expect(rt, "CompleteTx in a transaction", err, okay)
@@ -885,8 +889,28 @@ func (m *machine) expect(rt *rapid.T, what string, err error, want refusal) {
 	if got != want {
 		rt.Fatalf("%s: got %v (%v), want %v", what, got, err, want)
 	}
-	if (want == terminal || want == reclaimed || want == invalidID) && !jobguard.IsPermanent(err) {
+	// A loss to another attempt (ErrRequeued) is terminal for the
+	// execution, not for the job: expectLost says when it must be one.
+	if (want == terminal || want == reclaimed || want == invalidID) && !jobguard.IsPermanent(err) &&
+		!errors.Is(err, jobguard.ErrRequeued) {
 		rt.Fatalf("%s: %v is not permanent", what, err)
+	}
+}
+
+// expectLost checks a refused write of job j's execution at generation
+// gen: terminal, and a loss to another attempt (ErrRequeued, which is not
+// permanent) exactly when the model has the job QUEUED again under a
+// newer generation.
+func (m *machine) expectLost(rt *rapid.T, what string, err error, j *job, gen int64) {
+	rt.Helper()
+	m.expect(rt, what, err, terminal)
+	want := m.ref.requeued(j, gen)
+	if got := errors.Is(err, jobguard.ErrRequeued); got != want {
+		rt.Fatalf("%s: %v says requeued %v; the model has the job %v at generation %d, the execution %d",
+			what, err, got, j.status, j.gen, gen)
+	}
+	if got := jobguard.IsPermanent(err); got == want {
+		rt.Fatalf("%s: %v: permanent %v, want %v", what, err, got, !want)
 	}
 }
 

@@ -136,6 +136,12 @@ func newModel(fenced bool) *model {
 
 func (m *model) owns(j *job, gen int64) bool { return !m.fenced || j.gen == gen }
 
+// requeued reports whether an execution at generation gen lost job j to
+// another attempt: the job is QUEUED again under a newer generation.
+func (m *model) requeued(j *job, gen int64) bool {
+	return m.fenced && j.status == queued && j.gen > gen
+}
+
 func active(s status) bool { return s == queued || s == processing }
 
 func (m *model) markerApplies(j *job) bool {

@@ -156,8 +156,13 @@ func (m *machine) checkWatched(rt *rapid.T) {
 		}
 		var lost *watch.LostError
 		cause := context.Cause(v.ctx)
-		if v.ctx.Err() == nil || !errors.As(cause, &lost) || !jobguard.IsPermanent(cause) {
+		if v.ctx.Err() == nil || !errors.As(cause, &lost) || jobguard.IsPermanent(cause) == lost.Requeued {
 			rt.Fatalf("the lost execution of job %q generation %d: context %v, cause %v", j.id, e.gen, v.ctx.Err(), cause)
+		}
+		// The check says when the job went back to the queue; the
+		// heartbeat's refusal too; a notice never does.
+		if want := v.via == watch.ViaCheck && m.ref.fenced && v.status == queued.String() && v.seen > e.gen; v.via != watch.ViaHeartbeat && lost.Requeued != want {
+			rt.Fatalf("the lost execution of job %q generation %d: requeued %v, want %v (%v)", j.id, e.gen, lost.Requeued, want, cause)
 		}
 		got := fmt.Sprintf("%s g%d via %v seen %d status %q", lost.JobID, lost.Generation, lost.Via, lost.Seen, lost.Status)
 		want := fmt.Sprintf("%s g%d via %v seen %d status %q", j.id, e.gen, v.via, v.seen, v.status)

@@ -30,6 +30,14 @@
 //     cause (the handler's error is kept beside the cause, and even a nil
 //     return is refused: an execution that lost its job did not complete
 //     it). Such an error is returned to asynq wrapping asynq.SkipRetry.
+//   - A loss to another attempt of the job is not permanent: when the row
+//     is QUEUED again under a newer generation (the reclaimer's rescue of
+//     a worker whose lease lapsed and that came back, an operator's
+//     Retry), the loss, wrapping jobguard.ErrRequeued, is returned for
+//     asynq to retry, and the retry starts the row again. Set
+//     asynq.Config.IsFailure to IsFailure so that such a retry uses up
+//     none of the task's MaxRetry; a task already at its MaxRetry is
+//     archived by asynq whatever the error.
 //   - Every other error is returned as it is, and asynq retries it: the
 //     handler's own errors, and the fail-closed start guard's
 //     jobguard.ErrGuardUnavailable when Redis or the database could not be

@@ -34,7 +34,8 @@ const (
 
 // Brake caps what one sweep may reclaim. A sweep that decides to reclaim
 // more than a cap allows, or whose evidence is suspect (the database's
-// clock moved apart from the reclaimer's since the last sweep), is braked:
+// clock moved apart from the reclaimer's since the last sweep, which holds
+// its rescues too: see Config.Workers), is braked:
 // it reclaims the jobs the caps allow, those stalled longest first (the
 // earliest updated_at, then the id), and leaves the others as they are,
 // counted in Report.Braked; its Report says why in BrakeReason, its summary
@@ -70,9 +71,9 @@ type Brake struct {
 	// (the time each says passed since the last sweep's reading of a row
 	// are compared; Config.Now plays no part, so a step of the
 	// reclaimer's own wall clock never brakes),
-	// and when they differ by more, every job's runtime and stall are in
-	// doubt, and the sweep reclaims nothing. Defaults to
-	// BrakeClockJumpDefault (1 minute).
+	// and when they differ by more, every job's runtime and stall, and
+	// every lease's expiry, are in doubt, and the sweep reclaims and
+	// rescues nothing. Defaults to BrakeClockJumpDefault (1 minute).
 	ClockJump time.Duration
 }
 
@@ -166,13 +167,12 @@ func brakeRule(b Brake, in brakeInput) brakeVerdict {
 	if in.released {
 		return v
 	}
-	if b.ClockJump > 0 && in.clockDrift.Abs() > b.ClockJump {
+	if why := b.clockJumped(in.clockDrift); why != "" {
 		for typ := range v.perType {
 			v.perType[typ] = 0
 		}
 		v.total = 0
-		v.reason = fmt.Sprintf("the database's clock moved %v apart from the reclaimer's since the last sweep "+
-			"(tolerance %v): every runtime and stall is in doubt", in.clockDrift.Abs().Round(time.Millisecond), b.ClockJump)
+		v.reason = why
 		return v
 	}
 	var reasons []string
@@ -195,6 +195,18 @@ func brakeRule(b Brake, in brakeInput) brakeVerdict {
 	}
 	v.reason = strings.Join(reasons, "; ")
 	return v
+}
+
+// clockJumped says why a sweep whose database clock moved drift apart
+// from the reclaimer's since the last sweep must act on nothing, or ""
+// when it may. The lease's expiry is on the same clock as the jobs'
+// runtimes and stalls, so the rescue is held by it as the reclaims are.
+func (b Brake) clockJumped(drift time.Duration) string {
+	if b.ClockJump <= 0 || drift.Abs() <= b.ClockJump {
+		return ""
+	}
+	return fmt.Sprintf("the database's clock moved %v apart from the reclaimer's since the last sweep "+
+		"(tolerance %v): every runtime, stall and lease expiry is in doubt", drift.Abs().Round(time.Millisecond), b.ClockJump)
 }
 
 // capOf is the cap of maxJobs and share of running (never below floor);

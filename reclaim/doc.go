@@ -190,7 +190,10 @@
 // the running jobs above a floor, so that a small deployment whose few jobs
 // all stalled is never held), it reclaims the jobs stalled longest up to
 // the cap; when the database's clock moved apart from the reclaimer's
-// since the last sweep by more than Brake.ClockJump, it reclaims nothing.
+// since the last sweep by more than Brake.ClockJump, it reclaims nothing,
+// and rescues nothing (a lease's expiry is on the same clock; the next
+// sweep, whose clocks agree, rescues). The caps on a count do not hold
+// rescues: a rescue fails no job, and sends it back for another attempt.
 // The jobs held back are counted in Report.Braked (the decision braked),
 // the reason is in Report.BrakeReason, and the sweep's line is logged at
 // error. A real stall is then reclaimed a cap per sweep, or at once after

@@ -59,6 +59,31 @@ func (r *Reclaimer) hold(p *pass, l ActiveJob, rl rule) {
 	p.pending = append(p.pending, candidate{job: l, rule: rl})
 }
 
+// drift is how far the database's clock moved apart from the reclaimer's
+// since the last sweep, read once a pass, from the pass's first reading
+// (the rescue's, or the pages' rows'). A plan neither reads nor moves the
+// sweeps' clocks: zero.
+func (r *Reclaimer) drift(p *pass) time.Duration {
+	if p.plan != nil {
+		return 0
+	}
+	if !p.drifted {
+		p.drift, p.drifted = r.clock.drift(p.dbAt, p.wallAt), true
+	}
+	return p.drift
+}
+
+// braked notes why the brake held jobs of the pass back; a reason the
+// pass has already is not told twice.
+func (p *pass) braked(why string) {
+	switch {
+	case p.rep.BrakeReason == "":
+		p.rep.BrakeReason = why
+	case why != "" && why != p.rep.BrakeReason:
+		p.rep.BrakeReason += "; " + why
+	}
+}
+
 // readClocks notes the database's clock of the rows of jobs beside the
 // reclaimer's, now.
 func (p *pass) readClocks(jobs []ActiveJob, now time.Time) {
@@ -73,11 +98,7 @@ func (p *pass) readClocks(jobs []ActiveJob, now time.Time) {
 // writes (or, for a dry pass, counts) the jobs it lets through, stalled
 // longest first, a page at a time, and counts the others as braked.
 func (r *Reclaimer) reclaimHeld(ctx context.Context, p *pass) error {
-	in := brakeInput{wanted: map[string]int{}, released: p.released}
-	if p.plan == nil {
-		// A plan neither reads nor moves the sweeps' clocks.
-		in.clockDrift = r.clock.drift(p.dbAt, p.wallAt)
-	}
+	in := brakeInput{wanted: map[string]int{}, released: p.released, clockDrift: r.drift(p)}
 	if len(p.pending) == 0 {
 		return nil
 	}
@@ -107,8 +128,8 @@ func (r *Reclaimer) reclaimHeld(ctx context.Context, p *pass) error {
 		taken[c.job.Type]++
 		kept = append(kept, c)
 	}
-	if p.rep.Braked > 0 {
-		p.rep.BrakeReason = v.reason
+	if len(kept) < len(p.pending) {
+		p.braked(v.reason)
 		p.markBraked(kept)
 	}
 	p.pending = nil

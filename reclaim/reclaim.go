@@ -88,7 +88,9 @@ type Config struct {
 	// conditional write per page, whatever their type's limit: their
 	// worker process died, was stopped or lost its path to the database.
 	// A job with no owner, or whose owner's lease is live, is judged by
-	// the limit and progress rule alone. The rescue needs the mapping's
+	// the limit and progress rule alone. A sweep that sees the database's
+	// clock jump (Brake.ClockJump) rescues nothing, since every lease's
+	// expiry is on that clock. The rescue needs the mapping's
 	// OwnerColumn and GenerationColumn. Defaults to nil: no rescue.
 	Workers *lease.Workers
 	// Brake caps what one sweep reclaims, per type and in all, and holds

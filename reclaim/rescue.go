@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/jobguard/jobset"
@@ -19,6 +20,10 @@ func (r *Reclaimer) rescue(ctx context.Context, p *pass) error {
 	if r.orphans == nil {
 		return nil
 	}
+	held, err := r.rescueHeld(ctx, p)
+	if err != nil {
+		return fmt.Errorf("rescue: %w", err)
+	}
 	for after := ""; ; {
 		page, err := r.orphans.Read(ctx, r.cfg.DB, after, r.cfg.PageSize)
 		if err != nil {
@@ -28,7 +33,14 @@ func (r *Reclaimer) rescue(ctx context.Context, p *pass) error {
 			return nil
 		}
 		after = page[len(page)-1].ID
-		if p.dry {
+		if held != "" {
+			p.rep.Braked += len(page)
+			p.braked(held)
+			for _, j := range page {
+				r.log.DebugContext(ctx, "reclaim: brake: rescue held back", slog.String("job_id", j.ID),
+					slog.String("job_type", j.Type), slog.String("lease_id", j.Owner))
+			}
+		} else if p.dry {
 			r.wouldRescue(ctx, p, page)
 		} else if err := r.rescuePage(ctx, p, page); err != nil {
 			return fmt.Errorf("rescue: %w", err)
@@ -37,6 +49,26 @@ func (r *Reclaimer) rescue(ctx context.Context, p *pass) error {
 			return nil
 		}
 	}
+}
+
+// rescueHeld reads the database's clock for the pass, and says why the
+// brake holds the pass's rescues back, or "": a lease is live while its
+// expiry is ahead of that clock, so a jump of it makes live workers look
+// dead, and the rescue waits for a sweep whose clocks agree. The brake's
+// caps on a sweep's count do not hold rescues: a rescue fails nothing, and
+// the job goes back for another attempt the start guard judges.
+func (r *Reclaimer) rescueHeld(ctx context.Context, p *pass) (string, error) {
+	if p.plan != nil || p.released {
+		return "", nil
+	}
+	var now time.Time
+	if err := r.cfg.DB.QueryRow(ctx, "SELECT statement_timestamp()").Scan(&now); err != nil {
+		return "", fmt.Errorf("read the database's clock: %w", err)
+	}
+	if now.After(p.dbAt) {
+		p.dbAt, p.wallAt = now, r.elapsed()
+	}
+	return r.cfg.Brake.clockJumped(r.drift(p)), nil
 }
 
 // rescuePage writes one page of orphans and announces what committed.

@@ -98,6 +98,10 @@ type pass struct {
 	dbAt, wallAt time.Time
 	// released: the brake is released for this pass.
 	released bool
+	// drift is the clocks' drift since the last sweep, once drifted (see
+	// Reclaimer.drift).
+	drift   time.Duration
+	drifted bool
 }
 
 // waitBudget is how long the parent rules of one sweep may wait, all

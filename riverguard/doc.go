@@ -35,6 +35,15 @@
 //     river.JobSnooze or river.JobCancel, which the cancellation then
 //     carries only as text (River would snooze a lost job otherwise).
 //     asynqguard decides by the same rule.
+//   - A loss to another attempt of the job is the exception: when the row
+//     is QUEUED again under a newer generation (the reclaimer's rescue of
+//     a worker whose lease lapsed and that came back, an operator's
+//     Retry), the refused save says so (jobguard.ErrRequeued), and for a
+//     loss only a notice told the middleware reads the row
+//     (StartGuard.Requeued). River is then told river.JobSnooze(0): the
+//     job is available at once, no attempt used, and its next attempt
+//     starts the row again; the loss is logged (info). Cancelling it
+//     would leave the row QUEUED with nothing to run it.
 //   - Returns every other error as it came: River retries it (a failed
 //     start under FailClosed, an unreachable database, the worker's own
 //     errors), or snoozes it for river.JobSnooze. A retry starts a new

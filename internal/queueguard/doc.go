@@ -7,7 +7,9 @@
 // The order of Decide is one: a lost execution first, reported as lost and
 // final whatever the worker returned, since the row was reclaimed, cancelled
 // by an operator (jobguard.Guard.Cancel) or taken by a newer execution and
-// neither a retry nor a completion would be true; then success; then the
+// neither a retry nor a completion would be true, unless the row is QUEUED
+// again for another attempt (jobguard.ErrRequeued: a rescue, a Retry),
+// which the queue must deliver (Again); then success; then the
 // worker's own word to its queue, which stands; then a permanent error
 // (jobguard.IsPermanent: a cancelled job's refused start, ErrCancelled,
 // among them), final; the rest is the queue's to retry. An operator's

@@ -1,0 +1,203 @@
+package bullmq_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/internal/testkit/fixture"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/lease"
+	"github.com/jobguard/jobguard/reclaim"
+)
+
+// event is a line deliver.mjs prints.
+type event struct {
+	Event        string `json:"event"`
+	ID           string `json:"id"`
+	AttemptsMade int    `json:"attemptsMade"`
+	BullMQ       string `json:"bullmq"`
+	Reason       string `json:"reason"`
+}
+
+// delivering is a running deliver.mjs: its events, and its stdin for the
+// verdicts.
+type delivering struct {
+	events <-chan event
+	stdin  io.Writer
+	stderr *bytes.Buffer
+}
+
+// runDeliver starts deliver.mjs with BullMQ m over one job naming rowID.
+// The process is stopped at cleanup.
+func runDeliver(t *testing.T, m *major, env *testenv.Env, prefix, queue, rowID string) *delivering {
+	t.Helper()
+	node := nodeOrSkip(t, m)
+	cmd := exec.Command(node, "deliver.mjs", m.folder, env.RedisURL, prefix, queue, rowID)
+	cmd.Dir = "testdata"
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	d := &delivering{stdin: stdin, stderr: &bytes.Buffer{}}
+	cmd.Stderr = d.stderr
+	require.NoError(t, cmd.Start())
+	events := make(chan event, 16)
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		defer close(events)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var ev event
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				events <- ev
+			}
+		}
+		_ = cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = stdin.Close() // the script stops when stdin closes
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	d.events = events
+	return d
+}
+
+// next returns the script's next event.
+func (d *delivering) next(t *testing.T) event {
+	t.Helper()
+	select {
+	case ev, ok := <-d.events:
+		require.True(t, ok, "deliver.mjs exited: %s", d.stderr)
+		return ev
+	case <-time.After(testenv.Patience):
+		t.Fatalf("no event from deliver.mjs: %s", d.stderr)
+		return event{}
+	}
+}
+
+// tell sends the processor its verdict.
+func (d *delivering) tell(t *testing.T, verdict string) {
+	t.Helper()
+	_, err := io.WriteString(d.stdin, verdict+"\n")
+	require.NoError(t, err)
+}
+
+// verdict is what a BullMQ processor reporting for a Go worker tells
+// BullMQ of the Go side's err, as docs/operator.md maps it: a permanent
+// error is unrecoverable, a loss to another attempt moves the job back,
+// anything else is retried.
+func verdict(err error) string {
+	switch {
+	case err == nil:
+		return "done"
+	case jobguard.IsPermanent(err):
+		return "permanent"
+	case errors.Is(err, jobguard.ErrRequeued):
+		return "requeued"
+	}
+	return "error"
+}
+
+// handover is the worker process's lease as the start guard sees it: the
+// test stands for the process that stops and for the process that takes
+// its jobs over, each under a lease of its own.
+type handover struct{ cur atomic.Pointer[lease.Lease] }
+
+func (h *handover) ID() string {
+	if l := h.cur.Load(); l != nil {
+		return l.ID()
+	}
+	return "no-lease-yet"
+}
+
+func (h *handover) Err() error {
+	if l := h.cur.Load(); l != nil {
+		return l.Err()
+	}
+	return nil
+}
+
+func (h *handover) take(t *testing.T, env *testenv.Env) *lease.Lease {
+	t.Helper()
+	l, err := lease.New(env.Pool, lease.Config{})
+	require.NoError(t, err)
+	require.NoError(t, l.Start(context.Background()))
+	t.Cleanup(func() { _ = l.Stop(context.Background()) })
+	h.cur.Store(l)
+	return l
+}
+
+// A Go worker behind a real BullMQ worker only looked dead (stopped, cut
+// off) past its lease, and the reclaimer, reading the queue through the
+// BullMQ source, rescued its job meanwhile. When it comes back, its save
+// is refused as a loss to another attempt, which is not permanent: the
+// processor moves the job back instead of failing it, BullMQ delivers it
+// again at once, and that delivery starts the QUEUED row and completes it,
+// once. Told as permanent, BullMQ would fail the job for good while its
+// row waits in QUEUED.
+func TestRescue_ComebackBehindARealBullMQWorkerIsDeliveredAgain(t *testing.T) {
+	t.Parallel()
+	eachMajor(t, func(t *testing.T, m *major) {
+		ctx := context.Background()
+		env := testenv.New(t)
+		env.Exec(lease.Migration)
+		jobs := fixture.Create(t, env, fixture.Default)
+		h := &handover{}
+		sg, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{Owner: h})
+		require.NoError(t, err)
+		stopped := h.take(t, env)
+		id := jobs.Insert(t, fixture.Job{Status: jobs.Table.Statuses.Queued})
+		prefix := env.Prefix + ":{bull}"
+		d := runDeliver(t, m, env, prefix, "chapters", id)
+
+		first := d.next(t)
+		require.Equal(t, "active", first.Event)
+		require.Contains(t, first.BullMQ, m.version+".")
+		comeback, err := sg.Start(ctx, env.Pool, id)
+		require.NoError(t, err)
+
+		require.NoError(t, stopped.Stop(ctx)) // dead, as the reclaimer sees it
+		h.take(t, env)                        // the next start is another process's
+		r, err := reclaim.New(reclaim.Config{Guard: jobs.Guard, DB: env.Pool, Redis: env.Redis,
+			Source:  newSource(t, env, prefix, "chapters", "rowId"),
+			Workers: &lease.Workers{}, Limits: reclaim.StaticLimits{"chapter": time.Hour}})
+		require.NoError(t, err)
+		rep, err := r.Sweep(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []string{id}, rep.RescuedIDs)
+		require.Equal(t, 1, rep.WithinLimit, "the source lists the job BullMQ holds")
+
+		saved := jobs.Guard.CompleteIfActive(ctx, env.Pool, comeback)
+		require.ErrorIs(t, saved, jobguard.ErrJobTerminal)
+		d.tell(t, verdict(saved))
+
+		again := d.next(t)
+		require.Equal(t, "active", again.Event, "BullMQ delivers the job again (%+v)", again)
+		require.Equal(t, first.ID, again.ID)
+		require.Equal(t, first.AttemptsMade, again.AttemptsMade, "no attempt used")
+		next, err := sg.Start(ctx, env.Pool, id)
+		require.NoError(t, err)
+		d.tell(t, verdict(jobs.Guard.CompleteIfActive(ctx, env.Pool, next)))
+		require.Equal(t, "completed", d.next(t).Event)
+		row := jobs.Read(t, id)
+		require.Equal(t, jobs.Table.Statuses.Completed, row.Status)
+		require.Equal(t, comeback.Generation+2, row.Generation, "started, rescued, started again")
+	})
+}

@@ -1,6 +1,7 @@
 package riverguard_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -98,8 +99,11 @@ type options struct {
 	// Kinds is the middleware's Config.Kinds.
 	Kinds []string
 	// RescueStuckJobsAfter is River's own rescue of a job left running;
-	// 0 is River's default (an hour).
+	// 0 is River's default (an hour). River's rescuer leaves alone a job
+	// without a timeout: give it JobTimeout too.
 	RescueStuckJobsAfter time.Duration
+	// JobTimeout is River's; 0 is none.
+	JobTimeout time.Duration
 }
 
 // bundle is one test's jobs table, River client and worker.
@@ -160,7 +164,7 @@ func setup(t *testing.T, w work, o options) *bundle {
 		Middleware:           []rivertype.Middleware{mw},
 		FetchCooldown:        10 * time.Millisecond,
 		FetchPollInterval:    50 * time.Millisecond,
-		JobTimeout:           -1,
+		JobTimeout:           cmp.Or(o.JobTimeout, -1),
 		RescueStuckJobsAfter: o.RescueStuckJobsAfter,
 		Logger:               slog.New(slog.DiscardHandler),
 		TestOnly:             true,
@@ -234,7 +238,7 @@ func (b *bundle) insert(t *testing.T, args river.JobArgs) int64 {
 // await returns the next event of River job id.
 func (b *bundle) await(t *testing.T, id int64) *river.Event {
 	t.Helper()
-	timeout := time.After(15 * time.Second)
+	timeout := time.After(testenv.Patience)
 	for {
 		select {
 		case ev := <-b.events:
@@ -242,7 +246,7 @@ func (b *bundle) await(t *testing.T, id int64) *river.Event {
 				return ev
 			}
 		case <-timeout:
-			t.Fatalf("no event for River job %d", id)
+			t.Fatalf("no event for River job %d within %v", id, testenv.Patience)
 			return nil
 		}
 	}

@@ -153,3 +153,84 @@ func (b *bundle) ownerOf(t *testing.T) *handover {
 	require.NotNil(t, b.owner, "the test's StartGuard.Owner is a *handover")
 	return b.owner
 }
+
+// River's own rescuer and the reclaimer's rescue meet over a worker that
+// only looked dead: whichever starts the job first wins by generation.
+// Before the rescue, River's rescuer re-queues its job and the new attempt
+// starts the row under a live lease: the rescue finds nothing to do. After
+// the rescue, the new attempt starts the QUEUED row. Either way the job is
+// completed once, and the stopped attempt, back at last, is refused and
+// changes nothing, neither the row nor River's completed job.
+func TestWork_RiversRescuerAndTheRescueMeet(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name        string
+		rescueFirst bool
+	}{{"River's rescuer first", false}, {"the rescue first", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			started, resume := make(chan struct{}, 1), make(chan struct{})
+			comeback := make(chan error, 1)
+			var calls atomic.Int32
+			var b *bundle
+			b = setup(t, func(ctx context.Context, _ *river.Job[chapterArgs]) error {
+				if calls.Add(1) > 1 {
+					return b.save(ctx)
+				}
+				started <- struct{}{}
+				<-resume // stopped: it does nothing until it comes back
+				// River's timeout ended its context long ago; its save is
+				// tried all the same.
+				err := b.save(context.WithoutCancel(ctx))
+				comeback <- err
+				return err
+			}, options{StartGuard: jobguard.StartGuardConfig{Owner: &handover{}},
+				JobTimeout: 500 * time.Millisecond, RescueStuckJobsAfter: time.Second})
+			h := b.ownerOf(t)
+			stopped := b.startLease(t, h)
+			id := b.queue(t)
+			riverID := b.insert(t, chapterArgs{JobID: id})
+			waitFor(t, started, "the worker to start")
+			require.NoError(t, stopped.Stop(ctx)) // dead, as the reclaimer sees it
+			b.startLease(t, h)                    // the next start is another process's
+
+			if c.rescueFirst {
+				b.rescue(t, id)
+			}
+			// River's rescuer (every 30 s) re-queues the job it thinks stuck,
+			// and its next attempt completes it.
+			ev := b.await(t, riverID)
+			require.Equal(t, river.EventKindJobCompleted, ev.Kind, "River job: %s", ev.Job.State)
+			if !c.rescueFirst {
+				src, err := riversource.New(riversource.Config{DB: b.env.Pool, Schema: b.env.Schema})
+				require.NoError(t, err)
+				r, err := reclaim.New(reclaim.Config{Guard: b.jobs.Guard, DB: b.env.Pool, Redis: b.rdb, Source: src,
+					Workers: &lease.Workers{}, Limits: reclaim.StaticLimits{"chapter": time.Hour}, Logger: slog.New(slog.DiscardHandler)})
+				require.NoError(t, err)
+				rep, err := r.Sweep(ctx)
+				require.NoError(t, err)
+				require.Zero(t, rep.Rescued, "the new attempt started the job first")
+			}
+
+			close(resume)
+			err := <-comeback
+			require.ErrorIs(t, err, jobguard.ErrJobTerminal)
+			require.True(t, jobguard.IsPermanent(err), "the job is done: %v", err)
+			// Once River has applied the stopped attempt's answer (Stop
+			// waits for it), its job is still completed: the answer found
+			// it no longer running.
+			require.NoError(t, b.client.Stop(ctx))
+			require.Equal(t, rivertype.JobStateCompleted, b.riverJob(t, riverID).State)
+			row := b.jobs.Read(t, id)
+			require.Equal(t, b.jobs.Table.Statuses.Completed, row.Status)
+			wantGen := int64(2) // started, started again by River's new attempt
+			if c.rescueFirst {
+				wantGen = 3 // started, rescued, started again
+			}
+			require.Equal(t, wantGen, row.Generation)
+			require.Equal(t, 1, b.chapters(t, id), "completed once")
+			require.EqualValues(t, 2, calls.Load())
+		})
+	}
+}

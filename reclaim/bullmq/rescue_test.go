@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,20 +33,26 @@ type event struct {
 	Reason       string `json:"reason"`
 }
 
-// delivering is a running deliver.mjs: its events, and its stdin for the
-// verdicts.
+// delivering is a running deliver.mjs: its events, its stdin for the
+// verdicts, and its process.
 type delivering struct {
 	events <-chan event
 	stdin  io.Writer
 	stderr *bytes.Buffer
+	proc   *os.Process
 }
 
-// runDeliver starts deliver.mjs with BullMQ m over one job naming rowID.
-// The process is stopped at cleanup.
-func runDeliver(t *testing.T, m *major, env *testenv.Env, prefix, queue, rowID string) *delivering {
+// runDeliver starts deliver.mjs with BullMQ m over one job naming rowID
+// ("-": none) and a lock of lockMs ("": a minute), and waits for its
+// worker to be ready. The process is stopped at cleanup.
+func runDeliver(t *testing.T, m *major, env *testenv.Env, prefix, queue, rowID, lockMs string) *delivering {
 	t.Helper()
 	node := nodeOrSkip(t, m)
-	cmd := exec.Command(node, "deliver.mjs", m.folder, env.RedisURL, prefix, queue, rowID)
+	args := []string{"deliver.mjs", m.folder, env.RedisURL, prefix, queue, rowID}
+	if lockMs != "" {
+		args = append(args, lockMs)
+	}
+	cmd := exec.Command(node, args...)
 	cmd.Dir = "testdata"
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
@@ -67,7 +76,8 @@ func runDeliver(t *testing.T, m *major, env *testenv.Env, prefix, queue, rowID s
 		_ = cmd.Wait()
 	}()
 	t.Cleanup(func() {
-		_ = stdin.Close() // the script stops when stdin closes
+		_ = cmd.Process.Signal(syscall.SIGCONT) // a stopped one too
+		_ = stdin.Close()                       // the script stops when stdin closes
 		select {
 		case <-exited:
 		case <-time.After(10 * time.Second):
@@ -75,7 +85,8 @@ func runDeliver(t *testing.T, m *major, env *testenv.Env, prefix, queue, rowID s
 			<-exited
 		}
 	})
-	d.events = events
+	d.events, d.proc = events, cmd.Process
+	require.Equal(t, "ready", d.next(t).Event)
 	return d
 }
 
@@ -165,7 +176,7 @@ func TestRescue_ComebackBehindARealBullMQWorkerIsDeliveredAgain(t *testing.T) {
 		stopped := h.take(t, env)
 		id := jobs.Insert(t, fixture.Job{Status: jobs.Table.Statuses.Queued})
 		prefix := env.Prefix + ":{bull}"
-		d := runDeliver(t, m, env, prefix, "chapters", id)
+		d := runDeliver(t, m, env, prefix, "chapters", id, "")
 
 		first := d.next(t)
 		require.Equal(t, "active", first.Event)
@@ -199,5 +210,81 @@ func TestRescue_ComebackBehindARealBullMQWorkerIsDeliveredAgain(t *testing.T) {
 		row := jobs.Read(t, id)
 		require.Equal(t, jobs.Table.Statuses.Completed, row.Status)
 		require.Equal(t, comeback.Generation+2, row.Generation, "started, rescued, started again")
+	})
+}
+
+// BullMQ's own redelivery and the reclaimer's rescue meet over a stopped
+// worker process: BullMQ's stalled check in another worker process moves
+// the job whose lock lapsed back to wait before the rescue, and that
+// delivery starts the row under its live lease: the rescue finds nothing
+// to do. The stopped process, continued, is refused (a permanent loss: the
+// job is done), and BullMQ turns its answer away by its lock: the job
+// completed once, and stays completed.
+func TestRescue_BullMQStalledCheckAndTheRescueMeet(t *testing.T) {
+	t.Parallel()
+	eachMajor(t, func(t *testing.T, m *major) {
+		ctx := context.Background()
+		env := testenv.New(t)
+		env.Exec(lease.Migration)
+		jobs := fixture.Create(t, env, fixture.Default)
+		h := &handover{}
+		sg, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{Owner: h})
+		require.NoError(t, err)
+		stopped := h.take(t, env)
+		id := jobs.Insert(t, fixture.Job{Status: jobs.Table.Statuses.Queued})
+		prefix := env.Prefix + ":{bull}"
+		const lock = "1000" // ms; the stalled check runs every 500 ms
+		first := runDeliver(t, m, env, prefix, "chapters", id, lock)
+		held := first.next(t)
+		require.Equal(t, "active", held.Event)
+		comeback, err := sg.Start(ctx, env.Pool, id)
+		require.NoError(t, err)
+
+		// The first process stops; its lease lapses with it.
+		require.NoError(t, first.proc.Signal(syscall.SIGSTOP))
+		require.NoError(t, stopped.Stop(ctx))
+		h.take(t, env) // the next start is another process's
+		second := runDeliver(t, m, env, prefix, "chapters", "-", lock)
+		again := second.next(t)
+		require.Equal(t, "active", again.Event, "BullMQ's stalled check hands the job over (%+v)", again)
+		require.Equal(t, held.ID, again.ID)
+		next, err := sg.Start(ctx, env.Pool, id)
+		require.NoError(t, err)
+
+		r, err := reclaim.New(reclaim.Config{Guard: jobs.Guard, DB: env.Pool, Redis: env.Redis,
+			Source:  newSource(t, env, prefix, "chapters", "rowId"),
+			Workers: &lease.Workers{}, Limits: reclaim.StaticLimits{"chapter": time.Hour}})
+		require.NoError(t, err)
+		rep, err := r.Sweep(ctx)
+		require.NoError(t, err)
+		require.Zero(t, rep.Rescued, "BullMQ's delivery started the job first")
+
+		second.tell(t, verdict(jobs.Guard.CompleteIfActive(ctx, env.Pool, next)))
+		require.Equal(t, "completed", second.next(t).Event)
+
+		require.NoError(t, first.proc.Signal(syscall.SIGCONT))
+		late := jobs.Guard.CompleteIfActive(ctx, env.Pool, comeback)
+		require.True(t, jobguard.IsPermanent(late), "the job is done: %v", late)
+		require.NotErrorIs(t, late, jobguard.ErrRequeued)
+		first.tell(t, verdict(late))
+		// BullMQ turns the stale answer away by its lock ("Missing lock
+		// for job 1. moveToFinished"), after the renewals the stopped
+		// process missed failed; it never ends the job a second time.
+		for ev := first.next(t); ; ev = first.next(t) {
+			t.Logf("the stopped process, continued: %+v", ev)
+			require.NotContains(t, []string{"completed", "failed"}, ev.Event, "%+v", ev)
+			if ev.Event == "error" && strings.Contains(ev.Reason, "Missing lock") {
+				break
+			}
+		}
+		state, err := env.Redis.ZScore(ctx, prefix+":chapters:completed", held.ID).Result()
+		require.NoError(t, err, "the job is in BullMQ's completed set")
+		require.NotZero(t, state)
+		_, err = env.Redis.ZScore(ctx, prefix+":chapters:failed", held.ID).Result()
+		require.Error(t, err, "and not in its failed set")
+		row := jobs.Read(t, id)
+		require.Equal(t, jobs.Table.Statuses.Completed, row.Status)
+		require.Equal(t, next.Generation, row.Generation)
+		require.Equal(t, comeback.Generation+1, next.Generation, "started, started again by BullMQ's delivery")
 	})
 }

@@ -2,10 +2,12 @@
 // tests of reclaim/bullmq: BullMQ delivers, the Go test runs the job's
 // execution through jobguard and says what the processor tells BullMQ.
 //
-// usage: node deliver.mjs <bullmq folder> <redis url> <prefix> <queue> <row id>
+// usage: node deliver.mjs <bullmq folder> <redis url> <prefix> <queue> <row id> [lock ms]
 //
-// Adds one "chapter" job with data {"rowId": <row id>} and runs a worker
-// over it. For every delivery the processor prints one JSON line,
+// Adds one "chapter" job with data {"rowId": <row id>} (none for a row id
+// of "-") and runs a worker over the queue, whose lock on a job lasts
+// <lock ms> (60000 by default) and whose stalled check runs every half of
+// it: a worker stopped longer loses the job to another's stalled check. For every delivery the processor prints one JSON line,
 //   {"event":"active","id":"1","attemptsMade":0,"bullmq":"6.7.0"}
 // and waits for one line on stdin, the verdict:
 //   done       returns: BullMQ completes the job;
@@ -24,7 +26,8 @@ import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
-const [folder, url, prefix, queueName, rowId] = process.argv.slice(2);
+const [folder, url, prefix, queueName, rowId, lockMs] = process.argv.slice(2);
+const lockDuration = Number(lockMs || 60000);
 const dir = resolve(dirname(fileURLToPath(import.meta.url)), folder);
 const require = createRequire(join(dir, 'package.json'));
 const { Queue, Worker, DelayedError, UnrecoverableError } = require('bullmq');
@@ -66,9 +69,10 @@ const worker = new Worker(queueName, async (job, token) => {
     default:
       throw new Error(v);
   }
-}, { connection: connection(), prefix, lockDuration: 60000 });
+}, { connection: connection(), prefix, lockDuration, stalledInterval: Math.max(100, lockDuration / 2) });
 worker.on('completed', () => say({ event: 'completed' }));
 worker.on('failed', (_job, err) => say({ event: 'failed', reason: err.message }));
+worker.on('error', (err) => say({ event: 'error', reason: err.message }));
 
 const shutdown = async () => {
   await worker.close(true);
@@ -79,4 +83,5 @@ process.on('SIGTERM', shutdown);
 rl.on('close', shutdown);
 
 await worker.waitUntilReady();
-await queue.add('chapter', { rowId });
+say({ event: 'ready', bullmq: version });
+if (rowId !== '-') await queue.add('chapter', { rowId });

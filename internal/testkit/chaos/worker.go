@@ -173,8 +173,6 @@ func (w *Worker) run(ctx context.Context) error {
 	go func() {
 		select {
 		case <-w.lease.Lost():
-			w.bookkeeping(`INSERT INTO events (kind, incarnation, detail) VALUES ($1, $2, $3)`,
-				EventLeaseLost, w.cfg.Incarnation, fmt.Sprint(w.lease.Err()))
 			stopClaims()
 		case <-claims.Done():
 		}
@@ -186,7 +184,17 @@ func (w *Worker) run(ctx context.Context) error {
 	loops.Wait()
 	stopRun()
 	watching.Wait()
-	if ctx.Err() == nil {
+	// A lease that lapsed on the database's clock is lost by the process's
+	// own measure within its TTL: wait that long for it even on a clean
+	// stop, so that every rescue of this process's jobs is explained by
+	// an event.
+	select {
+	case <-w.lease.Lost():
+	case <-time.After(w.cfg.Timing.WorkerTTL):
+	}
+	if err := w.lease.Err(); err != nil && !errors.Is(err, lease.ErrReleased) {
+		w.bookkeeping(`INSERT INTO events (kind, incarnation, detail) VALUES ($1, $2, $3)`,
+			EventLeaseLost, w.cfg.Incarnation, err.Error())
 		return ErrLeaseLost
 	}
 	return w.lease.Stop(context.Background())

@@ -805,8 +805,9 @@ func (r *run) paced(ctx context.Context, rng *rand.Rand, lo, hi time.Duration, j
 
 // killer SIGKILLs a random worker, or one time in four stops it past its
 // lease and continues it, and starts a new incarnation in its place. The
-// queue redelivers a killed worker's jobs once their queue lease runs
-// out; the rescue may send them back sooner, once its worker lease has.
+// rescue sends a killed worker's jobs back, and the queue delivers them
+// again, once its worker lease has lapsed; a reclaim may fail them first,
+// or the queue redeliver them once their queue lease runs out.
 func (r *run) killer(ctx context.Context, workers int) {
 	rng := rand.New(rand.NewPCG(r.seed, 200))
 	r.paced(ctx, rng, 300*time.Millisecond, 1200*time.Millisecond, 15, func() {

@@ -46,7 +46,7 @@ var TimingDefault = Timing{
 	Lease:      2 * time.Second,
 
 	WorkerTTL:   300 * time.Millisecond,
-	WorkerRenew: 60 * time.Millisecond,
+	WorkerRenew: 100 * time.Millisecond,
 
 	SettleGrace:    300 * time.Millisecond,
 	SettleBackoff:  20 * time.Millisecond,

@@ -20,7 +20,7 @@ import "github.com/jobguard/jobguard/internal/testkit/history"
 //     write with no actor is itself a violation. The job's owner (its
 //     worker's lease id) is recorded before and after, and a rescue's
 //     history event is written by the trigger, in the rescue's
-//     transaction;
+//     transaction, which also makes the job's queue row visible again;
 //   - history (package history): one event per operation of every
 //     process, written as it happens, for the independent checker;
 //   - events, kills, stops and confirmed: what the workers and the run's
@@ -115,10 +115,14 @@ BEGIN
     -- The rescue is one statement of the library's, with no hook of the
     -- run's: its history event is written here, in its transaction, so it
     -- exists exactly when the rescue committed.
+    -- The queue then delivers the rescued job again at once, as a queue
+    -- that reads the jobs table would: its old delivery's token no longer
+    -- matches once it is claimed again.
     IF chaos_actor() = 'rescue' THEN
         INSERT INTO history (process, op, kind, job_id, generation, detail)
         VALUES (coalesce(current_setting('chaos.process', true), ''), 'rescue', 'ok', NEW.id::text, NEW.generation,
                 coalesce(OLD.lease_id, ''));
+        UPDATE queue SET visible_at = now() WHERE job_id = NEW.id;
     END IF;
     RETURN NULL;
 END $$;

@@ -2,6 +2,7 @@ package reclaim_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -45,5 +46,30 @@ func TestSweep_DeadlineDuringTheListingStillReclaimsThePagesHandedOver(t *testin
 	rep, err := r.Sweep(context.Background())
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Len(t, rep.ReclaimedIDs, 2, "the first page's jobs (of %v); report %+v; error %v", ids, rep, err)
+	require.Equal(t, 2, countStatus(t, env, "FAILED"))
+}
+
+// failingCount lists as its table does, and cannot count the running jobs.
+type failingCount struct{ reclaim.Source }
+
+func (failingCount) CountRunning(context.Context) (map[string]int, error) {
+	return nil, errors.New("count: connection reset")
+}
+
+// A running count that fails does not stop the sweep's reclaims: the brake
+// reads the stalled jobs as the running ones (its strictest reading), lets
+// through what the caps allow, and the sweep fails with the count's error.
+func TestSweep_RunningCountThatFailsStillReclaimsWithinTheCaps(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	stallAll(t, env, 4)
+	table, err := reclaim.NewTableSource(jobs.Guard, env.Pool)
+	require.NoError(t, err)
+	r, _ := newReclaimer(t, jobs, reclaim.Config{Source: failingCount{table}, Brake: reclaim.Brake{ShareFloor: 1}})
+	rep, err := r.Sweep(context.Background())
+	require.ErrorContains(t, err, "connection reset")
+	require.Len(t, rep.ReclaimedIDs, 2, "half of the stalled, read as the running; report %+v", rep)
+	require.Equal(t, 2, rep.Braked)
 	require.Equal(t, 2, countStatus(t, env, "FAILED"))
 }

@@ -83,6 +83,13 @@ func deleteQueue(rdb redis.UniversalClient, queue string) {
 // test ends. Retries come back after 50ms.
 func (b *bundle) serve(t *testing.T, cfg asynqguard.Config, h asynq.HandlerFunc) {
 	t.Helper()
+	b.server(t, cfg, h, 5*time.Second)
+}
+
+// server is serve with the server's ShutdownTimeout, returning the server,
+// whose Shutdown a test may call before its end.
+func (b *bundle) server(t *testing.T, cfg asynqguard.Config, h asynq.HandlerFunc, shutdown time.Duration) *asynq.Server {
+	t.Helper()
 	if cfg.StartGuard == nil {
 		cfg.StartGuard = b.starts
 	}
@@ -101,11 +108,12 @@ func (b *bundle) serve(t *testing.T, cfg asynqguard.Config, h asynq.HandlerFunc)
 		DelayedTaskCheckInterval: 50 * time.Millisecond,
 		RetryDelayFunc:           func(int, error, *asynq.Task) time.Duration { return 50 * time.Millisecond },
 		IsFailure:                asynqguard.IsFailure,
-		ShutdownTimeout:          5 * time.Second,
+		ShutdownTimeout:          shutdown,
 		LogLevel:                 asynq.ErrorLevel,
 	})
 	require.NoError(t, srv.Start(mux))
 	t.Cleanup(srv.Shutdown)
+	return srv
 }
 
 // enqueue queues a chapter task whose payload is payload (JSON-encoded),

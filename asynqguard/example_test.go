@@ -54,6 +54,8 @@ func ExampleNew() {
 		Queues:            map[string]int{queue: 1},
 		TaskCheckInterval: 20 * time.Millisecond,
 		LogLevel:          asynq.ErrorLevel,
+		// A job sent back to the queue (a rescue) uses up no retry.
+		IsFailure: asynqguard.IsFailure,
 		ErrorHandler: asynq.ErrorHandlerFunc(func(_ context.Context, _ *asynq.Task, err error) {
 			outcomes <- err // every error asynq is given, refusals included
 		}),

@@ -11,7 +11,10 @@ import (
 // logs its outcome once, as the queue would act on it. A permanent error
 // (jobguard.IsPermanent: reclaimed, terminal for this execution) is a
 // refusal the queue must not retry (River: JobCancel, asynq: SkipRetry,
-// BullMQ: UnrecoverableError); any other error is retried. The error is
+// BullMQ: UnrecoverableError); any other error is retried, a loss to
+// another attempt (jobguard.ErrRequeued: the job was rescued from a worker
+// that only looked dead) among them, since the job waits in QUEUED for a
+// delivery. The error is
 // returned for the queue's bookkeeping, already logged.
 func Deliver(ctx context.Context, log *slog.Logger, jobType, jobID string, process func(ctx context.Context, jobID string) error) error {
 	err := process(ctx, jobID)

@@ -47,6 +47,17 @@ func TestBrakeRule(t *testing.T) {
 			perType: map[string]int{"chapter": 30}, total: 15,
 			braked: `30 of 30 running jobs in all, more than the cap of 15`,
 		},
+		"a share cap with the floor off still lets one job through": {
+			brake:   Brake{MaxJobs: -1, MaxJobsPerType: -1, MaxShare: 0.5, MaxSharePerType: 0.5, ShareFloor: -1},
+			in:      brakeInput{wanted: map[string]int{"chapter": 1}, running: map[string]int{"chapter": 1}},
+			perType: map[string]int{"chapter": 1}, total: 1,
+		},
+		"a tiny share with the floor off: one a sweep": {
+			brake:   Brake{MaxJobs: -1, MaxJobsPerType: -1, MaxShare: 0.001, MaxSharePerType: -1, ShareFloor: -1},
+			in:      brakeInput{wanted: map[string]int{"chapter": 5}, running: map[string]int{"chapter": 100}},
+			perType: map[string]int{"chapter": 5}, total: 1,
+			braked: `5 of 100 running jobs in all, more than the cap of 1 (0.001 of the running, at least 1)`,
+		},
 		"every cap off": {
 			brake:   Brake{MaxJobs: -1, MaxJobsPerType: -1, MaxShare: -1, MaxSharePerType: -1, ClockJump: -1},
 			in:      brakeInput{wanted: map[string]int{"chapter": 100000}, clockDrift: time.Hour},

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/jobguard/jobset"
@@ -22,16 +20,6 @@ const afterCommitTimeout = 10 * time.Second
 // not its end, and afterCommitTimeout.
 func afterCommit(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), afterCommitTimeout)
-}
-
-// inDoubt reports whether err leaves the outcome of the write that
-// returned it unknown: the statement or the COMMIT may have been sent, and
-// no answer came (the connection failed, or the context ended and the
-// connection was given up). A server's error answers (nothing committed),
-// and an error that pgx marks safe to retry came before anything was sent.
-func inDoubt(err error) bool {
-	var pgErr *pgconn.PgError
-	return err != nil && !errors.As(err, &pgErr) && !pgconn.SafeToRetry(err)
 }
 
 // settleReclaims reads back, once the transactions holding them have ended,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobguard/jobguard/internal/safe"
+	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
@@ -154,9 +155,9 @@ func (r *Reclaimer) countRunning(ctx context.Context, p *pass) (map[string]int, 
 
 // reclaim fails the chosen jobs in one write, then announces and counts
 // what committed, also when the write stopped part way, and when it
-// failed without knowing whether its commit went through (see inDoubt):
-// then the rows are read back, once the transaction that held them has
-// ended, within afterCommitTimeout. The markers and notices go first,
+// failed without knowing whether its commit went through (see
+// txstate.InDoubt): then the rows are read back, once the transaction
+// that held them has ended, within afterCommitTimeout. The markers and notices go first,
 // before any log line.
 func (r *Reclaimer) reclaim(ctx context.Context, p *pass, batch []candidate) error {
 	chosen := make([]jobset.Job, len(batch))
@@ -171,7 +172,7 @@ func (r *Reclaimer) reclaim(ctx context.Context, p *pass, batch []candidate) err
 	if err != nil {
 		err = fmt.Errorf("write: %w", err)
 	}
-	if inDoubt(err) {
+	if txstate.InDoubt(err) {
 		// The write may have committed unheard: what the rows say it did
 		// is announced and counted as if it had been heard.
 		settled, serr := r.settleReclaims(actx, chosen, out.failed)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/jobguard/jobset"
 )
@@ -42,7 +43,8 @@ func (r *Reclaimer) rescue(ctx context.Context, p *pass) error {
 
 // rescuePage writes one page of orphans and announces what committed, also
 // when the write failed without knowing whether it committed (see
-// inDoubt): then the rows are read back, and its error is still returned.
+// txstate.InDoubt): then the rows are read back, and its error is still
+// returned.
 func (r *Reclaimer) rescuePage(ctx context.Context, p *pass, page []jobset.Orphan) error {
 	res, err := r.orphans.Rescue(ctx, r.cfg.DB, page, r.cfg.Guard.Shared().RescuedReason)
 	// What committed is announced even if the sweep's context has ended,
@@ -50,7 +52,7 @@ func (r *Reclaimer) rescuePage(ctx context.Context, p *pass, page []jobset.Orpha
 	actx, cancel := afterCommit(ctx)
 	defer cancel()
 	if err != nil {
-		if !inDoubt(err) {
+		if !txstate.InDoubt(err) {
 			return err
 		}
 		// The write may have committed unheard: the rows say what it did.

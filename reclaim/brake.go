@@ -106,7 +106,10 @@ func (b Brake) validate() error {
 		field string
 		v     float64
 	}{{"Brake.MaxShare", b.MaxShare}, {"Brake.MaxSharePerType", b.MaxSharePerType}} {
-		if s.v > 1 || math.IsNaN(s.v) {
+		switch {
+		case math.IsNaN(s.v):
+			return fmt.Errorf("%s is not a number; want a share of the running jobs, at most 1 (negative turns it off)", s.field)
+		case s.v > 1:
 			return fmt.Errorf("%s %v is above 1 (a share of the running jobs; negative turns it off)", s.field, s.v)
 		}
 	}

@@ -1,6 +1,7 @@
 package reclaim
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -103,4 +104,20 @@ func TestBrake_NeedsRunning(t *testing.T) {
 	require.True(t, b.needsRunning(map[string]int{"chapter": 21}))
 	off := Brake{MaxShare: -1, MaxSharePerType: -1}.withDefaults()
 	require.False(t, off.needsRunning(map[string]int{"chapter": 1000}))
+}
+
+func TestBrakeValidate_ShareOutOfRange(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		brake Brake
+		want  string
+	}{
+		{Brake{MaxShare: math.NaN()}, "Brake.MaxShare is not a number"},
+		{Brake{MaxSharePerType: math.NaN()}, "Brake.MaxSharePerType is not a number"},
+		{Brake{MaxShare: 1.5}, "Brake.MaxShare 1.5 is above 1"},
+		{Brake{MaxSharePerType: math.Inf(1)}, "Brake.MaxSharePerType +Inf is above 1"},
+	} {
+		require.ErrorContains(t, tc.brake.withDefaults().validate(), tc.want)
+	}
+	require.NoError(t, Brake{MaxShare: -1, MaxSharePerType: 1}.withDefaults().validate())
 }

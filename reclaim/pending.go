@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobguard/jobguard/internal/safe"
+	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
@@ -174,8 +175,11 @@ func (r *Reclaimer) countRunning(ctx context.Context, p *pass) (map[string]int, 
 }
 
 // reclaim fails the chosen jobs in one write, then announces and counts
-// what committed, also when the write stopped part way: the markers and
-// notices first, before any log line.
+// what committed, also when the write stopped part way, and when it
+// failed without knowing whether its commit went through (see
+// txstate.InDoubt): then the rows are read back, once the transaction
+// that held them has ended, within afterCommitTimeout. The markers and notices go first,
+// before any log line.
 func (r *Reclaimer) reclaim(ctx context.Context, p *pass, batch []candidate) error {
 	chosen := make([]jobset.Job, len(batch))
 	typeOf := make(map[string]string, len(batch)) // id → the type its limit and parent rule are keyed by
@@ -184,12 +188,23 @@ func (r *Reclaimer) reclaim(ctx context.Context, p *pass, batch []candidate) err
 		typeOf[c.job.ID] = c.job.Type
 	}
 	out, err := r.write(ctx, p, chosen, typeOf)
-	r.announce(ctx, out.failed, &p.rep, &p.notes)
-	r.tally(ctx, &p.rep, &p.notes, out, typeOf)
+	actx, cancel := afterCommit(ctx)
+	defer cancel()
 	if err != nil {
-		return fmt.Errorf("write: %w", err)
+		err = fmt.Errorf("write: %w", err)
 	}
-	return nil
+	if txstate.InDoubt(err) {
+		// The write may have committed unheard: what the rows say it did
+		// is announced and counted as if it had been heard.
+		settled, serr := r.settleReclaims(actx, chosen, out.failed)
+		out.failed = append(out.failed, settled...)
+		if serr != nil {
+			err = errors.Join(err, fmt.Errorf("read back the jobs whose reclaim is in doubt: %w", serr))
+		}
+	}
+	r.announce(actx, out.failed, &p.rep, &p.notes)
+	r.tally(ctx, &p.rep, &p.notes, out, typeOf)
+	return err
 }
 
 // markBraked marks the jobs of a plan that were decided for reclaim, in a

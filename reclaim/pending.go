@@ -3,6 +3,7 @@ package reclaim
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -84,10 +85,14 @@ func (r *Reclaimer) reclaimHeld(ctx context.Context, p *pass) error {
 	for _, c := range p.pending {
 		in.wanted[c.job.Type]++
 	}
+	var countErr error
 	if !in.released && r.cfg.Brake.needsRunning(in.wanted) {
 		running, err := r.countRunning(ctx, p)
 		if err != nil {
-			return fmt.Errorf("count the running jobs for the brake: %w", err)
+			// Without the count the brake takes the jobs it would reclaim
+			// for every running job, the strictest reading: the sweep still
+			// reclaims up to the caps, and fails with the count's error.
+			countErr = fmt.Errorf("count the running jobs for the brake (braked as if only the stalled ran): %w", err)
 		}
 		in.running = running
 	}
@@ -116,16 +121,16 @@ func (r *Reclaimer) reclaimHeld(ctx context.Context, p *pass) error {
 		for _, c := range kept {
 			r.wouldReclaim(ctx, p, c.job, c.rule)
 		}
-		return nil
+		return countErr
 	}
 	for len(kept) > 0 {
 		n := min(len(kept), r.cfg.PageSize)
 		if err := r.reclaim(ctx, p, kept[:n]); err != nil {
-			return err
+			return errors.Join(countErr, err)
 		}
 		kept = kept[n:]
 	}
-	return nil
+	return countErr
 }
 
 // countRunning is the number of running jobs of each type: the source's

@@ -78,6 +78,9 @@ type machine struct {
 	// about.
 	preferExec *exec
 	preferJob  *job
+	// braking makes the next sweep one of a braking reclaimer, where
+	// Redis and the notices allow it.
+	braking bool
 }
 
 func newMachine(ctx context.Context, w *world, tl *tally) *machine {
@@ -659,12 +662,21 @@ func (m *machine) agePassing(rt *rapid.T) {
 }
 
 // stall is time passing for every job, far past the short limits, and a
-// sweep: what a stall of many jobs at once looks like to the brake.
+// sweep of a braking reclaimer: what a stall of many jobs at once looks
+// like to the brake.
 func (m *machine) stall(rt *rapid.T) {
 	d := 3 * time.Hour
 	for _, j := range m.ref.jobs {
 		if j.updAge+d > 200*365*24*time.Hour || j.startAge+d > 200*365*24*time.Hour {
 			rt.Skip("old enough")
+		}
+	}
+	if rapid.Bool().Draw(rt, "limits lowered") {
+		// An operator lowered every running job's limit to an hour first.
+		for _, j := range m.ref.jobs {
+			if j.status == processing && !(m.ref.limits[j.typ].set && m.ref.limits[j.typ].d == time.Hour) {
+				m.applyLimit(rt, j.typ, limitValues[2])
+			}
 		}
 	}
 	m.step(rt, "stall")
@@ -677,6 +689,7 @@ func (m *machine) stall(rt *rapid.T) {
 			j.startAge += d
 		}
 	}
+	m.braking = true
 	m.reclaim(rt)
 }
 
@@ -777,7 +790,11 @@ func (m *machine) setLimit(rt *rapid.T, typ string, short bool) {
 	if !serverInfinity {
 		values = slices.DeleteFunc(values, func(v limitValue) bool { return v.sql == "infinity" })
 	}
-	v := rapid.SampledFrom(values).Draw(rt, "limit")
+	m.applyLimit(rt, typ, rapid.SampledFrom(values).Draw(rt, "limit"))
+}
+
+// applyLimit stores v as typ's limit.
+func (m *machine) applyLimit(rt *rapid.T, typ string, v limitValue) {
 	m.step(rt, "limit "+v.name)
 	var err error
 	switch v.sql {

@@ -153,7 +153,8 @@ func (m *machine) reclaim(rt *rapid.T) {
 	}
 	dropped = dropped && !m.ref.redisDown
 	// The braking reclaimers reach Redis and publish their notices.
-	brake := !m.ref.redisDown && !dropped && rapid.IntRange(0, 2).Draw(rt, "brake") == 0
+	brake := !m.ref.redisDown && !dropped && (m.braking || rapid.IntRange(0, 2).Draw(rt, "brake") == 0)
+	m.braking = false
 	m.step(rt, fmt.Sprintf("reclaim (queue %v, stale %v, held %d rows %d parents, redis down %v, notices dropped %v, brake %v)",
 		queue, stale, len(heldRows), len(heldParents), m.ref.redisDown, dropped, brake))
 	if dropped {

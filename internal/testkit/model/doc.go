@@ -24,9 +24,14 @@
 // same shape in the same schema, sharing the side tables, holding jobs of
 // the same ids.
 //
+// The shapes with a generation column get an owner column where they have
+// none, mapped as the table's OwnerColumn, beside the workers table of
+// package lease.
+//
 // The operations:
 //
-//   - a worker's: StartGuard.Start; Heartbeat.Beat with evidence and without
+//   - a worker's: StartGuard.Start, under the process's lease
+//     (StartGuardConfig.Owner) or under none; Heartbeat.Beat with evidence and without
 //     (zero output, an empty poll, progress past 100%); CompleteTx writing
 //     product rows and the parent READY, or failing its save; jobguard's
 //     Finalize with 0..3 updates that succeed, fail or panic, then
@@ -37,13 +42,18 @@
 //     empty, long, NUL-holding, non-ASCII and reclaimed-looking reasons;
 //     every one of them inside a caller's transaction too (Finalize must
 //     refuse it; CompleteTx commits or rolls back with it);
-//   - an operator's: Retry, settle's Reopen, repairing a broken store, a
+//   - an operator's: Retry, Cancel (of queued, running and finished jobs,
+//     on the pool or inside a transaction of the operator's that commits
+//     or rolls back), settle's Reopen, repairing a broken store, a
 //     per-type limit from 1µs to LimitMax and beyond ('1000 years', and
 //     'infinity' on PostgreSQL 17), or none;
-//   - the services': a reclaim sweep over the table itself or over a queue's
-//     listings (each job spelled some valid way, its start on the queue's
+//   - the services': a reclaim sweep, with the rescue of the running jobs
+//     whose owner's lease is not live (reclaim.Config.Workers), over the
+//     table itself or over a queue's listings (each job spelled some valid way, its start on the queue's
 //     clock, stale listings of attempts a Retry or a restart replaced), with
-//     parent rules, one of which fails or panics for poisoned jobs; a settle
+//     parent rules, one of which fails or panics for poisoned jobs, and,
+//     after a stall of every job, under a brake of one job of a type and
+//     two in all, which must keep the jobs stalled longest; a settle
 //     sweep; a settle Finalize of the twin table's job of the same id; a
 //     compensate sweep; the watcher's periodic check;
 //   - compensate: executions Record the files they are about to create, at
@@ -62,6 +72,17 @@
 //     record claimed by other sweeps, given up and reopened meanwhile, and
 //     then released: its verdict must stand only if nothing moved the
 //     record since;
+//   - leases: each worker process starts under a lease (TTL an hour, so
+//     that only the model ends one); a lease expires on the database's
+//     clock (the process does not know, and may still start jobs under it)
+//     or is released (the process knows: Start refuses with ErrOwnerLost);
+//     a crashed process starts again under a new lease while the old one
+//     stays live until it ends, and its jobs must not be rescued before. A
+//     dead worker's story runs as one action, each step checked: its lease
+//     ends, a sweep rescues its job (QUEUED, a new generation, no owner,
+//     Shared.RescuedReason), its old execution comes back and writes (a
+//     heartbeat, CompleteTx, Finalize, settle's Finalize, Fail,
+//     compensate's Finalize: all refused), and the job is started again;
 //   - faults: a worker process crashing (its executions and heartbeat
 //     slots gone), a process's clock moved (the heartbeats', the
 //     reclaimer's Now), job rows and parents held by idle transactions for
@@ -82,7 +103,7 @@
 //
 // After every step the check compares, for every job: its status,
 // generation and failure reason; its product rows and its parent's status;
-// its settle record (generation, state, attempts); its reclaim marker
+// its owner; its settle record (generation, state, attempts); its reclaim marker
 // (present, generation); the ledger rows of both jobs tables and the
 // increments they ran. It also checks, apart from the model: a generation
 // never falls; no job goes from FAILED to COMPLETED or PROCESSING in one
@@ -92,12 +113,14 @@
 // whether a recheck is scheduled or due by the database's clock) and the
 // files that exist; every watched context, cancelled exactly when the
 // model says its execution lost the job, with the LostError the model
-// expects (job, generation, how, what was seen); every refusal is typed
-// (ErrJobTerminal, ErrReclaimed, ErrInvalidJobID, ErrNotRetryable,
+// expects (job, generation, how, what was seen, whether a cancel); every
+// refusal is typed (ErrJobTerminal, ErrReclaimed, ErrCancelled,
+// ErrNotCancellable, ErrOwnerLost (never permanent), ErrInvalidJobID, ErrNotRetryable,
 // ErrNoEvidence, ErrPending, ErrNotConfirmed, ErrNotGivenUp,
 // ErrUnregistered, ErrInTransaction, and IsPermanent where it must be); a
-// sweep reclaims exactly the model's jobs and counts the held rows, failed
-// parent rules and marker errors the model expects.
+// sweep reclaims and rescues exactly the model's jobs and counts the held
+// rows, failed parent rules, paused, shadowed and braked jobs and marker
+// errors the model expects.
 //
 // # What it does not cover
 //
@@ -105,7 +128,11 @@
 // (its row changes between the read and the write) and contention between
 // workers are left to the chaos run and the packages' own tests; the one
 // attempt that outlives its lease is the parked one, released between
-// steps. Not driven: compensate's CompensateExecution and Keep, failing
+// steps; the races of a cancel with a save and of a rescue with an
+// operator's Retry have tests of their own (jobguard, reclaim). Not
+// driven: a lease's renewer and its own loss (ErrLost, ErrExpired: the
+// lease package's tests), the brake's share caps and clock-jump check,
+// compensate's CompensateExecution and Keep, failing
 // compensators, Record inside a transaction; watch on Redis, its outages
 // and Watcher.Lost; the reclaimer's leader election, Plan and shadow
 // mode, BullMQ and River sources, Redis Cluster. Markers expiring after

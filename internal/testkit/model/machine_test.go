@@ -40,6 +40,10 @@ type tally struct {
 	// Artifacts undone, rechecked and spared; watched executions cancelled
 	// by a notice and by the check.
 	undone, rechecked, spared, byNotice, byCheck atomic.Int64
+	// Jobs rescued from a lapsed lease, and the writes of their old
+	// executions drawn after; jobs cancelled; reclaims the brake held back;
+	// leases that ended.
+	rescued, comebacks, cancels, braked, leasesEnded atomic.Int64
 }
 
 // hbBase is the heartbeats' clock at offset zero: their time is the
@@ -64,6 +68,19 @@ type machine struct {
 	staleLists bool
 	// parked is the settle attempt waiting in its handler, if any.
 	parked *parked
+	// leases are the worker processes' leases of the sequence, of every
+	// process start; lease is each worker's current one (none on a table
+	// without an owner column).
+	leases []*procLease
+	lease  [2]*procLease
+	// preferExec and preferJob, when set, are what the next pickExec and
+	// pickJob return: the one a story of several steps (workerDies) is
+	// about.
+	preferExec *exec
+	preferJob  *job
+	// braking makes the next sweep one of a braking reclaimer, where
+	// Redis and the notices allow it.
+	braking bool
 }
 
 func newMachine(ctx context.Context, w *world, tl *tally) *machine {
@@ -124,6 +141,12 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 		"watchCheck":    m.watchCheck,
 		"pause":         m.pause,
 		"pause again":   m.pause,
+		"leaseEnds":     m.leaseEnds,
+		"leaseEnds too": m.leaseEnds,
+		"stall":         m.stall,
+		"workerDies":    m.workerDies,
+		"cancel":        m.cancel,
+		"cancel again":  m.cancel,
 	}
 }
 
@@ -140,6 +163,10 @@ func (m *machine) fault() { m.tally.faults.Add(1) }
 
 // pickJob draws one of the sequence's jobs.
 func (m *machine) pickJob(rt *rapid.T) (int, *job) {
+	if j := m.preferJob; j != nil {
+		m.preferJob = nil
+		return slices.Index(m.ref.jobs, j), j
+	}
 	if len(m.ref.jobs) == 0 {
 		rt.Skip("no jobs")
 	}
@@ -150,6 +177,13 @@ func (m *machine) pickJob(rt *rapid.T) (int, *job) {
 // pickExec draws a live execution, or a forged one of an older
 // generation.
 func (m *machine) pickExec(rt *rapid.T) (*exec, *job) {
+	if e := m.preferExec; e != nil {
+		m.preferExec = nil
+		if e.rescued {
+			m.tally.comebacks.Add(1)
+		}
+		return e, m.ref.jobs[e.job]
+	}
 	var live []*exec
 	for _, e := range m.ref.execs {
 		if !e.dead {
@@ -161,6 +195,9 @@ func (m *machine) pickExec(rt *rapid.T) (*exec, *job) {
 		return &exec{job: i, gen: j.gen - 1, proc: rapid.IntRange(0, 1).Draw(rt, "proc")}, j
 	}
 	e := live[rapid.IntRange(0, len(live)-1).Draw(rt, "exec")]
+	if e.rescued {
+		m.tally.comebacks.Add(1) // its job was rescued: whatever it writes must be refused
+	}
 	return e, m.ref.jobs[e.job]
 }
 
@@ -230,6 +267,7 @@ func (m *machine) insert(rt *rapid.T) {
 	if err := m.w.insert(m.ctx, j.id, j.parent, typ, st, start); err != nil {
 		rt.Fatalf("insert: %v", err)
 	}
+	m.ref.touch(j)
 	m.ref.jobs = append(m.ref.jobs, j)
 }
 
@@ -237,13 +275,29 @@ func (m *machine) start(rt *rapid.T) {
 	i, j := m.pickJob(rt)
 	id := m.spell(rt, j.id)
 	p := rapid.IntRange(0, 1).Draw(rt, "proc")
-	m.step(rt, "start")
+	pl := m.lease[p]
+	if pl != nil && !rapid.Bool().Draw(rt, "owned") {
+		pl = nil
+	}
+	m.step(rt, fmt.Sprintf("start (owned %v)", pl != nil))
 	sg := m.w.starts
 	if m.ref.redisDown {
 		sg = m.w.startsNo
 	}
+	owner := ""
+	if pl != nil {
+		sg, owner = pl.sg, pl.id
+		if m.ref.redisDown {
+			sg = pl.sgDown
+		}
+	}
 	got, err := sg.Start(m.ctx, m.w.env.Pool, id)
-	want := m.ref.start(j, m.reclaimedReason)
+	if pl != nil && pl.ended {
+		// The process knows its lease ended: it starts nothing.
+		m.expect(rt, "Start under an ended lease", err, ownerLost)
+		return
+	}
+	want := m.ref.start(j, owner, m.reclaimedReason, m.cancelledReason)
 	m.expect(rt, "Start", err, want)
 	if want == okay {
 		if got.JobID != j.id || got.Generation != j.gen {
@@ -256,6 +310,10 @@ func (m *machine) start(rt *rapid.T) {
 }
 
 func (m *machine) reclaimedReason(r string) bool { return strings.HasPrefix(r, m.w.reason) }
+
+func (m *machine) cancelledReason(r string) bool {
+	return strings.HasPrefix(r, m.w.guard.Shared().CancelledReason)
+}
 
 func (m *machine) beat(rt *rapid.T) {
 	e, j := m.pickExec(rt)
@@ -468,23 +526,29 @@ func (m *machine) settleFinalizeOf(rt *rapid.T, names []string) {
 func (m *machine) fail(rt *rapid.T) {
 	e, j := m.pickExec(rt)
 	id := m.spell(rt, j.id)
-	reasons := []string{"", "encoder crashed", m.w.reason + " (by hand)", strings.Repeat("long reason ", 30), "nul \x00 byte", "Ünïcode ✓"}
+	reasons := []string{"", "encoder crashed", m.w.reason + " (by hand)", strings.Repeat("long reason ", 30), "nul \x00 byte", "Ünïcode ✓",
+		m.w.guard.Shared().CancelledReason + " (by the worker)"}
 	reason := rapid.SampledFrom(reasons).Draw(rt, "reason")
 	m.step(rt, "fail")
 	err := m.w.guard.Fail(m.ctx, m.w.env.Pool, jobguard.Execution{JobID: id, Generation: e.gen}, reason)
-	// A reason is a message: what text cannot hold of it is written as it
-	// can (U+0000 as the four characters \x00), and it is cut to a
-	// varchar column's length, so that the job is failed whatever it says.
-	stored := strings.ReplaceAll(reason, "\x00", `\x00`)
-	if r := []rune(stored); len(r) > 200 && m.w.jobs.Name == fixture.IntID.Name {
-		stored = string(r[:200]) // failure_reason is varchar(200) there
-	}
 	switch {
-	case m.ref.fail(e, j, stored):
+	case m.ref.fail(e, j, m.stored(reason)):
 		m.expect(rt, "Fail", err, okay)
 	default:
 		m.expectLost(rt, "Fail", err, j, e.gen)
 	}
+}
+
+// stored is a reason as the failure reason column holds it: what text
+// cannot hold of it is written as it can (U+0000 as the four characters
+// \x00), and it is cut to a varchar column's length, so that the job is
+// failed whatever it says.
+func (m *machine) stored(reason string) string {
+	s := strings.ReplaceAll(reason, "\x00", `\x00`)
+	if r := []rune(s); len(r) > 200 && m.w.jobs.Name == fixture.IntID.Name {
+		s = string(r[:200]) // failure_reason is varchar(200) there
+	}
+	return s
 }
 
 func (m *machine) retry(rt *rapid.T) {
@@ -601,6 +665,38 @@ func (m *machine) agePassing(rt *rapid.T) {
 	}
 }
 
+// stall is time passing for every job, far past the short limits, and a
+// sweep of a braking reclaimer: what a stall of many jobs at once looks
+// like to the brake.
+func (m *machine) stall(rt *rapid.T) {
+	d := 3 * time.Hour
+	for _, j := range m.ref.jobs {
+		if j.updAge+d > 200*365*24*time.Hour || j.startAge+d > 200*365*24*time.Hour {
+			rt.Skip("old enough")
+		}
+	}
+	if rapid.Bool().Draw(rt, "limits lowered") {
+		// An operator lowered every running job's limit to an hour first.
+		for _, j := range m.ref.jobs {
+			if j.status == processing && !(m.ref.limits[j.typ].set && m.ref.limits[j.typ].d == time.Hour) {
+				m.applyLimit(rt, j.typ, limitValues[2])
+			}
+		}
+	}
+	m.step(rt, "stall")
+	for _, j := range m.ref.jobs {
+		if err := m.w.age(m.ctx, j.id, d); err != nil {
+			rt.Fatalf("age: %v", err)
+		}
+		j.updAge += d
+		if j.started {
+			j.startAge += d
+		}
+	}
+	m.braking = true
+	m.reclaim(rt)
+}
+
 // crash drops a worker process's memory: its executions and heartbeat.
 func (m *machine) crash(rt *rapid.T) {
 	p := rapid.IntRange(0, 1).Draw(rt, "proc")
@@ -617,6 +713,11 @@ func (m *machine) crash(rt *rapid.T) {
 	}
 	m.ref.slots[p] = map[string]time.Duration{}
 	m.hb[p] = m.newHeartbeat(p)
+	// The process starts again under a lease of its own; the dead one's
+	// stays live on the database's clock until it lapses (leaseEnds).
+	if m.lease[p] != nil {
+		m.lease[p] = m.newLease(rt, p)
+	}
 }
 
 // clock moves a process's clock: the heartbeats' of a worker, the
@@ -693,7 +794,11 @@ func (m *machine) setLimit(rt *rapid.T, typ string, short bool) {
 	if !serverInfinity {
 		values = slices.DeleteFunc(values, func(v limitValue) bool { return v.sql == "infinity" })
 	}
-	v := rapid.SampledFrom(values).Draw(rt, "limit")
+	m.applyLimit(rt, typ, rapid.SampledFrom(values).Draw(rt, "limit"))
+}
+
+// applyLimit stores v as typ's limit.
+func (m *machine) applyLimit(rt *rapid.T, typ string, v limitValue) {
 	m.step(rt, "limit "+v.name)
 	var err error
 	switch v.sql {
@@ -869,6 +974,12 @@ func classify(err error) refusal {
 		return reclaimed
 	case errors.Is(err, jobguard.ErrNotRetryable):
 		return notRetryable
+	case errors.Is(err, jobguard.ErrCancelled):
+		return cancelled
+	case errors.Is(err, jobguard.ErrNotCancellable):
+		return notCancellable
+	case errors.Is(err, jobguard.ErrOwnerLost):
+		return ownerLost
 	case errors.Is(err, jobguard.ErrJobTerminal):
 		return terminal
 	case errors.Is(err, heartbeat.ErrNoEvidence):
@@ -891,9 +1002,12 @@ func (m *machine) expect(rt *rapid.T, what string, err error, want refusal) {
 	}
 	// A loss to another attempt (ErrRequeued) is terminal for the
 	// execution, not for the job: expectLost says when it must be one.
-	if (want == terminal || want == reclaimed || want == invalidID) && !jobguard.IsPermanent(err) &&
+	if (want == terminal || want == reclaimed || want == invalidID || want == cancelled) && !jobguard.IsPermanent(err) &&
 		!errors.Is(err, jobguard.ErrRequeued) {
 		rt.Fatalf("%s: %v is not permanent", what, err)
+	}
+	if want == ownerLost && jobguard.IsPermanent(err) {
+		rt.Fatalf("%s: %v is permanent; another process may start the job", what, err)
 	}
 }
 
@@ -959,7 +1073,7 @@ func (m *machine) check(rt *rapid.T) {
 		if !ok {
 			rt.Fatalf("job %q has no row (rows %v)", j.id, keys(rows))
 		}
-		want := row{status: w.statusWord(j.status), gen: j.gen, reason: j.reason, hasReason: j.hasReason}
+		want := row{status: w.statusWord(j.status), gen: j.gen, reason: j.reason, hasReason: j.hasReason, owner: j.owner}
 		if r != want {
 			rt.Fatalf("job %q after %s: row %+v, model %+v", j.id, m.lastOp, r, want)
 		}

@@ -52,10 +52,12 @@ func TestModel(t *testing.T) {
 			"reclaim sweeps reclaimed %d jobs, skipped %d held rows, %d failed parent rules, left %d of paused types "+
 			"and %d of types in shadow; "+
 			"%d settle attempts parked, %d released after their record moved on; "+
-			"artifacts undone %d, rechecked %d, spared %d; watched executions cancelled by a notice %d, by the check %d",
+			"artifacts undone %d, rechecked %d, spared %d; watched executions cancelled by a notice %d, by the check %d; "+
+			"leases ended %d, jobs rescued %d, writes of their old executions %d; jobs cancelled %d; reclaims braked %d",
 			tl.sequences.Load(), tl.steps.Load(), tl.faults.Load(), tl.invariants.Load(), tl.failures.Load(), d,
 			tl.reclaimed.Load(), tl.locked.Load(), tl.ruleErrors.Load(), tl.paused.Load(), tl.shadowed.Load(), tl.parked.Load(), tl.outlived.Load(),
-			tl.undone.Load(), tl.rechecked.Load(), tl.spared.Load(), tl.byNotice.Load(), tl.byCheck.Load())
+			tl.undone.Load(), tl.rechecked.Load(), tl.spared.Load(), tl.byNotice.Load(), tl.byCheck.Load(),
+			tl.leasesEnded.Load(), tl.rescued.Load(), tl.comebacks.Load(), tl.cancels.Load(), tl.braked.Load())
 	})
 	for i, v := range shapes {
 		simple := i%2 == 1
@@ -115,6 +117,8 @@ func run(rt *rapid.T, w *world, tl *tally) {
 	m := newMachine(ctx, w, tl)
 	defer m.unpark()
 	defer m.unwatch()
+	defer m.stopLeases()
+	m.startLeases(rt)
 	w.cur = m
 	w.sequences++
 	tl.sequences.Add(1)

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/jobguard/jobset"
+	"github.com/jobguard/jobguard/lease"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
@@ -27,8 +29,15 @@ func (s *queueSource) Active(_ context.Context, _ reclaim.Query, page func([]rec
 	return page(s.listings)
 }
 
-// reclaimerKey selects one of a world's reclaimers.
-type reclaimerKey struct{ queue, down, deaf bool }
+// reclaimerKey selects one of a world's reclaimers: over the queue or the
+// table, with Redis unreachable, with its notices dropped, under a brake
+// whose caps a sequence reaches (brakeCaps).
+type reclaimerKey struct{ queue, down, deaf, brake bool }
+
+// brakeCaps is the brake of the braking reclaimers: one job of a type and
+// two in all per sweep. The share caps, never below their floor of 20,
+// stay out of reach.
+var brakeCaps = reclaim.Brake{MaxJobs: 2, MaxJobsPerType: 1}
 
 // reclaimers builds the world's reclaimers: over the table itself or over
 // the queue, with Redis reachable or not. Their clock is the model's
@@ -64,8 +73,9 @@ func (w *world) reclaimers() (map[reclaimerKey]*reclaim.Reclaimer, *queueSource,
 		}
 	}
 	out := map[reclaimerKey]*reclaim.Reclaimer{}
-	for _, k := range []reclaimerKey{{false, false, false}, {false, true, false}, {true, false, false}, {true, true, false},
-		{false, false, true}, {true, false, true}} {
+	for _, k := range []reclaimerKey{{false, false, false, false}, {false, true, false, false}, {true, false, false, false},
+		{true, true, false, false}, {false, false, true, false}, {true, false, true, false}, {false, false, false, true},
+		{true, false, false, true}} {
 		if !k.queue && w.table.StartedAtColumn == "" {
 			continue
 		}
@@ -82,6 +92,12 @@ func (w *world) reclaimers() (map[reclaimerKey]*reclaim.Reclaimer, *queueSource,
 		}
 		if k.queue {
 			cfg.Source = src
+		}
+		if k.brake {
+			cfg.Brake = brakeCaps
+		}
+		if w.table.OwnerColumn != "" {
+			cfg.Workers = &lease.Workers{} // the test's schema, through search_path
 		}
 		r, err := reclaim.New(cfg)
 		if err != nil {
@@ -136,8 +152,11 @@ func (m *machine) reclaim(rt *rapid.T) {
 		}
 	}
 	dropped = dropped && !m.ref.redisDown
-	m.step(rt, fmt.Sprintf("reclaim (queue %v, stale %v, held %d rows %d parents, redis down %v, notices dropped %v)",
-		queue, stale, len(heldRows), len(heldParents), m.ref.redisDown, dropped))
+	// The braking reclaimers reach Redis and publish their notices.
+	brake := !m.ref.redisDown && !dropped && (m.braking || rapid.IntRange(0, 2).Draw(rt, "brake") == 0)
+	m.braking = false
+	m.step(rt, fmt.Sprintf("reclaim (queue %v, stale %v, held %d rows %d parents, redis down %v, notices dropped %v, brake %v)",
+		queue, stale, len(heldRows), len(heldParents), m.ref.redisDown, dropped, brake))
 	if dropped {
 		m.fault()
 	}
@@ -169,14 +188,30 @@ func (m *machine) reclaim(rt *rapid.T) {
 	}
 
 	w.source.listings = listings
-	rep, err := w.reclaim[reclaimerKey{queue: queue, down: m.ref.redisDown, deaf: dropped}].Sweep(m.ctx)
+	rep, err := w.reclaim[reclaimerKey{queue: queue, down: m.ref.redisDown, deaf: dropped, brake: brake}].Sweep(m.ctx)
 	if err != nil {
 		rt.Fatalf("reclaim sweep: %v", err)
 	}
 
-	var want []string
-	var reclaimed []*job
+	// The rescue first: every running job whose owner's lease is not live
+	// on the database's clock goes back to QUEUED, unless its row is held.
+	var lost []lostJob
+	var wantRescued []string
 	locked, ruleErrors, paused, would := 0, 0, 0, 0
+	for _, j := range m.ref.jobs {
+		if j.status != processing || j.owner == "" || m.leaseLive(j.owner) {
+			continue
+		}
+		if heldRows[j] {
+			locked++
+			continue
+		}
+		lost = append(lost, lostJob{job: j, seen: j.gen})
+		m.rescue(j)
+		wantRescued = append(wantRescued, j.id)
+	}
+	// Then the limit rule, under the brake.
+	var cands []*job
 	for _, j := range m.ref.jobs {
 		if !m.ref.overdue(j) {
 			continue
@@ -184,11 +219,18 @@ func (m *machine) reclaim(rt *rapid.T) {
 		switch m.ref.modes[j.typ] {
 		case "off":
 			paused++
-			continue
 		case "shadow":
 			would++
-			continue
+		default:
+			cands = append(cands, j)
 		}
+	}
+	braked := 0
+	if brake {
+		cands, braked = m.ref.brake(cands, brakeCaps)
+	}
+	var want []string
+	for _, j := range cands {
 		ruled := w.table.ParentIDColumn != "" && (j.typ == "chapter" || j.typ == "video")
 		switch {
 		case heldRows[j]:
@@ -198,10 +240,12 @@ func (m *machine) reclaim(rt *rapid.T) {
 		default:
 			m.ref.reclaim(j, w.reason, ruled)
 			want = append(want, j.id)
-			reclaimed = append(reclaimed, j)
+			lost = append(lost, lostJob{job: j, seen: j.gen})
 		}
 	}
 	m.tally.reclaimed.Add(int64(len(want)))
+	m.tally.rescued.Add(int64(len(wantRescued)))
+	m.tally.braked.Add(int64(braked))
 	m.tally.paused.Add(int64(paused))
 	m.tally.shadowed.Add(int64(would))
 	m.tally.locked.Add(int64(locked))
@@ -209,13 +253,16 @@ func (m *machine) reclaim(rt *rapid.T) {
 	got := slices.Clone(rep.ReclaimedIDs)
 	sort.Strings(got)
 	sort.Strings(want)
-	if !slices.Equal(got, want) || rep.Locked != locked || rep.RuleErrors != ruleErrors {
-		rt.Fatalf("reclaim sweep reclaimed %q locked %d rule errors %d, model %q %d %d (report %+v)",
-			got, rep.Locked, rep.RuleErrors, want, locked, ruleErrors, rep)
+	gotRescued := slices.Clone(rep.RescuedIDs)
+	sort.Strings(gotRescued)
+	sort.Strings(wantRescued)
+	if !slices.Equal(got, want) || !slices.Equal(gotRescued, wantRescued) || rep.Locked != locked || rep.RuleErrors != ruleErrors {
+		rt.Fatalf("reclaim sweep reclaimed %q rescued %q locked %d rule errors %d, model %q %q %d %d (report %+v)",
+			got, gotRescued, rep.Locked, rep.RuleErrors, want, wantRescued, locked, ruleErrors, rep)
 	}
-	if rep.Paused != paused || rep.WouldReclaim != would || rep.Braked != 0 {
-		rt.Fatalf("reclaim sweep paused %d would reclaim %d braked %d, model %d %d 0 (report %+v)",
-			rep.Paused, rep.WouldReclaim, rep.Braked, paused, would, rep)
+	if rep.Paused != paused || rep.WouldReclaim != would || rep.Braked != braked {
+		rt.Fatalf("reclaim sweep paused %d would reclaim %d braked %d, model %d %d %d (report %+v)",
+			rep.Paused, rep.WouldReclaim, rep.Braked, paused, would, braked, rep)
 	}
 	wantMarkerErrors := 0
 	if m.ref.redisDown {
@@ -223,8 +270,33 @@ func (m *machine) reclaim(rt *rapid.T) {
 	}
 	m.expect(rt, "reclaim marker errors", markerErr(rep.MarkerErrors, wantMarkerErrors), okay)
 	if !dropped {
-		m.noticed(rt, reclaimed)
+		m.noticed(rt, lost)
 	}
+}
+
+// brake is the brake's choice among the jobs a sweep decided to reclaim:
+// the stalled longest first (the earliest updated_at: the longest moved
+// back, then the earliest written), at most caps.MaxJobsPerType of a type
+// and caps.MaxJobs in all. It returns the jobs kept and how many were held
+// back.
+func (m *model) brake(cands []*job, caps reclaim.Brake) ([]*job, int) {
+	cands = slices.Clone(cands)
+	slices.SortStableFunc(cands, func(a, b *job) int {
+		if a.updAge != b.updAge {
+			return -cmp.Compare(a.updAge, b.updAge)
+		}
+		return cmp.Compare(a.touched, b.touched)
+	})
+	var kept []*job
+	taken := map[string]int{}
+	for _, j := range cands {
+		if taken[j.typ] >= caps.MaxJobsPerType || len(kept) >= caps.MaxJobs {
+			continue
+		}
+		taken[j.typ]++
+		kept = append(kept, j)
+	}
+	return kept, len(cands) - len(kept)
 }
 
 func markerErr(got, want int) error {

@@ -37,22 +37,25 @@ const (
 type refusal int
 
 const (
-	okay         refusal = iota
-	terminal             // errors.Is ErrJobTerminal, IsPermanent
-	reclaimed            // errors.Is ErrReclaimed, IsPermanent
-	invalidID            // errors.Is ErrInvalidJobID, IsPermanent
-	notRetryable         // errors.Is ErrNotRetryable
-	noEvidence           // errors.Is heartbeat.ErrNoEvidence
-	pending              // errors.Is settle.ErrPending
-	notConfirmed         // errors.Is usage.ErrNotConfirmed
-	notGivenUp           // errors.Is settle.ErrNotGivenUp
-	unregistered         // errors.Is settle.ErrUnregistered
-	someError            // any error, nothing changed
+	okay           refusal = iota
+	terminal               // errors.Is ErrJobTerminal, IsPermanent
+	reclaimed              // errors.Is ErrReclaimed, IsPermanent
+	invalidID              // errors.Is ErrInvalidJobID, IsPermanent
+	notRetryable           // errors.Is ErrNotRetryable
+	cancelled              // errors.Is ErrCancelled, IsPermanent
+	notCancellable         // errors.Is ErrNotCancellable
+	ownerLost              // errors.Is ErrOwnerLost, not IsPermanent
+	noEvidence             // errors.Is heartbeat.ErrNoEvidence
+	pending                // errors.Is settle.ErrPending
+	notConfirmed           // errors.Is usage.ErrNotConfirmed
+	notGivenUp             // errors.Is settle.ErrNotGivenUp
+	unregistered           // errors.Is settle.ErrUnregistered
+	someError              // any error, nothing changed
 )
 
 func (r refusal) String() string {
 	return [...]string{"nil", "ErrJobTerminal", "ErrReclaimed", "ErrInvalidJobID", "ErrNotRetryable",
-		"ErrNoEvidence", "ErrPending", "ErrNotConfirmed", "ErrNotGivenUp", "ErrUnregistered", "an error"}[r]
+		"ErrCancelled", "ErrNotCancellable", "ErrOwnerLost", "ErrNoEvidence", "ErrPending", "ErrNotConfirmed", "ErrNotGivenUp", "ErrUnregistered", "an error"}[r]
 }
 
 type entry struct {
@@ -78,6 +81,8 @@ type job struct {
 	started         bool          // the row (or the queue) knows the attempt's start
 	startAge        time.Duration // how far the start was moved back
 	updAge          time.Duration // how far updated_at was moved back
+	touched         int64         // when updated_at was last written, in the model's writes
+	owner           string        // the lease id in the owner column; "" for none
 	product         int64         // generation of the product rows
 	hasProduct      bool
 	parentStatus    string
@@ -96,6 +101,8 @@ type exec struct {
 	proc  int
 	dead  bool
 	watch *watched // its context under the watcher, if watched
+	// rescued: its job was rescued from it, its lease having lapsed.
+	rescued bool
 }
 
 // limit is a type's limit in the model: none, or a duration (a very
@@ -116,6 +123,7 @@ type model struct {
 	slots     [2]map[string]time.Duration
 	redisDown bool
 	arts      []*artifact     // in the order recorded: the table's id order
+	writes    int64           // the writes of updated_at so far: the order of touched
 	things    map[string]bool // the files that exist, by ref
 	tally     *tally
 }
@@ -134,6 +142,13 @@ func newModel(fenced bool) *model {
 	return m
 }
 
+// touch is a write of j's updated_at: now, on the database's clock, after
+// every write before it.
+func (m *model) touch(j *job) {
+	m.writes++
+	j.updAge, j.touched = 0, m.writes
+}
+
 func (m *model) owns(j *job, gen int64) bool { return !m.fenced || j.gen == gen }
 
 // requeued reports whether an execution at generation gen lost job j to
@@ -148,19 +163,28 @@ func (m *model) markerApplies(j *job) bool {
 	return j.marker >= 0 && (!m.fenced || j.marker >= j.gen)
 }
 
-// start is StartGuard.Start.
-func (m *model) start(j *job, reclaimedReason func(string) bool) refusal {
+// start is StartGuard.Start, under the lease owner ("" for none). The
+// refusal says a reclaim first, then a cancel, then a marker: except on a
+// table without generations, where a marker refuses before the row is
+// read.
+func (m *model) start(j *job, owner string, reclaimedReason, cancelledReason func(string) bool) refusal {
 	byReason := j.hasReason && reclaimedReason(j.reason)
+	byCancel := j.hasReason && cancelledReason(j.reason)
 	byMarker := !m.redisDown && m.markerApplies(j)
-	if active(j.status) && !byReason && !byMarker {
+	switch {
+	case active(j.status) && !byReason && !byCancel && !byMarker:
 		j.status = processing
 		if m.fenced {
 			j.gen++
 		}
-		j.started, j.startAge, j.updAge = true, 0, 0
+		j.started, j.startAge, j.owner = true, 0, owner
+		m.touch(j)
 		return okay
-	}
-	if byReason || byMarker {
+	case byReason, byMarker && !m.fenced:
+		return reclaimed
+	case byCancel:
+		return cancelled
+	case byMarker:
 		return reclaimed
 	}
 	return terminal
@@ -174,7 +198,7 @@ func (m *model) beat(e *exec, j *job) (written bool, throttled bool) {
 	}
 	m.slots[e.proc][j.id] = now
 	if j.status == processing && m.owns(j, e.gen) {
-		j.updAge = 0
+		m.touch(j)
 		return true, false
 	}
 	return false, false
@@ -186,7 +210,8 @@ func (m *model) complete(e *exec, j *job) bool {
 	if !active(j.status) || !m.owns(j, e.gen) {
 		return false
 	}
-	j.status, j.updAge = completed, 0
+	j.status = completed
+	m.touch(j)
 	j.product, j.hasProduct = e.gen, true
 	if j.parent != "" {
 		j.parentStatus = parentReady
@@ -198,7 +223,8 @@ func (m *model) fail(e *exec, j *job, reason string) bool {
 	if !active(j.status) || !m.owns(j, e.gen) {
 		return false
 	}
-	j.status, j.reason, j.hasReason, j.updAge = failed, reason, true, 0
+	j.status, j.reason, j.hasReason = failed, reason, true
+	m.touch(j)
 	return true
 }
 
@@ -206,7 +232,8 @@ func (m *model) retry(j *job) bool {
 	if j.status != failed {
 		return false
 	}
-	j.status, j.hasReason, j.reason, j.updAge, j.started, j.startAge = queued, false, "", 0, false, 0
+	j.status, j.hasReason, j.reason, j.started, j.startAge, j.owner = queued, false, "", false, 0, ""
+	m.touch(j)
 	if m.fenced {
 		j.gen++
 	}
@@ -225,8 +252,29 @@ func (m *model) overdue(j *job) bool {
 	return j.startAge >= l.d && j.updAge >= noProgress
 }
 
+// rescue is the rescue of a running job whose owner's lease is not live:
+// back to QUEUED under a new generation, no owner, no start, the rescued
+// reason; no marker, no parent.
+func (m *model) rescue(j *job, reason string) {
+	j.status, j.reason, j.hasReason, j.owner = queued, reason, true, ""
+	j.gen++
+	j.started, j.startAge = false, 0
+	m.touch(j)
+}
+
+// cancel is an operator's cancel of an active job: FAILED with the
+// cancel's reason, under a new generation; the owner stays.
+func (m *model) cancel(j *job, reason string) {
+	j.status, j.reason, j.hasReason = failed, reason, true
+	if m.fenced {
+		j.gen++
+	}
+	m.touch(j)
+}
+
 func (m *model) reclaim(j *job, reason string, withParent bool) {
-	j.status, j.reason, j.hasReason, j.updAge = failed, reason, true, 0
+	j.status, j.reason, j.hasReason = failed, reason, true
+	m.touch(j)
 	if withParent && j.parentStatus == parentGenerating {
 		j.parentStatus = parentFailed
 	}

@@ -22,6 +22,17 @@ type watched struct {
 	via     watch.Via
 	seen    int64
 	status  string
+	// cancelled: the notice was a cancel's, or the check read a cancel's
+	// failure reason.
+	cancelled bool
+}
+
+// lostJob is a job a notice names: at the generation seen, by a cancel or
+// not.
+type lostJob struct {
+	job       *job
+	seen      int64
+	cancelled bool
 }
 
 // deliveryPatience bounds the wait for a notice to reach the watcher: a
@@ -75,18 +86,18 @@ func (m *machine) unwatch() {
 	}
 }
 
-// noticed is what the reclaim's notices do: every watched execution of a
-// reclaimed job at its generation or an older one is cancelled. It waits,
-// with a deadline, until they are.
-func (m *machine) noticed(rt *rapid.T, reclaimed []*job) {
+// noticed is what the notices of a reclaim, a rescue or a cancel do:
+// every watched execution of a job named at its generation or an older
+// one is cancelled. It waits, with a deadline, until they are.
+func (m *machine) noticed(rt *rapid.T, named []lostJob) {
 	var wait []*watched
-	for _, j := range reclaimed {
+	for _, n := range named {
 		for _, e := range m.ref.execs {
 			v := e.watch
-			if v == nil || v.gone || v.ended || v.lost || m.ref.jobs[e.job] != j || e.gen > j.gen {
+			if v == nil || v.gone || v.ended || v.lost || m.ref.jobs[e.job] != n.job || e.gen > n.seen {
 				continue
 			}
-			v.lost, v.via, v.seen, v.status = true, watch.ViaNotice, j.gen, ""
+			v.lost, v.via, v.seen, v.status, v.cancelled = true, watch.ViaNotice, n.seen, "", n.cancelled
 			wait = append(wait, v)
 			m.tally.byNotice.Add(1)
 		}
@@ -96,7 +107,7 @@ func (m *machine) noticed(rt *rapid.T, reclaimed []*job) {
 		select {
 		case <-v.ctx.Done():
 		case <-deadline:
-			rt.Fatalf("a reclaim's notice did not cancel a watched execution within %s", deliveryPatience)
+			rt.Fatalf("a notice did not cancel a watched execution within %s", deliveryPatience)
 		}
 	}
 }
@@ -124,11 +135,12 @@ func (m *machine) watchCheck(rt *rapid.T) {
 		case j.gen != e.gen:
 		case j.status == processing:
 			continue
-		case j.status == completed, j.status == failed && !m.reclaimedReason(j.reason):
+		case j.status == completed, j.status == failed && !m.reclaimedReason(j.reason) && !m.cancelledReason(j.reason):
 			v.ended = true
 			continue
 		}
 		v.lost, v.via, v.seen, v.status = true, watch.ViaCheck, j.gen, m.w.statusWord(j.status)
+		v.cancelled = j.hasReason && m.cancelledReason(j.reason)
 		want++
 		m.tally.byCheck.Add(1)
 	}
@@ -164,8 +176,10 @@ func (m *machine) checkWatched(rt *rapid.T) {
 		if want := v.via == watch.ViaCheck && m.ref.fenced && v.status == queued.String() && v.seen > e.gen; v.via != watch.ViaHeartbeat && lost.Requeued != want {
 			rt.Fatalf("the lost execution of job %q generation %d: requeued %v, want %v (%v)", j.id, e.gen, lost.Requeued, want, cause)
 		}
-		got := fmt.Sprintf("%s g%d via %v seen %d status %q", lost.JobID, lost.Generation, lost.Via, lost.Seen, lost.Status)
-		want := fmt.Sprintf("%s g%d via %v seen %d status %q", j.id, e.gen, v.via, v.seen, v.status)
+		got := fmt.Sprintf("%s g%d via %v seen %d status %q cancelled %v (ErrCancelled %v)", lost.JobID, lost.Generation, lost.Via,
+			lost.Seen, lost.Status, lost.Cancelled, errors.Is(cause, jobguard.ErrCancelled))
+		want := fmt.Sprintf("%s g%d via %v seen %d status %q cancelled %v (ErrCancelled %v)", j.id, e.gen, v.via, v.seen, v.status,
+			v.cancelled, v.cancelled)
 		if got != want {
 			rt.Fatalf("the watcher reports %s, model %s", got, want)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/jobguard/marker"
+	"github.com/jobguard/jobguard/lease"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
@@ -110,6 +111,8 @@ func newWorld(t *testing.T, v fixture.Variant, simple bool, zone string) *world 
 	t.Helper()
 	env := testenv.New(t, testenv.Config{SimpleProtocol: simple, TimeZone: zone, MaxConns: 12})
 	jobs := fixture.Create(t, env, v)
+	ownedBy(t, jobs)
+	env.Exec(lease.Migration)
 	env.Exec(usage.Migration)
 	env.Exec(settle.Migration)
 	env.Exec(reclaim.Migration)
@@ -200,6 +203,24 @@ func newWorld(t *testing.T, v fixture.Variant, simple bool, zone string) *world 
 	return w
 }
 
+// ownedBy gives a fenced table that has none an owner column, and its
+// guard the mapping of it, so that every table shape with a generation
+// can be started under a worker's lease and rescued.
+func ownedBy(t *testing.T, jobs *fixture.Jobs) {
+	t.Helper()
+	if jobs.Table.GenerationColumn == "" || jobs.Table.OwnerColumn != "" {
+		return
+	}
+	col := "owner"
+	if jobs.Name == fixture.Prisma.Name {
+		col = "leaseId"
+	}
+	jobs.Env.Exec(`ALTER TABLE ` + jobs.Table.QualifiedName() + ` ADD COLUMN ` + ident.Quote(col) + ` text`)
+	jobs.Table.OwnerColumn = col
+	jobs.Guard = jobs.GuardWith(t, jobguard.Shared{})
+	jobs.Table = jobs.Guard.Table()
+}
+
 // refuseNullable checks that a mapping whose generation or type column
 // admits NULL, with a row holding NULL in it, is refused, naming the SQL
 // that fixes it: such a column accepted fails later, on every call.
@@ -245,7 +266,7 @@ func (w *world) reset(ctx context.Context) error {
 	w.calls, w.repaired, w.poisoned = map[string]int{}, map[string]bool{}, map[string]bool{}
 	w.mu.Unlock()
 	_, err := w.env.Pool.Exec(ctx, `TRUNCATE `+w.table.QualifiedName()+
-		`, twin, parents, products, meta, bills, things, job_artifacts, usage_ledger, job_settlements, job_type_limits`)
+		`, twin, parents, products, meta, bills, things, job_artifacts, usage_ledger, job_settlements, job_type_limits, jobguard_workers`)
 	if err != nil {
 		return err
 	}
@@ -341,6 +362,7 @@ type row struct {
 	gen       int64
 	reason    string
 	hasReason bool
+	owner     string // the lease id in the owner column; "" for NULL or none
 }
 
 func (w *world) readRows(ctx context.Context) (map[string]row, error) {
@@ -349,8 +371,12 @@ func (w *world) readRows(ctx context.Context) (map[string]row, error) {
 	if tb.GenerationColumn != "" {
 		gen = ident.Quote(tb.GenerationColumn) + "::int8"
 	}
-	rows, err := w.env.Pool.Query(ctx, fmt.Sprintf("SELECT %s::text, %s::text, %s, %s::text FROM %s",
-		ident.Quote(tb.IDColumn), ident.Quote(tb.StatusColumn), gen, ident.Quote(tb.FailureReasonColumn), tb.QualifiedName()))
+	owner := "NULL::text"
+	if tb.OwnerColumn != "" {
+		owner = ident.Quote(tb.OwnerColumn) + "::text"
+	}
+	rows, err := w.env.Pool.Query(ctx, fmt.Sprintf("SELECT %s::text, %s::text, %s, %s::text, %s FROM %s",
+		ident.Quote(tb.IDColumn), ident.Quote(tb.StatusColumn), gen, ident.Quote(tb.FailureReasonColumn), owner, tb.QualifiedName()))
 	if err != nil {
 		return nil, err
 	}
@@ -358,9 +384,12 @@ func (w *world) readRows(ctx context.Context) (map[string]row, error) {
 	for rows.Next() {
 		var id string
 		var r row
-		var reason *string
-		if err := rows.Scan(&id, &r.status, &r.gen, &reason); err != nil {
+		var reason, owner *string
+		if err := rows.Scan(&id, &r.status, &r.gen, &reason, &owner); err != nil {
 			return nil, err
+		}
+		if owner != nil {
+			r.owner = *owner
 		}
 		if reason != nil {
 			r.reason, r.hasReason = *reason, true

@@ -57,10 +57,13 @@ func (r *Reclaimer) rescuePage(ctx context.Context, p *pass, page []jobset.Orpha
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCommitTimeout)
 	r.publish(nctx, execs, &p.rep, &p.notes)
 	cancel()
+	debug := r.debug(ctx)
 	for _, j := range res.Rescued {
 		p.rep.RescuedIDs = append(p.rep.RescuedIDs, j.ID)
-		r.log.DebugContext(ctx, "reclaim: job rescued: its worker's lease lapsed", slog.String("job_id", j.ID),
-			slog.String("job_type", j.Type), slog.Int64("generation", j.Generation), slog.String("lease_id", j.Owner))
+		if debug {
+			r.log.DebugContext(ctx, "reclaim: job rescued: its worker's lease lapsed", slog.String("job_id", j.ID),
+				slog.String("job_type", j.Type), slog.Int64("generation", j.Generation), slog.String("lease_id", j.Owner))
+		}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobguard/jobguard/internal/guardlink"
 	"github.com/jobguard/jobguard/internal/interval"
@@ -64,24 +65,40 @@ type Job struct {
 	FailureReason string
 }
 
-// scanJobs reads rows of the column list the statements share.
+// scanJobs reads rows of the column list the statements share. A page of
+// rows holds few distinct types and statuses: each is allocated once, and
+// the nullable columns are scanned without a pointer each.
 func scanJobs(rows pgx.Rows) ([]Job, error) {
+	var in interner
+	var typ, status []byte
+	var parent, reason pgtype.Text
+	var started pgtype.Timestamptz
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) {
 		var j Job
-		var parent, reason *string
-		var started *time.Time
-		err := r.Scan(&j.ID, &j.Type, &j.Status, &j.UpdatedAt, &j.Generation, &parent, &started, &reason, &j.ReadAt)
-		if parent != nil {
-			j.ParentID = *parent
-		}
-		if reason != nil {
-			j.FailureReason = *reason
-		}
-		if started != nil {
-			j.StartedAt = *started
+		err := r.Scan(&j.ID, (*pgtype.DriverBytes)(&typ), (*pgtype.DriverBytes)(&status), &j.UpdatedAt, &j.Generation,
+			&parent, &started, &reason, &j.ReadAt)
+		j.Type, j.Status = in.of(typ), in.of(status)
+		j.ParentID, j.FailureReason = parent.String, reason.String
+		if started.Valid {
+			j.StartedAt = started.Time
 		}
 		return j, err
 	})
+}
+
+// interner hands out one string for equal bytes.
+type interner map[string]string
+
+func (in *interner) of(b []byte) string {
+	if s, ok := (*in)[string(b)]; ok {
+		return s
+	}
+	if *in == nil {
+		*in = interner{}
+	}
+	s := string(b)
+	(*in)[s] = s
+	return s
 }
 
 // Snapshot reads the rows of ids in one query and returns them keyed by the
@@ -269,28 +286,29 @@ func (s *Set) FailIfUnchanged(ctx context.Context, db jobguard.DB, expected []Jo
 		e := byID[id]
 		statuses[i], updated[i], gens[i] = e.Status, e.UpdatedAt.UTC(), e.Generation
 	}
+	// The arrays travel as literals, one string each (see pgarray.Texts).
+	var updatedArg any = pgarray.Of(updated)
+	if lit, ok := pgarray.Times(updated); ok {
+		updatedArg = lit
+	}
 	failed := s.guard.Table().Statuses.Failed
 	rows, err := db.Query(ctx, s.sql.Fail, failed, pgvalue.StorableText(reason),
-		pgarray.Of(ids), pgarray.Of(statuses), pgarray.Of(updated), pgarray.Of(gens))
+		pgarray.Texts(ids), pgarray.Texts(statuses), updatedArg, pgarray.Ints(gens))
 	if err != nil {
 		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
 	}
 	var res FailResult
-	var id *string
-	var typ string
+	var in interner
+	var id, parent pgtype.Text
+	var typ []byte
 	var gen int64
-	var parent *string
 	locked := 0
-	_, err = pgx.ForEachRow(rows, []any{&id, &gen, &parent, &typ}, func() error {
-		if id == nil { // the count of the rows locked
+	_, err = pgx.ForEachRow(rows, []any{&id, &gen, &parent, (*pgtype.DriverBytes)(&typ)}, func() error {
+		if !id.Valid { // the count of the rows locked
 			locked = int(gen)
 			return nil
 		}
-		j := Job{ID: *id, Type: typ, Status: failed, Generation: gen}
-		if parent != nil {
-			j.ParentID = *parent
-		}
-		res.Failed = append(res.Failed, j)
+		res.Failed = append(res.Failed, Job{ID: id.String, Type: in.of(typ), Status: failed, Generation: gen, ParentID: parent.String})
 		return nil
 	})
 	if err != nil {

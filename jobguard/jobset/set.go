@@ -65,25 +65,45 @@ type Job struct {
 	FailureReason string
 }
 
-// scanJobs reads rows of the column list the statements share. A page of
-// rows holds few distinct types and statuses: each is allocated once, and
-// the nullable columns are scanned without a pointer each.
+// scanJobs reads rows of the column list the statements share. The row
+// is scanned into the same variables each time, a page holds few distinct
+// types and statuses (each is allocated once), and the nullable columns
+// need no pointer each: a row costs its id and parent id.
 func scanJobs(rows pgx.Rows) ([]Job, error) {
+	out := []Job{}
 	var in interner
+	var j Job
 	var typ, status []byte
 	var parent, reason pgtype.Text
 	var started pgtype.Timestamptz
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) {
-		var j Job
-		err := r.Scan(&j.ID, (*pgtype.DriverBytes)(&typ), (*pgtype.DriverBytes)(&status), &j.UpdatedAt, &j.Generation,
-			&parent, &started, &reason, &j.ReadAt)
+	_, err := pgx.ForEachRow(rows, []any{&j.ID, (*pgtype.DriverBytes)(&typ), (*pgtype.DriverBytes)(&status), &j.UpdatedAt,
+		&j.Generation, &parent, &started, &reason, &j.ReadAt}, func() error {
 		j.Type, j.Status = in.of(typ), in.of(status)
 		j.ParentID, j.FailureReason = parent.String, reason.String
+		j.StartedAt = time.Time{}
 		if started.Valid {
 			j.StartedAt = started.Time
 		}
-		return j, err
+		out = append(out, j)
+		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// rawText is a text column's bytes as the driver holds them, valid until
+// the next row, and whether the column is not NULL.
+type rawText struct {
+	b     []byte
+	valid bool
+}
+
+// ScanBytes keeps v: nil is NULL.
+func (t *rawText) ScanBytes(v []byte) error {
+	t.b, t.valid = v, v != nil
+	return nil
 }
 
 // interner hands out one string for equal bytes.
@@ -263,28 +283,31 @@ type FailResult struct {
 // Overdue. Give it a pgx.Tx to make the follow-up writes (parents) part of
 // the same transaction.
 func (s *Set) FailIfUnchanged(ctx context.Context, db jobguard.DB, expected []Job, reason string) (FailResult, error) {
-	byID := make(map[string]Job, len(expected))
+	// One entry per row: of two spellings of one job, the later counts.
+	at := make(map[string]int, len(expected)) // canonical id → index in rows
+	rows := make([]Job, 0, len(expected))
 	for _, e := range expected {
 		n, err := s.guard.CanonicalID(e.ID)
 		if err != nil {
 			return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
 		}
 		e.ID = n
-		byID[n] = e
+		if i, seen := at[n]; seen {
+			rows[i] = e
+			continue
+		}
+		at[n] = len(rows)
+		rows = append(rows, e)
 	}
-	if len(byID) == 0 {
+	if len(rows) == 0 {
 		return FailResult{}, nil
 	}
-	ids := make([]string, 0, len(byID))
-	for id := range byID {
-		ids = append(ids, id)
-	}
-	statuses := make([]string, len(ids))
-	updated := make([]time.Time, len(ids))
-	gens := make([]int64, len(ids))
-	for i, id := range ids {
-		e := byID[id]
-		statuses[i], updated[i], gens[i] = e.Status, e.UpdatedAt.UTC(), e.Generation
+	ids := make([]string, len(rows))
+	statuses := make([]string, len(rows))
+	updated := make([]time.Time, len(rows))
+	gens := make([]int64, len(rows))
+	for i, e := range rows {
+		ids[i], statuses[i], updated[i], gens[i] = e.ID, e.Status, e.UpdatedAt.UTC(), e.Generation
 	}
 	// The arrays travel as literals, one string each (see pgarray.Texts).
 	var updatedArg any = pgarray.Of(updated)
@@ -292,29 +315,44 @@ func (s *Set) FailIfUnchanged(ctx context.Context, db jobguard.DB, expected []Jo
 		updatedArg = lit
 	}
 	failed := s.guard.Table().Statuses.Failed
-	rows, err := db.Query(ctx, s.sql.Fail, failed, pgvalue.StorableText(reason),
+	res, err := db.Query(ctx, s.sql.Fail, failed, pgvalue.StorableText(reason),
 		pgarray.Texts(ids), pgarray.Texts(statuses), updatedArg, pgarray.Ints(gens))
 	if err != nil {
 		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
 	}
-	var res FailResult
+	// A changed row is one of rows: its id, and its parent and type when
+	// they are as read, are the strings the caller gave, not new ones.
+	var out FailResult
 	var in interner
-	var id, parent pgtype.Text
+	var id, parent rawText
 	var typ []byte
 	var gen int64
 	locked := 0
-	_, err = pgx.ForEachRow(rows, []any{&id, &gen, &parent, (*pgtype.DriverBytes)(&typ)}, func() error {
-		if !id.Valid { // the count of the rows locked
+	_, err = pgx.ForEachRow(res, []any{&id, &gen, &parent, (*pgtype.DriverBytes)(&typ)}, func() error {
+		if !id.valid { // the count of the rows locked
 			locked = int(gen)
 			return nil
 		}
-		res.Failed = append(res.Failed, Job{ID: id.String, Type: in.of(typ), Status: failed, Generation: gen, ParentID: parent.String})
+		var e Job
+		if i, ok := at[string(id.b)]; ok {
+			e = rows[i]
+		} else { // the column prints it otherwise than CanonicalID does
+			e.ID = string(id.b)
+		}
+		j := Job{ID: e.ID, Type: e.Type, Status: failed, Generation: gen, ParentID: e.ParentID}
+		if string(typ) != j.Type {
+			j.Type = in.of(typ)
+		}
+		if string(parent.b) != j.ParentID {
+			j.ParentID = string(parent.b)
+		}
+		out.Failed = append(out.Failed, j)
 		return nil
 	})
 	if err != nil {
 		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
 	}
-	res.Moved = locked - len(res.Failed)
-	res.Locked = len(ids) - locked
-	return res, nil
+	out.Moved = locked - len(out.Failed)
+	out.Locked = len(ids) - locked
+	return out, nil
 }

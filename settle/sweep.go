@@ -251,7 +251,7 @@ func (s *Settler) run(ctx context.Context, c claimed, res *attemptResult) (outco
 		return failed, fmt.Errorf("%w: %q", ErrUnregistered, missing)
 	}
 	fin, err := s.cfg.Guard.Resume(ctx, s.cfg.DB, c.exec, jobguard.FinalizeSpec{
-		Updates: s.runners(c.exec, todo), UpdateTimeout: s.cfg.UpdateTimeout,
+		Updates: s.runners(c.exec, todo, 0), UpdateTimeout: s.cfg.UpdateTimeout,
 	})
 	res.ran = len(todo) - len(fin.Failed())
 	switch {

@@ -126,6 +126,33 @@ func TestFailIfUnchanged_FailsOnlyRowsStillAsRead(t *testing.T) {
 	})
 }
 
+// The failed rows are reported as the write left them: a parent changed
+// after the read, which the write does not compare, is the row's new one.
+func TestFailIfUnchanged_ReportsTheParentAsWritten(t *testing.T) {
+	t.Parallel()
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		if jobs.Table.ParentIDColumn == "" {
+			t.Skip("no parent column")
+		}
+		ctx := context.Background()
+		id := jobs.Insert(t, fixture.Job{UpdatedAgo: time.Hour, ParentID: "course-1"})
+		kept := jobs.Insert(t, fixture.Job{UpdatedAgo: time.Hour, ParentID: "course-3"})
+		snap, err := jobset.New(jobs.Guard).Snapshot(ctx, jobs.Env.Pool, []string{id, kept})
+		require.NoError(t, err)
+		require.Equal(t, "course-1", snap[id].ParentID)
+		jobs.Env.Exec(fmt.Sprintf(`UPDATE %s SET %s = 'course-2' WHERE %s::text = $1`, jobs.Table.QualifiedName(),
+			ident.Quote(jobs.Table.ParentIDColumn), ident.Quote(jobs.Table.IDColumn)), id)
+
+		res, err := jobset.New(jobs.Guard).FailIfUnchanged(ctx, jobs.Env.Pool, []jobset.Job{snap[id], snap[kept]}, "stuck")
+		require.NoError(t, err)
+		parents := map[string]string{}
+		for _, f := range res.Failed {
+			parents[f.ID] = f.ParentID
+		}
+		require.Equal(t, map[string]string{id: "course-2", kept: "course-3"}, parents)
+	})
+}
+
 func TestFailIfUnchanged_SecondWriteChangesNothing(t *testing.T) {
 	t.Parallel()
 	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {

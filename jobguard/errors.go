@@ -167,6 +167,10 @@ type StateError struct {
 	// Generation is the generation seen; Want is the execution's. Both are 0
 	// for a table without a generation column.
 	Generation, Want int64
+	// FailureReason is the failure reason seen, when the row has one: the
+	// refusal of a job an operator cancelled carries Shared.CancelledReason
+	// (see Shared.Cancelled), a reclaimed one Shared.ReclaimedReason.
+	FailureReason string
 
 	kind error
 }

@@ -329,3 +329,37 @@ func TestGuard_RefusesIntegerIDOutOfTheColumnsRange(t *testing.T) {
 		}
 	}
 }
+
+// The guard writes NULL to the failure reason (Retry, an orphan's reset),
+// the start time (Retry) and the owner (Retry, a rescue, a start without
+// an owner). A mapping whose column refuses NULL would pass New and then
+// fail every such write at run time, so New refuses it with the fix.
+func TestNew_RefusesNotNullColumnTheGuardClears(t *testing.T) {
+	t.Parallel()
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		ctx := context.Background()
+		tb := jobs.Table
+		tbl := tb.QualifiedName()
+		cleared := []struct{ field, column string }{
+			{"FailureReasonColumn", tb.FailureReasonColumn},
+			{"StartedAtColumn", tb.StartedAtColumn},
+			{"OwnerColumn", tb.OwnerColumn},
+		}
+		for _, c := range cleared {
+			if c.column == "" {
+				continue // the variant has no such column
+			}
+			jobs.Env.Exec(sqlf("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL", tbl, quote(c.column)))
+			_, err := jobguard.New(ctx, jobs.Env.Pool, tb)
+			require.Error(t, err, "%s %q refuses NULL", c.field, c.column)
+			msg := err.Error()
+			require.Contains(t, msg, c.field)
+			_, fix, ok := strings.Cut(msg, "fix it with: ")
+			require.True(t, ok, msg)
+			require.Contains(t, fix, "DROP NOT NULL")
+			jobs.Env.Exec(fix)
+			_, err = jobguard.New(ctx, jobs.Env.Pool, tb)
+			require.NoError(t, err, "after %s", fix)
+		}
+	})
+}

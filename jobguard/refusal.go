@@ -25,6 +25,6 @@ func whyRefused(w guarded, jobID string, want int64, kind error, r row, found bo
 	case !slices.Contains(w.allowed, r.status):
 		e.Reason = ReasonStatus
 	}
-	e.Status, e.Generation = r.status, r.generation
+	e.Status, e.Generation, e.FailureReason = r.status, r.generation, r.reason
 	return e
 }

@@ -71,6 +71,10 @@ func buildSetStatements(t Table, cat catalog) guardlink.SetStatements {
 
 	b.Snapshot = fmt.Sprintf(`SELECT %s FROM %s AS t WHERE %s = ANY($1::%s)`,
 		cols, tbl, col("t.", t.IDColumn), ids)
+	// The same read, once every transaction that holds one of the rows has
+	// ended: a row locked by a write whose outcome is in doubt is read as
+	// that write left it, committed or rolled back.
+	b.Settled = b.Snapshot + " FOR SHARE OF t"
 
 	if t.TypeColumn != "" {
 		// The distinct types of the jobs in two statuses, one index probe

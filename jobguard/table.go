@@ -210,32 +210,39 @@ type nullRule struct {
 	fill func(typeInfo) string
 	// cleared: the guard writes NULL to the column, so it must admit it.
 	cleared bool
+	// exact: the guard compares the column's values for equality (a lease
+	// id), so its collation must be deterministic.
+	exact bool
 }
 
 var (
-	nullable    = nullRule{}
-	clearable   = nullRule{cleared: true}
-	notNull     = nullRule{required: true}
-	notNullZero = nullRule{required: true, fill: func(typeInfo) string { return "0" }}
-	notNullNow  = nullRule{required: true, fill: nowExpr}
+	nullable  = nullRule{}
+	clearable = nullRule{cleared: true}
+	// exactClearable is the owner column's rule: cleared, and compared
+	// exactly.
+	exactClearable = nullRule{cleared: true, exact: true}
+	notNull        = nullRule{required: true}
+	notNullZero    = nullRule{required: true, fill: func(typeInfo) string { return "0" }}
+	notNullNow     = nullRule{required: true, fill: nowExpr}
 )
 
 // columns lists the mapping's columns. The guard reads id, status,
 // updated_at, generation and type into non-NULL values, so they must be NOT
-// NULL; failure reason, parent, start time and owner are NULL by design, and
-// progress is only written.
+// NULL; failure reason, start time and owner are cleared by the guard, so
+// they must admit NULL; parent is NULL by design, and progress is only
+// written.
 func (t Table) columns() []column {
 	return []column{
 		{"IDColumn", t.IDColumn, false, isIDType, "uuid, text, varchar or an integer", notNull, "", nil},
 		{"StatusColumn", t.StatusColumn, false, isLabelType, "text, varchar or an enum", notNull, "", nil},
 		{"UpdatedAtColumn", t.UpdatedAtColumn, false, isTimestamp, "timestamptz or timestamp", notNullNow, "", nil},
-		{"FailureReasonColumn", t.FailureReasonColumn, false, isText, "text or varchar", nullable, "", nil},
+		{"FailureReasonColumn", t.FailureReasonColumn, false, isText, "text or varchar", clearable, "", nil},
 		{"GenerationColumn", t.GenerationColumn, true, isInteger, "an integer", notNullZero, GenerationColumnDefault, addInteger},
 		{"ProgressColumn", t.ProgressColumn, true, isNumber, "a number", nullable, ProgressColumnDefault, addInteger},
 		{"TypeColumn", t.TypeColumn, true, isLabelType, "text, varchar or an enum", notNull, TypeColumnDefault, nil},
 		{"ParentIDColumn", t.ParentIDColumn, true, func(typeInfo) bool { return true }, "any", nullable, ParentIDColumnDefault, nil},
-		{"StartedAtColumn", t.StartedAtColumn, true, isTimestamp, "timestamptz or timestamp", nullable, StartedAtColumnDefault, addTimestamp},
-		{"OwnerColumn", t.OwnerColumn, true, isOwnerType, "text or varchar", clearable, OwnerColumnDefault, addText},
+		{"StartedAtColumn", t.StartedAtColumn, true, isTimestamp, "timestamptz or timestamp", clearable, StartedAtColumnDefault, addTimestamp},
+		{"OwnerColumn", t.OwnerColumn, true, isOwnerType, "text or varchar", exactClearable, OwnerColumnDefault, addText},
 	}
 }
 
@@ -519,9 +526,9 @@ func checkColumns(t Table, name string, cat catalog) error {
 		case c.notNull.required && !ti.notNull:
 			errs = append(errs, nullableError(name, c, ti))
 		case c.notNull.cleared && ti.notNull:
-			errs = append(errs, fmt.Errorf("column %q (%s) of %s is NOT NULL, but the guard clears it (Retry, a rescue, a start without an owner); "+
+			errs = append(errs, fmt.Errorf("column %q (%s) of %s is NOT NULL, but the guard clears it (Retry, a rescue, an orphan's reset, a start without an owner); "+
 				"fix it with: ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL", c.name, c.field, name, name, ident.Quote(c.name)))
-		case c.notNull.cleared && ti.collation != "":
+		case c.notNull.exact && ti.collation != "":
 			errs = append(errs, fmt.Errorf("column %q (%s) of %s has the nondeterministic collation %q: two spellings of a lease id "+
 				"could name one worker; give the column a deterministic collation (COLLATE \"C\", or the database's default)",
 				c.name, c.field, name, ti.collation))

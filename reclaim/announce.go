@@ -11,21 +11,87 @@ import (
 	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
-// afterCommitTimeout bounds the marker write and the notices that follow a
-// committed reclaim, which run even when the sweep's context has ended.
+// afterCommitTimeout bounds what follows a reclaim's or a rescue's write
+// (reading back the rows of a write whose outcome is in doubt, the marker
+// write, the notices), which runs even when the sweep's context has ended.
 const afterCommitTimeout = 10 * time.Second
 
+// afterCommit returns the context of what follows a write: ctx's values,
+// not its end, and afterCommitTimeout.
+func afterCommit(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), afterCommitTimeout)
+}
+
+// settleReclaims reads back, once the transactions holding them have ended,
+// the rows of the jobs of chosen whose reclaim is in doubt (all but those
+// known to have committed), and returns those a reclaim failed: FAILED with
+// the reclaimed reason, at the generation read. Each was reclaimed after
+// the sweep read it, by this sweep's write (or, in the same moment, by
+// another reclaimer's, which announces it too: markers and notices are
+// idempotent).
+func (r *Reclaimer) settleReclaims(ctx context.Context, chosen, committed []jobset.Job) ([]jobset.Job, error) {
+	known := make(map[string]bool, len(committed))
+	for _, c := range committed {
+		known[c.ID] = true
+	}
+	var ids []string
+	for _, c := range chosen {
+		if !known[c.ID] {
+			ids = append(ids, c.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := jobset.New(r.cfg.Guard).Settled(ctx, r.cfg.DB, ids)
+	if err != nil {
+		return nil, err
+	}
+	failed, shared := r.cfg.Guard.Table().Statuses.Failed, r.cfg.Guard.Shared()
+	var out []jobset.Job
+	for _, c := range chosen {
+		row, found := rows[c.ID]
+		if known[c.ID] || !found || row.Status != failed || !shared.Reclaimed(row.FailureReason) || row.Generation != c.Generation {
+			continue
+		}
+		out = append(out, jobset.Job{ID: row.ID, Type: row.Type, Status: failed, Generation: row.Generation, ParentID: row.ParentID})
+	}
+	return out, nil
+}
+
+// settleRescues reads back, once the transactions holding them have ended,
+// the rows of the orphans of page whose rescue is in doubt, and returns
+// those whose execution has lost its job: the row is at a later
+// generation than the one read, as the rescue left it (or as a start
+// after it did). The notice of each is due whoever moved the row on.
+func (r *Reclaimer) settleRescues(ctx context.Context, page []jobset.Orphan) ([]jobset.Orphan, error) {
+	ids := make([]string, len(page))
+	for i, o := range page {
+		ids[i] = o.ID
+	}
+	rows, err := jobset.New(r.cfg.Guard).Settled(ctx, r.cfg.DB, ids)
+	if err != nil {
+		return nil, err
+	}
+	var out []jobset.Orphan
+	for _, o := range page {
+		if row, found := rows[o.ID]; found && row.Generation > o.Generation {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
 // announce writes the Redis markers of the reclaimed jobs in one pipelined
-// round trip, then publishes their notices. The reclaim has committed: both must
-// go out even if the sweep's context has ended (Run shutting down, the
-// sweep's deadline), or a redelivered job would be refused by the database
-// reason alone and its worker would run on until its next check.
+// round trip, then publishes their notices. The reclaim has committed: both
+// must go out even if the sweep's context has ended (Run shutting down,
+// the sweep's deadline), or a redelivered job would be refused by the
+// database reason alone and its worker would run on until its next check:
+// ctx is the write's afterCommit context.
 func (r *Reclaimer) announce(ctx context.Context, reclaimed []jobset.Job, rep *Report, n *notes) {
 	if len(reclaimed) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCommitTimeout)
-	defer cancel()
 	execs := make([]jobguard.Execution, len(reclaimed))
 	for i, c := range reclaimed {
 		execs[i] = jobguard.Execution{JobID: c.ID, Generation: c.Generation}

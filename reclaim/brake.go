@@ -62,8 +62,9 @@ type Brake struct {
 	// BrakeMaxSharePerTypeDefault (0.5).
 	MaxSharePerType float64
 	// ShareFloor is the number of reclaims, in all and per type, below
-	// which the share caps never brake. Defaults to BrakeShareFloorDefault
-	// (20).
+	// which the share caps never brake; with the floor off (negative) a
+	// share cap still lets one job through a sweep. Defaults to
+	// BrakeShareFloorDefault (20).
 	ShareFloor int
 	// ClockJump is how far the database's clock may move apart from the
 	// reclaimer's monotonic clock between two sweeps of one Reclaimer
@@ -105,7 +106,10 @@ func (b Brake) validate() error {
 		field string
 		v     float64
 	}{{"Brake.MaxShare", b.MaxShare}, {"Brake.MaxSharePerType", b.MaxSharePerType}} {
-		if s.v > 1 || math.IsNaN(s.v) {
+		switch {
+		case math.IsNaN(s.v):
+			return fmt.Errorf("%s is not a number; want a share of the running jobs, at most 1 (negative turns it off)", s.field)
+		case s.v > 1:
 			return fmt.Errorf("%s %v is above 1 (a share of the running jobs; negative turns it off)", s.field, s.v)
 		}
 	}
@@ -205,6 +209,9 @@ func capOf(maxJobs int, share float64, floor, running int) (int, string) {
 		c, why = maxJobs, fmt.Sprintf("the cap of %d", maxJobs)
 	}
 	if share > 0 {
+		// A share cap lets at least one job through, the floor off or not:
+		// a share rounded down to none would hold a lone real stall for good.
+		floor = max(floor, 1)
 		if s := max(floor, int(share*float64(running))); s < c {
 			c, why = s, fmt.Sprintf("the cap of %d (%v of the running, at least %d)", s, share, floor)
 		}

@@ -1,6 +1,7 @@
 package reclaim
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -47,6 +48,17 @@ func TestBrakeRule(t *testing.T) {
 			perType: map[string]int{"chapter": 30}, total: 15,
 			braked: `30 of 30 running jobs in all, more than the cap of 15`,
 		},
+		"a share cap with the floor off still lets one job through": {
+			brake:   Brake{MaxJobs: -1, MaxJobsPerType: -1, MaxShare: 0.5, MaxSharePerType: 0.5, ShareFloor: -1},
+			in:      brakeInput{wanted: map[string]int{"chapter": 1}, running: map[string]int{"chapter": 1}},
+			perType: map[string]int{"chapter": 1}, total: 1,
+		},
+		"a tiny share with the floor off: one a sweep": {
+			brake:   Brake{MaxJobs: -1, MaxJobsPerType: -1, MaxShare: 0.001, MaxSharePerType: -1, ShareFloor: -1},
+			in:      brakeInput{wanted: map[string]int{"chapter": 5}, running: map[string]int{"chapter": 100}},
+			perType: map[string]int{"chapter": 5}, total: 1,
+			braked: `5 of 100 running jobs in all, more than the cap of 1 (0.001 of the running, at least 1)`,
+		},
 		"every cap off": {
 			brake:   Brake{MaxJobs: -1, MaxJobsPerType: -1, MaxShare: -1, MaxSharePerType: -1, ClockJump: -1},
 			in:      brakeInput{wanted: map[string]int{"chapter": 100000}, clockDrift: time.Hour},
@@ -92,4 +104,20 @@ func TestBrake_NeedsRunning(t *testing.T) {
 	require.True(t, b.needsRunning(map[string]int{"chapter": 21}))
 	off := Brake{MaxShare: -1, MaxSharePerType: -1}.withDefaults()
 	require.False(t, off.needsRunning(map[string]int{"chapter": 1000}))
+}
+
+func TestBrakeValidate_ShareOutOfRange(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		brake Brake
+		want  string
+	}{
+		{Brake{MaxShare: math.NaN()}, "Brake.MaxShare is not a number"},
+		{Brake{MaxSharePerType: math.NaN()}, "Brake.MaxSharePerType is not a number"},
+		{Brake{MaxShare: 1.5}, "Brake.MaxShare 1.5 is above 1"},
+		{Brake{MaxSharePerType: math.Inf(1)}, "Brake.MaxSharePerType +Inf is above 1"},
+	} {
+		require.ErrorContains(t, tc.brake.withDefaults().validate(), tc.want)
+	}
+	require.NoError(t, Brake{MaxShare: -1, MaxSharePerType: 1}.withDefaults().validate())
 }

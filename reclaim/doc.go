@@ -236,6 +236,17 @@
 // of two statements); Redis markers and notices go out only after it has
 // committed.
 //
+// A write whose COMMIT (or whose one statement) was sent but never
+// answered, because the connection failed or the sweep's context ended
+// while it ran, may have committed all the same. The sweep then reads the
+// rows back on another connection, once the transaction holding them has
+// ended (jobset's Settled; at most 10 seconds, the time the markers and
+// notices of a commit get), and announces and counts what it finds
+// reclaimed, or rescued, as if it had heard the commit; the sweep's error
+// is still the write's. When the read-back fails too (the path to the
+// server is gone), nothing is announced, the error says so, and the
+// watchers' periodic check and the database reason remain.
+//
 // # Usage
 //
 //	r, err := reclaim.New(reclaim.Config{

@@ -158,7 +158,7 @@ func TestFaults_ReclaimerChild(t *testing.T) {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, c.DatabaseURL)
 	require.NoError(t, err)
-	guard, err := jobguard.NewWithConfig(ctx, pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: c.Prefix}})
+	guard, err := jobguard.NewWithConfig(ctx, pool, jobguard.DefaultTable(), jobguard.GuardConfig{Shared: jobguard.Shared{Prefix: c.Prefix, Markers: jobguard.MarkersRedis}})
 	require.NoError(t, err)
 	rdb := redis.NewClient(&redis.Options{Addr: c.RedisAddr, ReadTimeout: -1, WriteTimeout: -1, MaxRetries: -1})
 	cfg := faultConfig(t, pool, guard, rdb, slog.New(slog.NewTextHandler(os.Stderr, nil)))

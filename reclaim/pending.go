@@ -3,6 +3,7 @@ package reclaim
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobguard/jobguard/internal/safe"
+	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
@@ -84,10 +86,14 @@ func (r *Reclaimer) reclaimHeld(ctx context.Context, p *pass) error {
 	for _, c := range p.pending {
 		in.wanted[c.job.Type]++
 	}
+	var countErr error
 	if !in.released && r.cfg.Brake.needsRunning(in.wanted) {
 		running, err := r.countRunning(ctx, p)
 		if err != nil {
-			return fmt.Errorf("count the running jobs for the brake: %w", err)
+			// Without the count the brake takes the jobs it would reclaim
+			// for every running job, the strictest reading: the sweep still
+			// reclaims up to the caps, and fails with the count's error.
+			countErr = fmt.Errorf("count the running jobs for the brake (braked as if only the stalled ran): %w", err)
 		}
 		in.running = running
 	}
@@ -118,16 +124,16 @@ func (r *Reclaimer) reclaimHeld(ctx context.Context, p *pass) error {
 		for _, c := range kept {
 			r.wouldReclaim(ctx, p, c.job, c.rule)
 		}
-		return nil
+		return countErr
 	}
 	for len(kept) > 0 {
 		n := min(len(kept), r.cfg.PageSize)
 		if err := r.reclaim(ctx, p, kept[:n]); err != nil {
-			return err
+			return errors.Join(countErr, err)
 		}
 		kept = kept[n:]
 	}
-	return nil
+	return countErr
 }
 
 // countRunning is the number of running jobs of each type: the source's
@@ -150,8 +156,11 @@ func (r *Reclaimer) countRunning(ctx context.Context, p *pass) (map[string]int, 
 }
 
 // reclaim fails the chosen jobs in one write, then announces and counts
-// what committed, also when the write stopped part way: the markers and
-// notices first, before any log line.
+// what committed, also when the write stopped part way, and when it
+// failed without knowing whether its commit went through (see
+// txstate.InDoubt): then the rows are read back, once the transaction
+// that held them has ended, within afterCommitTimeout. The markers and notices go first,
+// before any log line.
 func (r *Reclaimer) reclaim(ctx context.Context, p *pass, batch []candidate) error {
 	chosen := make([]jobset.Job, len(batch))
 	typeOf := make(map[string]string, len(batch)) // id → the type its limit and parent rule are keyed by
@@ -160,12 +169,23 @@ func (r *Reclaimer) reclaim(ctx context.Context, p *pass, batch []candidate) err
 		typeOf[c.job.ID] = c.job.Type
 	}
 	out, err := r.write(ctx, p, chosen, typeOf)
-	r.announce(ctx, out.failed, &p.rep, &p.notes)
-	r.tally(ctx, &p.rep, &p.notes, out, typeOf)
+	actx, cancel := afterCommit(ctx)
+	defer cancel()
 	if err != nil {
-		return fmt.Errorf("write: %w", err)
+		err = fmt.Errorf("write: %w", err)
 	}
-	return nil
+	if txstate.InDoubt(err) {
+		// The write may have committed unheard: what the rows say it did
+		// is announced and counted as if it had been heard.
+		settled, serr := r.settleReclaims(actx, chosen, out.failed)
+		out.failed = append(out.failed, settled...)
+		if serr != nil {
+			err = errors.Join(err, fmt.Errorf("read back the jobs whose reclaim is in doubt: %w", serr))
+		}
+	}
+	r.announce(actx, out.failed, &p.rep, &p.notes)
+	r.tally(ctx, &p.rep, &p.notes, out, typeOf)
+	return err
 }
 
 // markBraked marks the jobs of a plan that were decided for reclaim, in a

@@ -103,8 +103,10 @@ type Config struct {
 	// standby waits before it tries to take over. Defaults to IntervalDefault.
 	Interval time.Duration
 	// SweepTimeout bounds each sweep: when it passes, the sweep stops where
-	// it is (what it committed stands) and returns an error. Defaults to
-	// Interval.
+	// it is (what it committed stands) and returns an error. The source
+	// lists for at most three quarters of it, so that the decisions of the
+	// pages it handed over are still written when the listing runs out of
+	// time. Defaults to Interval.
 	SweepTimeout time.Duration
 	// LivenessTimeout bounds each round trip of Run's leader lock:
 	// connecting, trying the lock, the leader's check before every sweep,

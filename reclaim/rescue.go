@@ -2,9 +2,11 @@ package reclaim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
+	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/jobguard/jobset"
 )
@@ -39,11 +41,26 @@ func (r *Reclaimer) rescue(ctx context.Context, p *pass) error {
 	}
 }
 
-// rescuePage writes one page of orphans and announces what committed.
+// rescuePage writes one page of orphans and announces what committed, also
+// when the write failed without knowing whether it committed (see
+// txstate.InDoubt): then the rows are read back, and its error is still
+// returned.
 func (r *Reclaimer) rescuePage(ctx context.Context, p *pass, page []jobset.Orphan) error {
 	res, err := r.orphans.Rescue(ctx, r.cfg.DB, page, r.cfg.Guard.Shared().RescuedReason)
+	// What committed is announced even if the sweep's context has ended,
+	// as a reclaim is.
+	actx, cancel := afterCommit(ctx)
+	defer cancel()
 	if err != nil {
-		return err
+		if !txstate.InDoubt(err) {
+			return err
+		}
+		// The write may have committed unheard: the rows say what it did.
+		settled, serr := r.settleRescues(actx, page)
+		if serr != nil {
+			return errors.Join(err, fmt.Errorf("read back the jobs whose rescue is in doubt: %w", serr))
+		}
+		res = jobset.RescueResult{Rescued: settled}
 	}
 	p.rep.Rescued += len(res.Rescued)
 	p.rep.LostRace += res.Moved
@@ -52,11 +69,7 @@ func (r *Reclaimer) rescuePage(ctx context.Context, p *pass, page []jobset.Orpha
 	for i, j := range res.Rescued {
 		execs[i] = jobguard.Execution{JobID: j.ID, Generation: j.Generation}
 	}
-	// The rescue has committed: its notices go out even if the sweep's
-	// context has ended, as a reclaim's do.
-	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCommitTimeout)
-	r.publish(nctx, execs, &p.rep, &p.notes)
-	cancel()
+	r.publish(actx, execs, &p.rep, &p.notes)
 	debug := r.debug(ctx)
 	for _, j := range res.Rescued {
 		p.rep.RescuedIDs = append(p.rep.RescuedIDs, j.ID)
@@ -65,7 +78,7 @@ func (r *Reclaimer) rescuePage(ctx context.Context, p *pass, page []jobset.Orpha
 				slog.String("job_type", j.Type), slog.Int64("generation", j.Generation), slog.String("lease_id", j.Owner))
 		}
 	}
-	return nil
+	return err
 }
 
 // wouldRescue counts, and logs or plans, the orphans a shadow pass or a

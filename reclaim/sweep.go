@@ -64,7 +64,8 @@ func (r *Reclaimer) Sweep(ctx context.Context) (Report, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.SweepTimeout)
 	defer cancel()
-	p := &pass{dry: r.cfg.Shadow, waitUntil: start.Add(r.waitBudget()), released: r.released.Swap(false)}
+	p := &pass{dry: r.cfg.Shadow, waitUntil: start.Add(r.waitBudget()), listUntil: start.Add(r.listBudget()),
+		released: r.released.Swap(false)}
 	err := r.run(ctx, p)
 	if err != nil {
 		err = fmt.Errorf("reclaim: sweep: %w", err)
@@ -87,6 +88,10 @@ type pass struct {
 	// together, waiting for rows other transactions hold (waitBudget after
 	// its start); after it, a held row fails its rule at once.
 	waitUntil time.Time
+	// listUntil ends the source's listing (listBudget after the start; the
+	// zero time: the sweep's deadline), leaving the rest of the deadline to
+	// write what the pages handed over decided.
+	listUntil time.Time
 	// modes are the job types' modes, read with the limits.
 	modes map[string]Mode
 	// pending are the jobs the pages decided to reclaim, held for the
@@ -107,6 +112,14 @@ type pass struct {
 // for its jobs whose parents are free.
 func (r *Reclaimer) waitBudget() time.Duration {
 	return min(r.cfg.LivenessTimeout, r.cfg.SweepTimeout/2)
+}
+
+// listBudget is how long a sweep's source may list: three quarters of the
+// deadline. The decisions are held until the listing ends (for the brake),
+// so a listing that ran to the deadline would leave no time to write them,
+// and a queue too large to list in one sweep would never be reclaimed.
+func (r *Reclaimer) listBudget() time.Duration {
+	return r.cfg.SweepTimeout / 4 * 3
 }
 
 // run is a sweep without its deadline, metrics and summary. The limits and
@@ -143,11 +156,16 @@ func (r *Reclaimer) list(ctx context.Context, p *pass) error {
 	// An abandoned source may still call page: the gate turns it away once
 	// the sweep has stopped waiting, and waits for a page under way.
 	var g gate
-	err = safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
-		return r.cfg.Source.Active(ctx, q, func(page []ActiveJob) error {
-			return g.run(func() error { return r.page(ctx, p, page, limits) })
+	lctx, cancel := ctx, context.CancelFunc(func() {})
+	if !p.listUntil.IsZero() {
+		lctx, cancel = context.WithDeadline(ctx, p.listUntil)
+	}
+	err = safe.Bounded(lctx, safe.Grace, func(lctx context.Context) error {
+		return r.cfg.Source.Active(lctx, q, func(page []ActiveJob) error {
+			return g.run(func() error { return r.page(lctx, p, page, limits) })
 		})
 	})
+	cancel()
 	g.close()
 	// What the pages decided to reclaim, braked, also when the source
 	// failed part way: the pages it handed over stand.

@@ -53,6 +53,9 @@ func TestMain(m *testing.M) {
 	if raw := os.Getenv(envWorker); raw != "" {
 		os.Exit(workerMain(raw))
 	}
+	if raw := os.Getenv(envFanoutWorker); raw != "" {
+		os.Exit(fanoutMain(raw))
+	}
 	os.Exit(m.Run())
 }
 

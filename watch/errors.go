@@ -56,8 +56,9 @@ type LostError struct {
 	// otherwise.
 	Err error
 	// Cancelled is true when an operator cancelled the job
-	// (jobguard.Guard.Cancel): its notice said so, or the check read the
-	// cancel's failure reason. The error then says "cancelled", and wraps
+	// (jobguard.Guard.Cancel): its notice said so, or the check or the
+	// refused write reported to Watcher.Lost read the cancel's failure
+	// reason. The error then says "cancelled", and wraps
 	// jobguard.ErrCancelled as well.
 	Cancelled bool
 }

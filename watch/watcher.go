@@ -275,10 +275,13 @@ func (w *Watcher) Lost(ctx context.Context, exec jobguard.Execution, err error) 
 	if !errors.Is(err, jobguard.ErrJobTerminal) {
 		return false
 	}
+	// The refusal read the row: an operator's cancel says so in its reason.
+	var refused *jobguard.StateError
+	cancelled := errors.As(err, &refused) && w.rules.shared.Cancelled(refused.FailureReason)
 	return w.cancelWhere(ctx, w.key(exec.JobID),
 		func(x jobguard.Execution) bool { return x.Generation == exec.Generation },
 		func(e *entry) *LostError {
-			return &LostError{JobID: e.exec.JobID, Generation: exec.Generation, Via: ViaHeartbeat, Err: err}
+			return &LostError{JobID: e.exec.JobID, Generation: exec.Generation, Via: ViaHeartbeat, Err: err, Cancelled: cancelled}
 		}) > 0
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/jobguard/jobset"
 	"github.com/jobguard/jobguard/watch"
@@ -25,7 +27,9 @@ asynq archives it), and 'jobguard retry' undoes the cancel.
 The workers' watchers cancel the running execution's context at once: the
 same statement sends the notice over Postgres LISTEN/NOTIFY, delivered when
 it commits; with --notices redis it is published on Redis as well, after the
-commit. A watcher that hears no notice finds the cancel at its next check.
+commit, also when the connection failed before the command heard the commit
+(it reads the row back to see). A watcher that hears no notice finds the
+cancel at its next check.
 
 It refuses a job that is COMPLETED or FAILED, a cancelled one included (exit
 4), and changes nothing then. It does not remove the job from a queue: the
@@ -65,6 +69,9 @@ func cancel(ctx context.Context, c *cli, s *settings, args []string) error {
 	}
 	lost, err := guard.Cancel(ctx, cn.pool, id, s.Reason)
 	var se *jobguard.StateError
+	if !errors.As(err, &se) && txstate.InDoubt(err) {
+		lost, err = settleCancel(ctx, guard, cn.pool, before[id], err)
+	}
 	switch {
 	case errors.As(err, &se) && se.Reason == jobguard.ReasonNotFound:
 		return notFound(guard, id)
@@ -89,6 +96,31 @@ func cancel(ctx context.Context, c *cli, s *settings, args []string) error {
 		return err
 	}
 	return printCancel(c, s, guard, id, before[id], after[id])
+}
+
+// settleTimeout bounds the read-back of a cancel whose outcome is in
+// doubt: the wait for the transaction that holds the row to end.
+const settleTimeout = 10 * time.Second
+
+// settleCancel is what a cancel whose statement was sent, and never
+// answered, did (see txstate.InDoubt): it reads the job's row back once the
+// transaction holding it has ended, and a row FAILED with the cancelled
+// reason at the generation after the one read before the cancel was
+// cancelled by it; the execution that lost the job is returned, as Cancel
+// returns it. Otherwise the cancel's error is returned.
+func settleCancel(ctx context.Context, guard *jobguard.Guard, db jobguard.DB, before jobset.Job, err error) (jobguard.Execution, error) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	rows, serr := jobset.New(guard).Settled(sctx, db, []string{before.ID})
+	if serr != nil {
+		return jobguard.Execution{}, errors.Join(err, fmt.Errorf("read back the job whose cancel is in doubt: %w", serr))
+	}
+	row, found := rows[before.ID]
+	if !found || row.Status != guard.Table().Statuses.Failed || !guard.Shared().Cancelled(row.FailureReason) ||
+		row.Generation != before.Generation+1 {
+		return jobguard.Execution{}, err
+	}
+	return jobguard.Execution{JobID: before.ID, Generation: before.Generation}, nil
 }
 
 // alreadyCancelled says so of a row that a cancel already failed.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobguard/jobguard/internal/testkit/commitgate"
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
@@ -157,4 +158,45 @@ func TestCancel_ReachesTheWorkersWatcher(t *testing.T) {
 			require.True(t, lost.Cancelled)
 		})
 	}
+}
+
+// A cancel whose statement committed while the command's connection to
+// PostgreSQL failed, so that the command never heard it, is still
+// published on Redis: the command reads the row back and, finding it
+// cancelled from the generation it read, publishes the notice and reports
+// the cancel.
+func TestCancel_CommittedUnheardIsPublishedOnRedis(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fixture.Default)
+	w, err := watch.New(watch.Config{Guard: b.jobs.Guard, DB: b.env.Pool, Transport: watch.Transport{Redis: b.env.Redis},
+		CheckInterval: time.Hour})
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	<-w.Ready()
+	exec := jobguard.Execution{JobID: b.jobs.Insert(t, fixture.Job{Generation: 1}), Generation: 1}
+	runCtx, release := w.Watch(context.Background(), exec)
+	defer release()
+
+	gate := commitgate.New(t, b.env, b.jobs.Table.QualifiedName())
+	args := b.args("--notices", "redis", exec.JobID)
+	require.Equal(t, "--database-url", args[0])
+	args[1] = gate.URL
+	opened := make(chan error, 1)
+	go func() { opened <- gate.Intercept(gate.Cut, false) }()
+	r := jg(t, append([]string{"cancel"}, args...)...)
+	require.NoError(t, <-opened)
+	require.Equal(t, exitOK, r.code, r)
+	require.Contains(t, r.stdout, "Job "+exec.JobID+": PROCESSING -> FAILED, generation 1 -> 2.")
+	select {
+	case <-runCtx.Done():
+	case <-time.After(testenv.Patience):
+		t.Fatal("the execution was not cancelled")
+	}
+	var lost *watch.LostError
+	require.True(t, errors.As(context.Cause(runCtx), &lost), "%v", context.Cause(runCtx))
+	require.Equal(t, watch.ViaNotice, lost.Via)
+	require.True(t, lost.Cancelled)
 }

@@ -531,7 +531,7 @@ func (s *settings) check() error {
 		name  string
 		value float64
 	}{{"--brake-max-share", s.Brake.MaxShare}, {"--brake-max-share-per-type", s.Brake.MaxSharePerType}} {
-		if sh.value > 1 {
+		if sh.value > 1 || math.IsNaN(sh.value) {
 			return usageErr("%s %v: want a share of the running jobs, at most 1 (negative: no cap)", sh.name, sh.value)
 		}
 	}

@@ -118,8 +118,27 @@ func readFailed(err error, todo string) error {
 	return fail(exitError, err, "%s", todo)
 }
 
+// countPages is src with its listings counted on p (see counted); a
+// source that counts its running jobs (a TableSource, whose listings are
+// only the overdue ones) still does, for the brake's share caps.
+func countPages(src reclaim.Source, p *progress, todo string) reclaim.Source {
+	c := counted{Source: src, p: p, todo: todo}
+	if _, ok := src.(reclaim.RunningCounter); ok {
+		return countedRunning{c}
+	}
+	return c
+}
+
+// countedRunning is a counted source over a reclaim.RunningCounter.
+type countedRunning struct{ counted }
+
+// CountRunning is the wrapped source's count.
+func (c countedRunning) CountRunning(ctx context.Context) (map[string]int, error) {
+	return c.Source.(reclaim.RunningCounter).CountRunning(ctx)
+}
+
 // counted is a source whose listings are counted as they pass, for a
-// progress line. Its own errors say todo.
+// progress line. Its own errors say todo. Build it with countPages.
 type counted struct {
 	reclaim.Source
 	p    *progress

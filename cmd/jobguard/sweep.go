@@ -66,7 +66,7 @@ func sweep(ctx context.Context, c *cli, s *settings, _ []string) error {
 	}
 	p := c.newProgress(s, what)
 	defer p.done()
-	cfg.Source = counted{Source: cfg.Source, p: p, todo: cn.queueTodo(s)}
+	cfg.Source = countPages(cfg.Source, p, cn.queueTodo(s))
 	r, err := reclaim.New(cfg)
 	if err != nil {
 		return err

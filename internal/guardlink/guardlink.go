@@ -12,6 +12,7 @@ package guardlink
 // table cannot support (no type column, no started-at column).
 type SetStatements struct {
 	Snapshot     string // $1 ids → rows
+	Settled      string // Snapshot's, waiting for the rows' writers to end (FOR SHARE)
 	Types        string // → the distinct types of the active jobs
 	Finished     string // → the distinct types of the finished jobs
 	Overdue      string // $1 types, $2 limits (µs), $3 page size → rows

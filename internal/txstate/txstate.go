@@ -2,7 +2,8 @@
 // transaction of the callee's own, or only nest inside one its caller
 // already opened. A call that reports or bills what it committed must know
 // the difference, and pgx's handles do not say it through the interface
-// they share.
+// they share. And InDoubt tells whether a write that failed may have
+// committed all the same.
 package txstate
 
 import (

@@ -10,7 +10,12 @@
 //   - One statement per call, built once when the guard was (New does no
 //     I/O): Snapshot, Overdue, ActiveTypes, FinishedTypes, History and
 //     Unstarted are one query each; FailIfUnchanged is one conditional
-//     write.
+//     write. Settled is Snapshot in a transaction of its own, after its
+//     lock_timeout is set.
+//   - Settled reads rows whose last write's outcome its writer never
+//     heard (a COMMIT sent, no answer) as that write left them: it waits,
+//     until its context's deadline, for every transaction holding one of
+//     them to end, committed or rolled back.
 //   - FailIfUnchanged writes FAILED only to rows that still have exactly
 //     the status, updated_at and (on a fenced table) generation that were
 //     read. A row that moved is left alone (Moved); a row another

@@ -17,7 +17,7 @@ import (
 )
 
 // Set reads the rows of many jobs of one guard's table in one query
-// (Snapshot, Overdue, ActiveTypes, FinishedTypes, History, Unstarted) and
+// (Snapshot, Settled, Overdue, ActiveTypes, FinishedTypes, History, Unstarted) and
 // fails, in one statement, those still exactly as read (FailIfUnchanged).
 // It is safe for concurrent use.
 type Set struct {
@@ -125,6 +125,44 @@ func (in *interner) of(b []byte) string {
 // id as given. Ids with no row, and ids that cannot be values of the id
 // column (not a uuid, not an integer), are absent from the map.
 func (s *Set) Snapshot(ctx context.Context, db jobguard.DB, ids []string) (map[string]Job, error) {
+	out, err := s.read(ctx, db, s.sql.Snapshot, ids)
+	if err != nil {
+		return nil, fmt.Errorf("jobguard: snapshot: %w", err)
+	}
+	return out, nil
+}
+
+// Settled is Snapshot for rows whose last write's outcome is unknown to its
+// writer: a COMMIT (or an autocommitted statement) was sent, and its answer
+// never came, because the connection failed or the context ended. It waits
+// for every transaction that holds one of the rows to end, committed or
+// rolled back, then reads them as it left them, in a transaction of its
+// own on db (a pool, or a connection with no transaction open). The wait
+// lasts until ctx's deadline at most (lock_timeout): a transaction whose
+// session is cut off from the server without its knowing, and still holds
+// its rows, fails the read. It waits for any other writer of the rows as
+// well, such as a worker's save.
+func (s *Set) Settled(ctx context.Context, db jobguard.DB, ids []string) (map[string]Job, error) {
+	var out map[string]Job
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if deadline, ok := ctx.Deadline(); ok {
+			if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`,
+				interval.Millis(time.Until(deadline))); err != nil {
+				return err
+			}
+		}
+		var err error
+		out, err = s.read(ctx, tx, s.sql.Settled, ids)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jobguard: settled: %w", err)
+	}
+	return out, nil
+}
+
+// read runs sql, a read of the rows of $1, for ids, keyed by the id as given.
+func (s *Set) read(ctx context.Context, db jobguard.DB, sql string, ids []string) (map[string]Job, error) {
 	given := make(map[string][]string, len(ids)) // canonical id → ids as given
 	norm := make([]string, 0, len(ids))
 	for _, id := range ids {
@@ -141,13 +179,13 @@ func (s *Set) Snapshot(ctx context.Context, db jobguard.DB, ids []string) (map[s
 	if len(norm) == 0 {
 		return out, nil
 	}
-	rows, err := db.Query(ctx, s.sql.Snapshot, pgarray.Of(norm))
+	rows, err := db.Query(ctx, sql, pgarray.Of(norm))
 	if err != nil {
-		return nil, fmt.Errorf("jobguard: snapshot: %w", err)
+		return nil, err
 	}
 	states, err := scanJobs(rows)
 	if err != nil {
-		return nil, fmt.Errorf("jobguard: snapshot: %w", err)
+		return nil, err
 	}
 	for _, j := range states {
 		for _, id := range given[j.ID] {

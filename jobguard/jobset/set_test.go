@@ -423,3 +423,58 @@ func TestOverdue_BadAfterLeavesACallersTransactionUsable(t *testing.T) {
 	_, err = jobset.New(jobs.Guard).Snapshot(ctx, tx, []string{uuid.NewString()})
 	require.NoError(t, err, "the transaction is still usable")
 }
+
+// Settled waits for the transaction that holds a row to end and reads the
+// row as it committed, where Snapshot reads it as it was; a transaction
+// that outlasts the context's deadline fails the read instead of hanging
+// it.
+func TestSettled_ReadsARowAsItsHoldingTransactionCommitsIt(t *testing.T) {
+	t.Parallel()
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		ctx := context.Background()
+		db := jobs.Env.Pool
+		id := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: time.Hour})
+		set := jobset.New(jobs.Guard)
+		snap, err := set.Snapshot(ctx, db, []string{id})
+		require.NoError(t, err)
+
+		writer, err := db.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = writer.Rollback(ctx) }()
+		res, err := set.FailIfUnchanged(ctx, writer, []jobset.Job{snap[id]}, "stuck")
+		require.NoError(t, err)
+		require.Len(t, res.Failed, 1)
+
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err = set.Settled(short, db, []string{id})
+		require.Error(t, err, "the writer holds the row past the deadline")
+
+		read := make(chan map[string]jobset.Job, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			got, err := set.Settled(wctx, db, []string{id})
+			if err != nil {
+				t.Error(err)
+			}
+			read <- got
+		}()
+		require.Eventually(t, func() bool { return lockWaiters(t, jobs) > 0 }, testenv.Patience, 5*time.Millisecond)
+		require.NoError(t, writer.Commit(ctx))
+		got := <-read
+		require.Equal(t, jobs.Table.Statuses.Failed, got[id].Status)
+		require.Equal(t, "stuck", got[id].FailureReason)
+	})
+}
+
+// lockWaiters counts the sessions of the test's database waiting for a row
+// lock on the jobs table.
+func lockWaiters(t *testing.T, jobs *fixture.Jobs) int {
+	t.Helper()
+	var n int
+	require.NoError(t, jobs.Env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks
+		WHERE NOT granted AND (relation = $1::regclass OR locktype = 'transactionid')`,
+		jobs.Table.QualifiedName()).Scan(&n))
+	return n
+}

@@ -31,6 +31,7 @@ import (
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/jobguard/jobset"
 	"github.com/jobguard/jobguard/jobguard/marker"
+	"github.com/jobguard/jobguard/lease"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
@@ -82,6 +83,10 @@ type workerProc struct {
 	app         string
 	incarnation int
 	exited      chan struct{}
+	// taken is set by whoever ends the process's life in its slot: the
+	// killer (a kill, a stop), the supervisor (it exited on its own) or
+	// the run's end. Only the one that set it replaces it.
+	taken atomic.Bool
 }
 
 // run is the driver's state.
@@ -114,6 +119,12 @@ type run struct {
 	killed, killedMidTx, outages, terminated, retries, sweeps atomic.Int64
 	listenersTerminated, reclaimersTerminated                 atomic.Int64
 	enqueued                                                  atomic.Int64
+	// stopped counts workers stopped past their lease and continued;
+	// respawned, workers that exited on their own (their lease lost) and
+	// were replaced; cancels, cancelRetries the operator's.
+	stopped, respawned, cancels, cancelRetries atomic.Int64
+	// closing is set when the run stops its workers: none is replaced.
+	closing atomic.Bool
 }
 
 // mode is what a run keeps its markers and notices in.
@@ -201,6 +212,9 @@ func runChaos(t *testing.T, m mode) {
 		wg.Go(func() { r.redisOutages(chaosCtx) })
 	}
 	wg.Go(func() { r.operator(chaosCtx) })
+	superviseCtx, stopSupervising := context.WithCancel(context.Background())
+	defer stopSupervising()
+	go r.supervise(superviseCtx)
 
 	start := time.Now()
 	moved := newProgress(r.finished())
@@ -253,7 +267,7 @@ func newRun(t *testing.T, m mode, seed uint64, jobs int) *run {
 		timing: chaos.TimingDefault, dir: t.TempDir(), appName: "chaos-" + env.Schema, prefix: env.Prefix, jobs: jobs,
 		reported: chaos.Reported{MarkerUnsure: map[string]bool{}},
 	}
-	migrations := []string{jobguard.Migration, usage.Migration, settle.Migration, chaos.Schema}
+	migrations := []string{jobguard.Migration, lease.Migration, usage.Migration, settle.Migration, chaos.Schema}
 	markers := jobguard.MarkersRedis
 	if m.postgresOnly {
 		migrations = append(migrations, marker.Migration)
@@ -344,12 +358,17 @@ func (r *run) requireExercised() {
 		(SELECT count(*) FROM events WHERE kind = $2),
 		(SELECT count(*) FROM events WHERE kind = $3)`,
 		chaos.EventLateRejected, chaos.EventStartRefused, chaos.EventStaleRefused).Scan(&reclaims, &late, &refusals, &stale))
-	var killedAfter int
+	var killedAfter, rescuedKilled, comebackRefused int
 	require.NoError(r.t, r.pool.QueryRow(ctx, chaos.KilledAfterCompletion).Scan(&killedAfter))
+	require.NoError(r.t, r.pool.QueryRow(ctx, `SELECT (`+rescuedFrom("kills")+`), (`+comebackRefusals+`)`).Scan(
+		&rescuedKilled, &comebackRefused))
 	required := map[string]int64{
 		"reclaims": int64(reclaims), "late completions rejected": int64(late), "start refusals": int64(refusals),
 		"killed workers": r.killed.Load(), "terminated connections": r.terminated.Load(),
-		"operator retries": r.retries.Load(),
+		"operator retries":                  r.retries.Load(),
+		"rescues of a killed worker's jobs": int64(rescuedKilled), "operator cancels": r.cancels.Load(),
+		"retries of cancelled jobs": r.cancelRetries.Load(), "workers stopped past their lease and continued": r.stopped.Load(),
+		"writes of a continued worker refused": int64(comebackRefused),
 	}
 	if r.mode.postgresOnly {
 		// A shorter run: its own faults and what only it does, the calls
@@ -373,6 +392,17 @@ func (r *run) requireExercised() {
 		}
 	}
 }
+
+// rescuedFrom counts the rescues of the jobs of the worker incarnations
+// in table (kills, stops).
+func rescuedFrom(table string) string {
+	return `SELECT count(*) FROM job_audit WHERE actor = 'rescue' AND old_owner IN (SELECT 'w' || incarnation FROM ` + table + `)`
+}
+
+// comebackRefusals counts the refusals that the executions of a worker
+// stopped past its lease met once continued: heartbeats and saves.
+const comebackRefusals = `SELECT count(*) FROM events e JOIN stops s ON s.incarnation = e.incarnation
+	WHERE e.at > s.continued_at AND e.kind IN ('heartbeat_lost', 'stale_refused', 'late_rejected', 'other_rejected')`
 
 func envInt(t *testing.T, name string, def int) int {
 	s := os.Getenv(name)
@@ -504,10 +534,13 @@ func (r *run) startWorker(slot int) error {
 // stopWorkers asks every worker to stop and waits for it, killing those
 // that do not stop within ten seconds.
 func (r *run) stopWorkers() {
+	r.closing.Store(true)
 	r.mu.Lock()
 	ws := append([]*workerProc(nil), r.workers...)
 	r.mu.Unlock()
 	for _, w := range ws {
+		w.taken.Store(true)
+		_ = w.cmd.Process.Signal(syscall.SIGCONT) // a stopped one must hear the SIGTERM
 		_ = w.cmd.Process.Signal(syscall.SIGTERM)
 	}
 	for _, w := range ws {
@@ -559,7 +592,11 @@ func every(ctx context.Context, rng *rand.Rand, lo, hi time.Duration, fn func())
 func (r *run) newReclaimer(n int) (*reclaim.Reclaimer, *chaos.Recorder) {
 	t := r.t
 	rec := chaos.NewRecorder("reclaimer-"+strconv.Itoa(n), r.record)
-	pool := r.env.Connect(testenv.Config{MaxConns: 2, AppName: fmt.Sprintf("%s-reclaimer-%d", r.appName, n)})
+	// The rescue is one statement of the library's: the session names its
+	// writer, and the audit trigger its history event; a reclaim's parent
+	// rule names its own transaction's.
+	pool := r.env.Connect(testenv.Config{MaxConns: 2, AppName: fmt.Sprintf("%s-reclaimer-%d", r.appName, n),
+		Settings: map[string]string{"chaos.actor": "rescue", "chaos.process": rec.Process}})
 	logf, err := os.Create(filepath.Join(r.dir, fmt.Sprintf("reclaimer-%d.log", n)))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = logf.Close() })
@@ -602,7 +639,10 @@ func (r *run) newReclaimer(n int) (*reclaim.Reclaimer, *chaos.Recorder) {
 		// seconds ahead: the run's decisions must not depend on it.
 		Now:       clock(n),
 		OnReclaim: map[string]reclaim.ParentRule{chaos.KindChapter: rule("courses"), chaos.KindVideo: rule("videos")},
-		Logger:    slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		// The rescue: a running job whose worker's lease lapsed goes back
+		// to QUEUED under a new generation, before its limit.
+		Workers: &lease.Workers{},
+		Logger:  slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	require.NoError(t, err)
 	return recl, rec
@@ -620,9 +660,9 @@ func clock(n int) func() time.Time {
 func (r *run) reclaimer(ctx context.Context, n int, rec *reclaim.Reclaimer, hist *chaos.Recorder) {
 	every(ctx, rand.New(rand.NewPCG(r.seed, 100+uint64(n))), 20*time.Millisecond, 80*time.Millisecond, func() {
 		rep, err := rec.Sweep(ctx)
-		if rep.Reclaimed+rep.LostRace+rep.Locked+rep.RuleErrors+rep.MarkerErrors > 0 || err != nil {
-			hist.Sweep(map[string]int{"reclaimed": rep.Reclaimed, "lost_race": rep.LostRace, "locked": rep.Locked,
-				"rule_errors": rep.RuleErrors, "marker_errors": rep.MarkerErrors}, err)
+		if rep.Reclaimed+rep.Rescued+rep.LostRace+rep.Locked+rep.RuleErrors+rep.MarkerErrors > 0 || err != nil {
+			hist.Sweep(map[string]int{"reclaimed": rep.Reclaimed, "rescued": rep.Rescued, "lost_race": rep.LostRace,
+				"locked": rep.Locked, "rule_errors": rep.RuleErrors, "marker_errors": rep.MarkerErrors}, err)
 		}
 		if ctx.Err() != nil {
 			return // the run is over; a sweep cut short is not an error of the sweep
@@ -636,6 +676,7 @@ func (r *run) reclaimer(ctx context.Context, n int, rec *reclaim.Reclaimer, hist
 			return
 		}
 		r.reported.Reclaimed += rep.Reclaimed
+		r.reported.Rescued += rep.Rescued
 		r.reported.LostRace += rep.LostRace
 		r.reported.MarkerErrors += rep.MarkerErrors
 		if rep.MarkerErrors > 0 {
@@ -762,33 +803,126 @@ func (r *run) paced(ctx context.Context, rng *rand.Rand, lo, hi time.Duration, j
 	})
 }
 
-// killer SIGKILLs a random worker and starts a new incarnation in its
-// place; the queue redelivers its jobs once their lease runs out.
+// killer SIGKILLs a random worker, or one time in four stops it past its
+// lease and continues it, and starts a new incarnation in its place. The
+// rescue sends a killed worker's jobs back, and the queue delivers them
+// again, once its worker lease has lapsed; a reclaim may fail them first,
+// or the queue redeliver them once their queue lease runs out.
 func (r *run) killer(ctx context.Context, workers int) {
 	rng := rand.New(rand.NewPCG(r.seed, 200))
 	r.paced(ctx, rng, 300*time.Millisecond, 1200*time.Millisecond, 15, func() {
 		slot := rng.IntN(workers)
+		comeback := rng.IntN(4) == 0
 		r.mu.Lock()
 		w := r.workers[slot]
 		r.mu.Unlock()
-		var midTx bool
-		_ = r.pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
-			WHERE application_name = $1 AND state IN ('active', 'idle in transaction')`, w.app).Scan(&midTx)
+		if !w.taken.CompareAndSwap(false, true) {
+			return // it exited on its own: the supervisor replaces it
+		}
+		if comeback {
+			r.comeback(ctx, w)
+		} else {
+			r.kill(ctx, w)
+		}
+		r.replace(slot, w)
+	})
+}
+
+// kill SIGKILLs w and records it.
+func (r *run) kill(ctx context.Context, w *workerProc) {
+	var midTx bool
+	_ = r.pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+		WHERE application_name = $1 AND state IN ('active', 'idle in transaction')`, w.app).Scan(&midTx)
+	_ = w.cmd.Process.Kill()
+	<-w.exited
+	chaos.Crashed(r.record, chaos.WorkerProcess(w.incarnation))
+	r.killed.Add(1)
+	if midTx {
+		r.killedMidTx.Add(1)
+	}
+	if _, err := r.pool.Exec(context.Background(), `INSERT INTO kills (incarnation, mid_transaction) VALUES ($1, $2)`,
+		w.incarnation, midTx); err != nil {
+		r.t.Errorf("record kill: %v", err)
+	}
+}
+
+// comeback SIGSTOPs w, waits until its lease has lapsed on the database's
+// clock and the rescue has taken its running jobs (those it holds locked
+// in an open transaction it cannot take), then SIGCONTs it: its
+// executions come back to heartbeats and saves that the generation must
+// refuse, and the process, told that its lease is lost, starts nothing
+// more and exits.
+func (r *run) comeback(ctx context.Context, w *workerProc) {
+	owner := chaos.WorkerProcess(w.incarnation)
+	_ = w.cmd.Process.Signal(syscall.SIGSTOP)
+	r.record(`INSERT INTO stops (incarnation) VALUES ($1)`, w.incarnation)
+	waitUntil(ctx, 5*time.Second, func() bool {
+		var live bool
+		err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobguard_workers WHERE id = $1 AND expires_at > now())`, owner).Scan(&live)
+		return err == nil && !live
+	})
+	waitUntil(ctx, time.Second, func() bool {
+		var running bool
+		err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs WHERE lease_id = $1 AND status = 'PROCESSING')`, owner).Scan(&running)
+		return err == nil && !running
+	})
+	_ = w.cmd.Process.Signal(syscall.SIGCONT)
+	r.record(`UPDATE stops SET continued_at = clock_timestamp() WHERE incarnation = $1`, w.incarnation)
+	r.stopped.Add(1)
+	select {
+	case <-w.exited:
+	case <-time.After(stallWindow):
+		r.t.Errorf("worker %d did not exit within %v of losing its lease", w.incarnation, stallWindow)
 		_ = w.cmd.Process.Kill()
 		<-w.exited
-		chaos.Crashed(r.record, chaos.WorkerProcess(w.incarnation))
-		r.killed.Add(1)
-		if midTx {
-			r.killedMidTx.Add(1)
+		chaos.Crashed(r.record, owner)
+	}
+}
+
+// waitUntil polls cond every 20ms until it holds, ctx ends or d passes.
+func waitUntil(ctx context.Context, d time.Duration, cond func() bool) {
+	deadline := time.Now().Add(d)
+	for ctx.Err() == nil && time.Now().Before(deadline) && !cond() {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// supervise replaces, until ctx ends, every worker that exited on its
+// own: its lease was lost (a loaded machine delayed its renewals past the
+// TTL), so it started nothing more and stopped.
+func (r *run) supervise(ctx context.Context) {
+	for ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+		r.mu.Lock()
+		ws := append([]*workerProc(nil), r.workers...)
+		r.mu.Unlock()
+		for slot, w := range ws {
+			select {
+			case <-w.exited:
+			default:
+				continue
+			}
+			if r.closing.Load() || !w.taken.CompareAndSwap(false, true) {
+				continue
+			}
+			r.respawned.Add(1)
+			r.replace(slot, w)
 		}
-		if _, err := r.pool.Exec(context.Background(), `INSERT INTO kills (incarnation, mid_transaction) VALUES ($1, $2)`,
-			w.incarnation, midTx); err != nil {
-			r.t.Errorf("record kill: %v", err)
-		}
-		if err := r.startWorker(slot); err != nil {
-			r.t.Errorf("restart worker: %v", err)
-		}
-	})
+	}
+}
+
+// replace starts a new incarnation in slot, where w was, unless the run is
+// stopping its workers.
+func (r *run) replace(slot int, w *workerProc) {
+	r.mu.Lock()
+	current := r.workers[slot] == w
+	r.mu.Unlock()
+	if !current || r.closing.Load() {
+		return
+	}
+	if err := r.startWorker(slot); err != nil {
+		r.t.Errorf("restart worker: %v", err)
+	}
 }
 
 // terminator ends, from the server side, a worker connection that is in
@@ -858,59 +992,104 @@ func (r *run) sessionFaults(ctx context.Context) {
 	})
 }
 
-// operator retries a few reclaimed jobs, the one way out of FAILED, and
-// queues them again.
+// operator, at random, retries a reclaimed job, the one way out of FAILED,
+// cancels a running or a queued job, or retries a cancelled one; each
+// within its budget.
 func (r *run) operator(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(r.seed, 500))
 	hist := chaos.NewRecorder("operator", r.record)
-	budget := max(1, r.jobs/100)
-	every(ctx, rng, 200*time.Millisecond, 600*time.Millisecond, func() {
-		if r.retries.Load() >= int64(budget) {
-			return
-		}
-		var call *chaos.Call
-		err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-			var id string
-			err := tx.QueryRow(ctx, `SELECT id::text FROM jobs WHERE status = 'FAILED' AND failure_reason LIKE 'reclaimed%'
-				ORDER BY updated_at DESC LIMIT 1`).Scan(&id)
-			if err != nil {
-				return err
+	budget := max(4, r.jobs/100)
+	every(ctx, rng, 150*time.Millisecond, 450*time.Millisecond, func() {
+		switch rng.IntN(3) {
+		case 0:
+			if r.retries.Load() < int64(budget) && r.retry(ctx, hist, "reclaimed%") {
+				r.retries.Add(1)
 			}
-			if _, err := tx.Exec(ctx, `SELECT set_config('chaos.actor', 'retry', true)`); err != nil {
-				return err
+		case 1:
+			status := []string{"PROCESSING", "QUEUED"}[rng.IntN(2)]
+			if r.cancels.Load() < int64(budget) && r.cancel(ctx, hist, status) {
+				r.cancels.Add(1)
 			}
-			c := hist.Invoke(history.OpRetry, id, 0) // on a connection of its own: committed before the retry
-			call = &c
-			gen, err := r.guard.Retry(ctx, tx, id)
-			if err != nil {
-				return err
+		default:
+			if r.cancelRetries.Load() < int64(budget/3) && r.retry(ctx, hist, jobguard.CancelledReasonDefault+"%") {
+				r.cancelRetries.Add(1)
 			}
-			if err := call.OK(ctx, tx, gen); err != nil {
-				return err
-			}
-			// The operator's retry puts the parent back to work with the job:
-			// the reclaimer's parent rules move a parent only from there.
-			for _, sql := range []string{
-				`UPDATE courses SET status = 'GENERATING' WHERE status = 'FAILED' AND id = (SELECT parent_id FROM jobs WHERE id = $1)`,
-				`UPDATE videos SET status = 'ENCODING' WHERE status = 'FAILED' AND id = (SELECT parent_id FROM jobs WHERE id = $1)`,
-			} {
-				if _, err := tx.Exec(ctx, sql, id); err != nil {
-					return err
-				}
-			}
-			// A late worker may still hold the old queue row: clearing its
-			// token keeps it from removing the retried job's delivery.
-			_, err = tx.Exec(ctx, `INSERT INTO queue (job_id, deliveries) VALUES ($1, 1)
-				ON CONFLICT (job_id) DO UPDATE SET visible_at = now(), token = NULL`, id)
-			return err
-		})
-		if err != nil && call != nil {
-			call.Outcome(err)
-		}
-		if err == nil {
-			r.retries.Add(1)
 		}
 	})
+}
+
+// cancel cancels a random job in status, recording its invoke and, in the
+// cancel's transaction, its ok with the generation the cancel bumped to.
+// It reports whether a cancel committed.
+func (r *run) cancel(ctx context.Context, hist *chaos.Recorder, status string) bool {
+	var call *chaos.Call
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		var id string
+		err := tx.QueryRow(ctx, `SELECT id::text FROM jobs WHERE status = $1 ORDER BY random() LIMIT 1`, status).Scan(&id)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT set_config('chaos.actor', 'cancel', true)`); err != nil {
+			return err
+		}
+		c := hist.Invoke(history.OpCancel, id, 0) // on a connection of its own: committed before the cancel
+		call = &c
+		lost, err := r.guard.Cancel(ctx, tx, id, "chaos operator")
+		if err != nil {
+			return err
+		}
+		return call.OK(ctx, tx, lost.Generation+1)
+	})
+	if err != nil && call != nil {
+		call.Outcome(err)
+	}
+	return err == nil
+}
+
+// retry retries the FAILED job whose failure reason is like reason that
+// failed last, puts its parent back to work and queues it again. It
+// reports whether a retry committed.
+func (r *run) retry(ctx context.Context, hist *chaos.Recorder, reason string) bool {
+	var call *chaos.Call
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		var id string
+		err := tx.QueryRow(ctx, `SELECT id::text FROM jobs WHERE status = 'FAILED' AND failure_reason LIKE $1
+			ORDER BY updated_at DESC LIMIT 1`, reason).Scan(&id)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT set_config('chaos.actor', 'retry', true)`); err != nil {
+			return err
+		}
+		c := hist.Invoke(history.OpRetry, id, 0) // on a connection of its own: committed before the retry
+		call = &c
+		gen, err := r.guard.Retry(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if err := call.OK(ctx, tx, gen); err != nil {
+			return err
+		}
+		// The operator's retry puts the parent back to work with the job:
+		// the reclaimer's parent rules move a parent only from there.
+		for _, sql := range []string{
+			`UPDATE courses SET status = 'GENERATING' WHERE status = 'FAILED' AND id = (SELECT parent_id FROM jobs WHERE id = $1)`,
+			`UPDATE videos SET status = 'ENCODING' WHERE status = 'FAILED' AND id = (SELECT parent_id FROM jobs WHERE id = $1)`,
+		} {
+			if _, err := tx.Exec(ctx, sql, id); err != nil {
+				return err
+			}
+		}
+		// A late worker may still hold the old queue row: clearing its
+		// token keeps it from removing the retried job's delivery.
+		_, err = tx.Exec(ctx, `INSERT INTO queue (job_id, deliveries) VALUES ($1, 1)
+			ON CONFLICT (job_id) DO UPDATE SET visible_at = now(), token = NULL`, id)
+		return err
+	})
+	if err != nil && call != nil {
+		call.Outcome(err)
+	}
+	return err == nil
 }
 
 func (r *run) table(jobs int, elapsed time.Duration, violations int, hist history.Stats, judged int) string {
@@ -947,6 +1126,16 @@ func (r *run) table(jobs int, elapsed time.Duration, violations int, hist histor
 			r.settled.Settled, r.settled.Raced, r.settled.Retrying, r.settled.GivenUp)},
 		{"confirmed finalizes unbilled", strconv.Itoa(count(chaos.Unbilled))},
 		{"operator retries", strconv.Itoa(int(r.retries.Load()))},
+		{"rescued (killed / stopped / lease lost on its own)", fmt.Sprintf("%d (%d / %d / %d)",
+			count(`SELECT count(*) FROM job_audit WHERE actor = 'rescue'`), count(rescuedFrom("kills")), count(rescuedFrom("stops")),
+			count(rescuedFrom(`events WHERE kind = 'lease_lost' AND incarnation NOT IN (SELECT incarnation FROM stops)`)))},
+		{"operator cancels (running / queued); retried", fmt.Sprintf("%d (%d / %d); %d",
+			count(`SELECT count(*) FROM job_audit WHERE actor = 'cancel'`),
+			count(`SELECT count(*) FROM job_audit WHERE actor = 'cancel' AND old_status = 'PROCESSING'`),
+			count(`SELECT count(*) FROM job_audit WHERE actor = 'cancel' AND old_status = 'QUEUED'`), r.cancelRetries.Load())},
+		{"starts refused: cancelled", strconv.Itoa(count(`SELECT count(*) FROM events WHERE kind = 'start_refused' AND detail LIKE '%cancelled%'`))},
+		{"workers stopped past their lease (refusals after)", fmt.Sprintf("%d (%d)", r.stopped.Load(), count(comebackRefusals))},
+		{"workers that lost their lease unstopped, replaced", strconv.Itoa(int(r.respawned.Load()))},
 		{"sweeps (errors)", fmt.Sprintf("%d (%d)", r.sweeps.Load(), rep.SweepErrors)},
 		{"marker write errors", strconv.Itoa(rep.MarkerErrors)},
 		{"killed processes (mid-transaction)", fmt.Sprintf("%d (%d)", r.killed.Load(), r.killedMidTx.Load())},

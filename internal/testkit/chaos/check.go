@@ -36,7 +36,7 @@ func (v Violation) String() string {
 // Reported is what the reclaimers' reports said, to be compared with what
 // the database recorded.
 type Reported struct {
-	Reclaimed, LostRace, MarkerErrors, SweepErrors int
+	Reclaimed, Rescued, LostRace, MarkerErrors, SweepErrors int
 	// MarkerUnsure holds the ids reclaimed by sweeps whose marker write
 	// failed (Redis was down): their marker may be missing.
 	MarkerUnsure map[string]bool
@@ -143,15 +143,16 @@ var checks = []query{
 		SELECT * FROM job_audit WHERE actor = 'reclaim'
 		  AND (old_status NOT IN ('QUEUED', 'PROCESSING') OR new_status <> 'FAILED' OR new_gen <> old_gen
 		       OR coalesce(new_reason, '') NOT LIKE 'reclaimed%')`},
-	{5, "a call cancelled by a reclaim notice although no reclaim took its generation or a later one", `
+	{5, "a call cancelled by a notice although no reclaim, rescue or cancel took its generation or a later one", `
 		SELECT e.* FROM events e WHERE e.kind = 'cancelled' AND e.detail = 'notice' AND NOT EXISTS (
-			SELECT 1 FROM job_audit a WHERE a.job_id = e.job_id AND a.actor = 'reclaim' AND a.old_gen >= e.generation)`},
+			SELECT 1 FROM job_audit a WHERE a.job_id = e.job_id AND a.actor IN ('reclaim', 'rescue', 'cancel')
+			  AND a.old_gen >= e.generation)`},
 	{5, "a call cancelled by the watcher's check while its job was still its own", `
 		SELECT e.* FROM events e WHERE e.kind = 'cancelled' AND e.detail = 'check' AND NOT EXISTS (
 			SELECT 1 FROM job_audit a WHERE a.job_id = e.job_id
 			  AND ((a.actor = 'reclaim' AND a.old_gen >= e.generation) OR a.new_gen > e.generation))`},
 	{5, "a write to a job that no writer of the run claims", `
-		SELECT * FROM job_audit WHERE actor IS NULL OR actor NOT IN ('start', 'worker', 'reclaim', 'retry')`},
+		SELECT * FROM job_audit WHERE actor IS NULL OR actor NOT IN ('start', 'worker', 'reclaim', 'retry', 'rescue', 'cancel')`},
 
 	{6, "a completion reported rejected that was written", `
 		SELECT e.*, a.seq AS audit_seq FROM events e
@@ -162,18 +163,69 @@ var checks = []query{
 			SELECT 1 FROM job_audit a WHERE a.job_id = e.job_id AND a.new_status = 'COMPLETED'
 			  AND a.old_status <> 'COMPLETED' AND a.new_gen = e.generation)`},
 
-	{6, "a reclaimed execution that saved, lived on and was not told with a typed refusal", `
-		SELECT a.job_id, a.old_gen, a.txid, s.incarnation, s.at AS saving_at FROM job_audit a
+	{6, "a reclaimed, rescued or cancelled execution that saved, lived on and was not told with a typed refusal", `
+		SELECT a.job_id, a.actor, a.old_gen, a.txid, s.incarnation, s.at AS saving_at FROM job_audit a
 		JOIN events s ON s.job_id = a.job_id AND s.generation = a.old_gen AND s.kind = 'saving'
-		WHERE a.actor = 'reclaim' AND s.at > a.at
+		WHERE a.actor IN ('reclaim', 'rescue', 'cancel') AND s.at > a.at
 		  AND s.incarnation NOT IN (SELECT incarnation FROM kills)
 		  AND NOT EXISTS (SELECT 1 FROM events e WHERE e.job_id = a.job_id AND e.generation = a.old_gen
 			AND e.kind IN ('late_rejected', 'stale_refused', 'other_rejected', 'save_error'))`},
+
+	{5, "a rescue that did not send a running, owned job back to QUEUED at the next generation with the rescue's reason and no owner", `
+		SELECT * FROM job_audit WHERE actor = 'rescue'
+		  AND (old_status <> 'PROCESSING' OR new_status <> 'QUEUED' OR new_gen <> old_gen + 1 OR old_owner IS NULL
+		       OR new_owner IS NOT NULL OR coalesce(new_reason, '') <> '` + jobguard.RescuedReasonDefault + `')`},
+	{5, "a cancel that did not fail an active job at the next generation with the operator's reason", `
+		SELECT * FROM job_audit WHERE actor = 'cancel'
+		  AND (old_status NOT IN ('QUEUED', 'PROCESSING') OR new_status <> 'FAILED' OR new_gen <> old_gen + 1
+		       OR coalesce(new_reason, '') NOT LIKE '` + jobguard.CancelledReasonDefault + `%')`},
+	{5, "a write by a rescued or cancelled execution after its job was taken", `
+		SELECT w.*, a.actor AS taken_by, a.seq AS taken_seq FROM job_audit a
+		JOIN job_audit w ON w.job_id = a.job_id AND w.seq > a.seq AND w.actor = 'worker' AND w.writer_gen <= a.old_gen
+		WHERE a.actor IN ('rescue', 'cancel')`},
+
+	{16, "a job rescued while its owner's lease was live (the lease's last expiry is after the rescue, on the database's clock)", `
+		SELECT a.job_id, a.old_owner, a.at AS rescued_at, w.expires_at, w.renewed_at FROM job_audit a
+		LEFT JOIN jobguard_workers w ON w.id = a.old_owner
+		WHERE a.actor = 'rescue' AND (w.id IS NULL OR w.expires_at > a.at)`},
+	{16, "a job rescued from a worker the run neither killed nor stopped, and that never said it lost its lease", `
+		SELECT a.job_id, a.old_owner, a.at FROM job_audit a WHERE a.actor = 'rescue'
+		  AND a.old_owner NOT IN (SELECT 'w' || incarnation FROM kills UNION ALL SELECT 'w' || incarnation FROM stops
+		                          UNION ALL SELECT 'w' || incarnation FROM events WHERE kind = 'lease_lost')`},
+	{16, "a rescued job that neither completed nor failed afterwards", `
+		SELECT a.job_id, a.new_gen, j.status, j.generation FROM job_audit a JOIN jobs j ON j.id = a.job_id
+		WHERE a.actor = 'rescue' AND j.status <> 'COMPLETED' AND NOT EXISTS (
+			SELECT 1 FROM job_audit f WHERE f.job_id = a.job_id AND f.seq > a.seq AND f.new_status = 'FAILED')`},
+	{16, "a rescued job completed by the worker it was rescued from", `
+		SELECT c.job_id, c.new_gen, s.new_owner FROM job_audit a
+		JOIN job_audit c ON c.job_id = a.job_id AND c.seq > a.seq AND c.new_status = 'COMPLETED' AND c.old_status <> 'COMPLETED'
+		JOIN job_audit s ON s.job_id = c.job_id AND s.actor = 'start' AND s.new_gen = c.new_gen
+		WHERE a.actor = 'rescue' AND s.new_owner IS NOT DISTINCT FROM a.old_owner`},
+
+	{1, "a cancelled job completed with no Retry between the cancel and the completion", `
+		SELECT c.* FROM job_audit a
+		JOIN job_audit c ON c.job_id = a.job_id AND c.seq > a.seq AND c.new_status = 'COMPLETED' AND c.old_status <> 'COMPLETED'
+		WHERE a.actor = 'cancel' AND NOT EXISTS (
+			SELECT 1 FROM job_audit r WHERE r.job_id = a.job_id AND r.actor = 'retry' AND r.seq > a.seq AND r.seq < c.seq)`},
+	{2, "a product row or READY parent of a job whose last cancel no Retry reopened", `
+		SELECT x.* FROM (SELECT 'chapter' AS kind, job_id FROM chapters UNION ALL SELECT 'lesson', job_id FROM lessons
+		    UNION ALL SELECT 'course', j.id FROM courses co JOIN jobs j ON j.parent_id = co.id WHERE co.status = 'READY'
+		    UNION ALL SELECT 'video', j.id FROM videos v JOIN jobs j ON j.parent_id = v.id WHERE v.status = 'READY') x
+		WHERE x.job_id IN (` + cancelledForGood + `)`},
+	{3, "a finalize record or a usage ledger row of a job whose last cancel no Retry reopened", `
+		SELECT 'settlement' AS kind, job_id, generation FROM job_settlements WHERE job_id::uuid IN (` + cancelledForGood + `)
+		UNION ALL SELECT 'ledger', job_id, generation FROM usage_ledger WHERE job_id::uuid IN (` + cancelledForGood + `)`},
 
 	{0, "a job still active after the queue drained", `
 		SELECT id, type, status, generation, failure_reason FROM jobs
 		WHERE status IN ('QUEUED', 'PROCESSING') AND NOT EXISTS (SELECT 1 FROM queue q WHERE q.job_id = jobs.id)`},
 }
+
+// cancelledForGood lists the jobs an operator cancelled last, with no
+// Retry after the cancel.
+const cancelledForGood = `
+	SELECT a.job_id FROM job_audit a WHERE a.actor = 'cancel' AND NOT EXISTS (
+		SELECT 1 FROM job_audit r WHERE r.job_id = a.job_id AND r.actor = 'retry' AND r.seq > a.seq)`
 
 // unbilled lists the video jobs whose completion committed and whose usage
 // is not in the ledger exactly once: a worker killed between its completion
@@ -227,15 +279,20 @@ func Check(ctx context.Context, db jobguard.DB, rdb *redis.Client, markerPrefix 
 		}
 	}
 
-	var reclaims int
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM job_audit WHERE actor = 'reclaim'`).Scan(&reclaims); err != nil {
-		return nil, fmt.Errorf("chaos: check: %w", err)
-	}
-	// A sweep that failed (its connection terminated as it committed) may
-	// have reclaimed jobs it never reported.
-	if reclaims < rep.Reclaimed || (rep.SweepErrors == 0 && reclaims != rep.Reclaimed) {
-		out = append(out, Violation{Invariant: 6, What: "reclaims in the history differ from the reclaimers' reports",
-			Count: 1, Rows: []string{fmt.Sprintf("history %d, reports %d", reclaims, rep.Reclaimed)}})
+	for _, c := range []struct {
+		actor, what string
+		reported    int
+	}{{"reclaim", "reclaims", rep.Reclaimed}, {"rescue", "rescues", rep.Rescued}} {
+		var n int
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM job_audit WHERE actor = $1`, c.actor).Scan(&n); err != nil {
+			return nil, fmt.Errorf("chaos: check: %w", err)
+		}
+		// A sweep that failed (its connection terminated as it committed)
+		// may have reclaimed or rescued jobs it never reported.
+		if n < c.reported || (rep.SweepErrors == 0 && n != c.reported) {
+			out = append(out, Violation{Invariant: 6, What: c.what + " in the history differ from the reclaimers' reports",
+				Count: 1, Rows: []string{fmt.Sprintf("history %d, reports %d", n, c.reported)}})
+		}
 	}
 
 	mv, err := checkMarkers(ctx, db, rdb, markerPrefix, rep)

@@ -14,6 +14,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/jobguard/marker"
+	"github.com/jobguard/jobguard/lease"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
 )
@@ -22,7 +23,7 @@ import (
 func checkEnv(t *testing.T) *testenv.Env {
 	t.Helper()
 	env := testenv.New(t)
-	for _, sql := range []string{jobguard.Migration, usage.Migration, settle.Migration, chaos.Schema} {
+	for _, sql := range []string{jobguard.Migration, lease.Migration, usage.Migration, settle.Migration, chaos.Schema} {
 		env.Exec(sql)
 	}
 	return env
@@ -109,6 +110,90 @@ func TestCheck_ReportsEachBrokenInvariant(t *testing.T) {
 	}
 	for _, v := range vs {
 		require.NotEmpty(t, v.Rows, v.What)
+	}
+}
+
+// whats lists the violations' descriptions.
+func whats(vs []chaos.Violation) []string {
+	var out []string
+	for _, v := range vs {
+		out = append(out, v.What)
+	}
+	return out
+}
+
+// rescued writes a rescue of job, running at generation 1 under owner w1,
+// whose lease expires in expiresIn (negative: it has expired), and its
+// completion by another worker, w2, at generation 3.
+func rescued(t *testing.T, env *testenv.Env, expiresIn time.Duration) {
+	t.Helper()
+	id := uuid.NewString()
+	env.Exec(`INSERT INTO jobguard_workers (id, host, pid, expires_at) VALUES ('w1', 'h', 1, now() + $1::interval)`, expiresIn.String())
+	env.Exec(`INSERT INTO jobs (id, type, status, generation, lease_id, parent_id) VALUES ($1, 'chapter', 'PROCESSING', 1, 'w1', 'course-1')`, id)
+	env.Exec(`INSERT INTO courses (id) VALUES ('course-1')`)
+	write(t, env, "rescue", 0, `UPDATE jobs SET status = 'QUEUED', generation = 2, lease_id = NULL, failure_reason = $2 WHERE id = $1`,
+		id, jobguard.RescuedReasonDefault)
+	write(t, env, "start", 0, `UPDATE jobs SET status = 'PROCESSING', generation = 3, lease_id = 'w2' WHERE id = $1`, id)
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT set_config('chaos.actor', 'worker', true), set_config('chaos.writer_gen', '3', true);
+			UPDATE jobs SET status = 'COMPLETED' WHERE id = '`+id+`';
+			INSERT INTO chapters (course_id, job_id, generation) SELECT 'course-1', '`+id+`', 3 FROM generate_series(1, 3);
+			INSERT INTO lessons (chapter_id, job_id, generation) SELECT c.id, c.job_id, 3 FROM chapters c, generate_series(1, 2);
+			UPDATE courses SET status = 'READY', weeks = 3 WHERE id = 'course-1'`)
+		return err
+	}))
+}
+
+// A rescue of a job whose worker the run killed, after its lease expired,
+// completed on another worker, is clean; the same rescue while the lease
+// was live, of a worker the run never touched, is caught twice: from the
+// lease's expiry and from the run's own record.
+func TestCheck_RescueWhileTheOwnersLeaseWasLiveIsCaught(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := checkEnv(t)
+	rescued(t, env, -time.Second)
+	env.Exec(`INSERT INTO kills (incarnation, mid_transaction) VALUES (1, false)`)
+	vs, err := chaos.Check(ctx, env.Pool, env.Redis, env.Prefix, chaos.Reported{Rescued: 1})
+	require.NoError(t, err)
+	require.Empty(t, vs)
+
+	env = checkEnv(t)
+	rescued(t, env, time.Hour)
+	vs, err = chaos.Check(ctx, env.Pool, env.Redis, env.Prefix, chaos.Reported{Rescued: 1})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{
+		"a job rescued while its owner's lease was live (the lease's last expiry is after the rescue, on the database's clock)",
+		"a job rescued from a worker the run neither killed nor stopped, and that never said it lost its lease",
+	}, whats(vs))
+}
+
+// A cancelled execution whose completion went through, with its chapter,
+// is caught as a completion after a cancel with no Retry between, as a
+// write of the cancelled generation, and as a product row of a cancelled
+// job.
+func TestCheck_CancelledJobThatCompletedIsCaught(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := checkEnv(t)
+	id := uuid.NewString()
+	env.Exec(`INSERT INTO jobs (id, type, status, generation, parent_id) VALUES ($1, 'chapter', 'PROCESSING', 1, 'course-1')`, id)
+	env.Exec(`INSERT INTO courses (id) VALUES ('course-1')`)
+	write(t, env, "cancel", 0, `UPDATE jobs SET status = 'FAILED', generation = 2, failure_reason = $2 WHERE id = $1`,
+		id, jobguard.CancelledReasonDefault+": by hand")
+	write(t, env, "worker", 1, `UPDATE jobs SET status = 'COMPLETED' WHERE id = $1`, id)
+	env.Exec(`INSERT INTO chapters (course_id, job_id, generation) VALUES ('course-1', $1, 2)`, id)
+
+	vs, err := chaos.Check(ctx, env.Pool, env.Redis, env.Prefix, chaos.Reported{})
+	require.NoError(t, err)
+	got := whats(vs)
+	for _, what := range []string{
+		"a cancelled job completed with no Retry between the cancel and the completion",
+		"a write by a rescued or cancelled execution after its job was taken",
+		"a product row or READY parent of a job whose last cancel no Retry reopened",
+	} {
+		require.Contains(t, got, what)
 	}
 }
 
@@ -258,7 +343,7 @@ func TestCheck_CallCancelledWhileItsJobWasItsOwn(t *testing.T) {
 	vs, err := chaos.Check(context.Background(), env.Pool, env.Redis, env.Prefix, chaos.Reported{})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{
-		"a call cancelled by a reclaim notice although no reclaim took its generation or a later one",
+		"a call cancelled by a notice although no reclaim, rescue or cancel took its generation or a later one",
 		"a call cancelled by the watcher's check while its job was still its own",
 		"a job still active after the queue drained",
 	}, append(invariants(vs)[5], invariants(vs)[0]...))

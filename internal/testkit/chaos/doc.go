@@ -6,6 +6,27 @@
 // case; then every invariant of the design is checked from the database
 // and Redis.
 //
+// Each worker process holds a worker lease (package lease, a short TTL,
+// Timing.WorkerTTL) and starts every job under it, so the jobs table
+// records which process runs each execution; the reclaimers rescue the
+// running jobs of a process whose lease lapsed (reclaim.Config.Workers),
+// mostly before the limit and progress rule would reclaim them. Of the
+// driver's SIGKILLs some are answered by the rescue, some by a reclaim,
+// some by the queue's redelivery; one time in four the driver SIGSTOPs
+// the worker instead, waits until its lease has lapsed on the database's
+// clock and its jobs were rescued, and SIGCONTs it: its executions come
+// back to heartbeats and saves the generation refuses, and the process,
+// told its lease is lost, starts nothing more and exits. A worker whose
+// lease a loaded machine let lapse does the same, and is replaced. The
+// operator cancels running and queued jobs at random (Guard.Cancel) and
+// retries some cancelled ones. The checks follow: a rescue takes only a
+// running job whose owner's lease was not live (the lease's last expiry,
+// which only a live lease can move, is not after the rescue), and only of
+// a process the driver killed or stopped or that said it lost its lease;
+// the rescued generation writes nothing more and the job completes once,
+// on another worker; a cancelled job completes, bills and leaves product
+// rows no more unless a Retry reopened it.
+//
 // The run itself is TestChaos (go test ./internal/testkit/chaos/), with the
 // reclaim markers in a private Redis. TestChaos_PostgresOnly is a shorter
 // run with no Redis reachable at all, as a deployment without one: the

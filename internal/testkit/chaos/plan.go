@@ -17,6 +17,13 @@ type Timing struct {
 	Heartbeat time.Duration
 	// Lease is how long a claimed queue row stays invisible.
 	Lease time.Duration
+	// WorkerTTL is the TTL of a worker process's lease (package lease):
+	// a killed or stopped worker's jobs are rescued this long after its
+	// last renewal, mostly before Limit and NoProgress would reclaim
+	// them. Each renewal's statement may take half of it.
+	WorkerTTL time.Duration
+	// WorkerRenew is how often a worker renews its lease.
+	WorkerRenew time.Duration
 	// SettleGrace is how long a finalize record is left to its worker
 	// before a settle sweep may take it.
 	SettleGrace time.Duration
@@ -37,6 +44,9 @@ var TimingDefault = Timing{
 	NoProgress: 250 * time.Millisecond,
 	Heartbeat:  40 * time.Millisecond,
 	Lease:      2 * time.Second,
+
+	WorkerTTL:   300 * time.Millisecond,
+	WorkerRenew: 100 * time.Millisecond,
 
 	SettleGrace:    300 * time.Millisecond,
 	SettleBackoff:  20 * time.Millisecond,

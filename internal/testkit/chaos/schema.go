@@ -14,12 +14,18 @@ import "github.com/jobguard/jobguard/internal/testkit/history"
 //     triggers, so the invariants are checked from what really happened.
 //     The triggers run at commit and read two transaction-local settings
 //     that every writer of the run sets: chaos.actor (start, worker,
-//     reclaim, retry) and chaos.writer_gen (the generation of the execution
-//     that wrote). A write with no actor is itself a violation;
+//     reclaim, retry, cancel; rescue, a session setting of the
+//     reclaimers' connections, which their reclaims override) and
+//     chaos.writer_gen (the generation of the execution that wrote). A
+//     write with no actor is itself a violation. The job's owner (its
+//     worker's lease id) is recorded before and after, and a rescue's
+//     history event is written by the trigger, in the rescue's
+//     transaction, which also makes the job's queue row visible again;
 //   - history (package history): one event per operation of every
 //     process, written as it happens, for the independent checker;
-//   - events, kills and confirmed: what the workers and the run's driver
-//     saw (refusals, rejected completions, killed worker incarnations,
+//   - events, kills, stops and confirmed: what the workers and the run's
+//     driver saw (refusals, rejected completions, killed worker
+//     incarnations, incarnations stopped past their lease and continued,
 //     finalizes the worker saw confirmed, recorded right after Finalize
 //     returned).
 //
@@ -79,6 +85,8 @@ CREATE TABLE job_audit (
     old_gen     bigint NOT NULL,
     new_gen     bigint NOT NULL,
     new_reason  text,
+    old_owner   text,
+    new_owner   text,
     actor       text,
     writer_gen  bigint,
     txid        bigint NOT NULL,
@@ -99,9 +107,23 @@ $$ SELECT nullif(current_setting('chaos.actor', true), '') $$;
 
 CREATE FUNCTION chaos_job_audit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO job_audit (job_id, parent_id, old_status, new_status, old_gen, new_gen, new_reason, actor, writer_gen, txid)
+    INSERT INTO job_audit (job_id, parent_id, old_status, new_status, old_gen, new_gen, new_reason, old_owner, new_owner,
+                           actor, writer_gen, txid)
     VALUES (NEW.id, NEW.parent_id, OLD.status, NEW.status, OLD.generation, NEW.generation, NEW.failure_reason,
+            OLD.lease_id, NEW.lease_id,
             chaos_actor(), nullif(current_setting('chaos.writer_gen', true), '')::bigint, txid_current());
+    -- The rescue is one statement of the library's, with no hook of the
+    -- run's: its history event is written here, in its transaction, so it
+    -- exists exactly when the rescue committed.
+    -- The queue then delivers the rescued job again at once, as a queue
+    -- that reads the jobs table would: its old delivery's token no longer
+    -- matches once it is claimed again.
+    IF chaos_actor() = 'rescue' THEN
+        INSERT INTO history (process, op, kind, job_id, generation, detail)
+        VALUES (coalesce(current_setting('chaos.process', true), ''), 'rescue', 'ok', NEW.id::text, NEW.generation,
+                coalesce(OLD.lease_id, ''));
+        UPDATE queue SET visible_at = now() WHERE job_id = NEW.id;
+    END IF;
     RETURN NULL;
 END $$;
 CREATE CONSTRAINT TRIGGER jobs_audit AFTER UPDATE ON jobs
@@ -148,6 +170,11 @@ CREATE TABLE kills (
     mid_transaction boolean NOT NULL,
     at              timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+CREATE TABLE stops (
+    incarnation  int PRIMARY KEY,
+    stopped_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    continued_at timestamptz
+);
 CREATE TABLE confirmed (
     job_id      uuid   NOT NULL,
     generation  bigint NOT NULL,
@@ -171,4 +198,5 @@ const (
 	EventStopped       = "stopped"        // the re-check stopped the finalize; the job was failed
 	EventAccrued       = "accrued"        // the worker's finalize billed its usage
 	EventCancelled     = "cancelled"      // the watcher cancelled the execution's call; detail: how it learned (notice, check)
+	EventLeaseLost     = "lease_lost"     // the worker process's lease ended (no job); detail: why. It starts nothing more and exits
 )

@@ -20,6 +20,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/history"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/jobguard/marker"
+	"github.com/jobguard/jobguard/lease"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/watch"
 )
@@ -67,7 +68,15 @@ type Worker struct {
 	// watcher cancels the call of an execution whose job was reclaimed
 	// (Postgres-only runs); nil otherwise.
 	watcher *watch.Watcher
+	// lease is the process's worker lease, the owner of every execution
+	// it starts.
+	lease *lease.Lease
 }
+
+// ErrLeaseLost is RunWorker's error when the process's lease ended: it
+// started nothing more, let its running executions meet their guarded
+// writes, and stopped.
+var ErrLeaseLost = errors.New("chaos: worker: the process's lease ended")
 
 // delivery is one claimed queue row.
 type delivery struct {
@@ -123,12 +132,17 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if err != nil {
 		return fmt.Errorf("chaos: worker: %w", err)
 	}
-	starts, err := jobguard.NewStartGuard(guard, rdb, jobguard.StartGuardConfig{Logger: cfg.Logger})
+	l, lpool, err := startLease(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer lpool.Close()
+	starts, err := jobguard.NewStartGuard(guard, rdb, jobguard.StartGuardConfig{Logger: cfg.Logger, Owner: l})
 	if err != nil {
 		return fmt.Errorf("chaos: worker: %w", err)
 	}
 	w := &Worker{
-		cfg: cfg, pool: pool, guard: guard, starts: starts,
+		cfg: cfg, pool: pool, guard: guard, starts: starts, lease: l,
 		hb: heartbeat.New(guard, heartbeat.Config{Interval: cfg.Timing.Heartbeat, Logger: cfg.Logger}),
 	}
 	w.rec = NewRecorder(WorkerProcess(cfg.Incarnation), func(sql string, args ...any) { keep(hpool, sql, args...) })
@@ -136,18 +150,80 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if err != nil {
 		return fmt.Errorf("chaos: worker: %w", err)
 	}
-	var wg sync.WaitGroup
-	if cfg.PostgresOnly {
-		if w.watcher, err = newWatcher(ctx, cfg, guard, pool); err != nil {
+	return w.run(ctx)
+}
+
+// run processes jobs until ctx ends or the lease is lost. A lost lease
+// stops the claims, not the running executions: like a process that
+// heeds Lost late, they go on to their heartbeats and saves, which the
+// generation refuses if their jobs were rescued.
+func (w *Worker) run(ctx context.Context) error {
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	var watching sync.WaitGroup
+	if w.cfg.PostgresOnly {
+		var err error
+		if w.watcher, err = newWatcher(runCtx, w.cfg, w.guard, w.pool); err != nil {
 			return err
 		}
-		wg.Go(func() { _ = w.watcher.Run(ctx) })
+		watching.Go(func() { _ = w.watcher.Run(runCtx) })
 	}
-	for range cfg.Concurrency {
-		wg.Go(func() { w.loop(ctx) })
+	claims, stopClaims := context.WithCancel(ctx)
+	defer stopClaims()
+	go func() {
+		select {
+		case <-w.lease.Lost():
+			stopClaims()
+		case <-claims.Done():
+		}
+	}()
+	var loops sync.WaitGroup
+	for range w.cfg.Concurrency {
+		loops.Go(func() { w.loop(ctx, claims) })
 	}
-	wg.Wait()
-	return nil
+	loops.Wait()
+	stopRun()
+	watching.Wait()
+	// A lease that lapsed on the database's clock is lost by the process's
+	// own measure within its TTL: wait that long for it even on a clean
+	// stop, so that every rescue of this process's jobs is explained by
+	// an event.
+	select {
+	case <-w.lease.Lost():
+	case <-time.After(w.cfg.Timing.WorkerTTL):
+	}
+	if err := w.lease.Err(); err != nil && !errors.Is(err, lease.ErrReleased) {
+		w.bookkeeping(`INSERT INTO events (kind, incarnation, detail) VALUES ($1, $2, $3)`,
+			EventLeaseLost, w.cfg.Incarnation, err.Error())
+		return ErrLeaseLost
+	}
+	return w.lease.Stop(context.Background())
+}
+
+// startLease takes the process's worker lease, on a pool of its own
+// (application_name "<AppName>-lease"), so that long executions cannot
+// starve its renewals. Its ID is the process's name in the history.
+func startLease(ctx context.Context, cfg WorkerConfig) (*lease.Lease, *pgxpool.Pool, error) {
+	lcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: worker: %w", redact.New(cfg.DatabaseURL).Error(err))
+	}
+	lcfg.MaxConns = 2
+	lcfg.ConnConfig.RuntimeParams["application_name"] = cfg.AppName + "-lease"
+	lpool, err := pgxpool.NewWithConfig(ctx, lcfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: worker: %w", err)
+	}
+	l, err := lease.New(lpool, lease.Config{ID: WorkerProcess(cfg.Incarnation), TTL: cfg.Timing.WorkerTTL,
+		Renew: cfg.Timing.WorkerRenew, Timeout: cfg.Timing.WorkerTTL / 2, Logger: cfg.Logger})
+	if err == nil {
+		err = l.Start(ctx)
+	}
+	if err != nil {
+		lpool.Close()
+		return nil, nil, fmt.Errorf("chaos: worker: %w", err)
+	}
+	return l, lpool, nil
 }
 
 // newWatcher builds the watcher of a Postgres-only worker: it listens on
@@ -180,11 +256,12 @@ func newWatcher(ctx context.Context, cfg WorkerConfig, guard *jobguard.Guard, po
 // WorkerProcess is the name of a worker incarnation in the history.
 func WorkerProcess(incarnation int) string { return "w" + strconv.Itoa(incarnation) }
 
-func (w *Worker) loop(ctx context.Context) {
-	for ctx.Err() == nil {
-		d, ok, err := w.claim(ctx)
+// loop claims and processes jobs until claims ends; each job runs on ctx.
+func (w *Worker) loop(ctx, claims context.Context) {
+	for claims.Err() == nil {
+		d, ok, err := w.claim(claims)
 		if err != nil || !ok {
-			sleep(ctx, 15*time.Millisecond)
+			sleep(claims, 15*time.Millisecond)
 			continue
 		}
 		w.process(ctx, d)
@@ -253,12 +330,12 @@ func (w *Worker) process(ctx context.Context, d delivery) {
 	defer w.hb.Forget(d.id)
 	callCtx, watched, release := w.watch(ctx, d, exec)
 	defer release()
-	if !w.work(ctx, callCtx, d, exec) {
-		w.done(d) // lost the job: its new owner (or nobody) decides
+	if err := w.work(ctx, callCtx, d, exec); err != nil {
+		w.lost(d, err) // lost the job: its new owner (or nobody) decides
 		return
 	}
 	if w.cancelled(callCtx, watched, d, exec) {
-		w.done(d) // the call stopped: there is no result to save
+		w.lost(d, nil) // the call stopped: there is no result to save
 		return
 	}
 	w.event(EventSaving, d.id, exec.Generation, "")
@@ -299,12 +376,12 @@ func (w *Worker) cancelled(call, watched context.Context, d delivery, exec jobgu
 }
 
 // work is the model call or the encode, run under call. A hung call sleeps
-// without a heartbeat; the rest beat progress, on ctx. It reports false
-// when a heartbeat found the job lost.
-func (w *Worker) work(ctx, call context.Context, d delivery, exec jobguard.Execution) bool {
+// without a heartbeat; the rest beat progress, on ctx. It returns the
+// refusal of a heartbeat that found the job lost.
+func (w *Worker) work(ctx, call context.Context, d delivery, exec jobguard.Execution) error {
 	if d.plan.Hang {
 		sleep(call, d.plan.Work)
-		return true
+		return nil
 	}
 	start := time.Now()
 	for step := 0; time.Since(start) < d.plan.Work && call.Err() == nil; step++ {
@@ -325,10 +402,10 @@ func (w *Worker) work(ctx, call context.Context, d delivery, exec jobguard.Execu
 			w.rec.Outcome(0, history.OpHeartbeat, d.id, exec.Generation, err)
 			w.event(EventHeartbeatLost, d.id, exec.Generation, err.Error())
 			w.rejected(d, exec, err)
-			return false
+			return err
 		}
 	}
-	return true
+	return nil
 }
 
 func (w *Worker) saveChapters(ctx context.Context, d delivery, exec jobguard.Execution) {
@@ -369,7 +446,7 @@ func (w *Worker) saveChapters(ctx context.Context, d delivery, exec jobguard.Exe
 		w.done(d)
 	case errors.Is(err, jobguard.ErrJobTerminal):
 		w.rejected(d, exec, err)
-		w.done(d)
+		w.lost(d, err)
 	default:
 		w.event(EventSaveError, d.id, exec.Generation, err.Error())
 		w.release(d)
@@ -390,7 +467,7 @@ func (w *Worker) finalizeVideo(ctx context.Context, d delivery, exec jobguard.Ex
 		w.failStopped(ctx, d, exec)
 	case fin.Rejected():
 		w.rejected(d, exec, err)
-		w.done(d)
+		w.lost(d, err)
 	case fin.Completed():
 		w.finalized(d, exec, res, err)
 	default:
@@ -448,7 +525,7 @@ func (w *Worker) failStopped(ctx context.Context, d delivery, exec jobguard.Exec
 		w.done(d)
 	case errors.Is(ferr, jobguard.ErrJobTerminal):
 		w.rejected(d, exec, ferr)
-		w.done(d)
+		w.lost(d, ferr)
 	default:
 		w.event(EventSaveError, d.id, exec.Generation, ferr.Error())
 		w.release(d)
@@ -535,6 +612,29 @@ func (w *Worker) event(kind, jobID string, gen int64, detail string) {
 // done removes the queue row, unless a later delivery has claimed it.
 func (w *Worker) done(d delivery) {
 	w.bookkeeping(`DELETE FROM queue WHERE job_id = $1 AND token = $2`, d.id, d.token)
+}
+
+// lost ends a delivery whose execution lost its job, refused with err
+// or, when err is nil, stopped by the watcher: a job sent back to QUEUED
+// under a new generation (a rescue) needs its delivery again, and is
+// released; otherwise the job is another execution's or is over, and the
+// row is removed. The status is the refusal's, or read from the row.
+func (w *Worker) lost(d delivery, err error) {
+	var se *jobguard.StateError
+	var status string
+	switch {
+	case errors.As(err, &se):
+		status = se.Status
+	case err == nil:
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = w.pool.QueryRow(ctx, `SELECT status FROM jobs WHERE id = $1`, d.id).Scan(&status)
+		cancel()
+	}
+	if status == jobguard.StatusQueuedDefault {
+		w.release(d)
+		return
+	}
+	w.done(d)
 }
 
 // release makes the row visible again soon, unless a later delivery has

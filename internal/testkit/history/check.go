@@ -31,6 +31,12 @@ const (
 	// RuleRetryOnly: FAILED leaves only through Retry; COMPLETED never
 	// changes.
 	RuleRetryOnly Rule = "FAILED leaves only through Retry"
+	// RuleRescued: a rescue takes only a running job, and its attempt
+	// ends there: the job goes back to QUEUED under a new generation.
+	RuleRescued Rule = "rescue only a running job"
+	// RuleCancelled: a cancelled job runs, completes and bills no more,
+	// unless a Retry reopens it.
+	RuleCancelled Rule = "a cancel holds until a Retry"
 	// RuleGrow: generations only grow.
 	RuleGrow Rule = "generations grow"
 	// RuleExplained: the final state is what the history did, or what its
@@ -126,6 +132,8 @@ type job struct {
 	// maybe are the indeterminate operations of the job.
 	maybe     []Event
 	completed map[int64]bool
+	// cancelled is set by an operator's cancel, cleared by a retry.
+	cancelled bool
 }
 
 type checker struct {
@@ -280,7 +288,13 @@ func (c *checker) applyOK(e Event, j *job) {
 			c.flag(RuleRetryOnly, "a retry of a job that was not FAILED", fmt.Sprintf("%s; was %s", describe(e), j.status))
 		}
 		c.newAttempt(e, j)
-		j.status = "QUEUED"
+		j.status, j.cancelled = "QUEUED", false
+	case OpRescue:
+		c.rescue(e, j)
+	case OpCancel:
+		c.terminal(e, j)
+		c.newAttempt(e, j)
+		j.status, j.cancelled = "FAILED", true
 	case OpHeartbeat:
 		c.terminal(e, j)
 		c.current(e, j)
@@ -306,12 +320,23 @@ func (c *checker) applyOK(e Event, j *job) {
 	}
 }
 
+// rescue walks a rescue: only of a running job, to a new attempt, QUEUED.
+func (c *checker) rescue(e Event, j *job) {
+	if j.status != "PROCESSING" {
+		c.flag(RuleRescued, "a rescue of a job that was not running", fmt.Sprintf("%s; was %s", describe(e), j.status))
+	}
+	c.newAttempt(e, j)
+	j.status = "QUEUED"
+}
+
 // terminal flags e if j had already ended.
 func (c *checker) terminal(e Event, j *job) {
-	switch j.status {
-	case "FAILED":
+	switch {
+	case j.cancelled:
+		c.flag(RuleCancelled, "a cancelled job changed other than through Retry", describe(e))
+	case j.status == "FAILED":
 		c.flag(RuleRetryOnly, "a FAILED job changed other than through Retry", describe(e))
-	case "COMPLETED":
+	case j.status == "COMPLETED":
 		c.flag(RuleRetryOnly, "a COMPLETED job changed", describe(e))
 	}
 }
@@ -355,29 +380,33 @@ func (c *checker) stuck(e Event, j *job) {
 	}
 }
 
-// reports compares what the sweeps reported with what the history holds.
+// reports compares what the sweeps reported with what the history holds:
+// the reclaims, and the rescues.
 func (c *checker) reports(events []Event) {
-	var reported, recorded, failedSweeps int
-	for _, e := range events {
-		switch {
-		case e.Op == OpSweep && e.Kind == KindFailed:
-			failedSweeps++
-		case e.Op == OpSweep && e.Kind == KindOK:
-			reported += e.Counts["reclaimed"]
-		case e.Op == OpReclaim && e.Kind == KindOK:
-			recorded++
+	for _, r := range []struct{ op, count string }{{OpReclaim, "reclaimed"}, {OpRescue, "rescued"}} {
+		var reported, recorded, failedSweeps int
+		for _, e := range events {
+			switch {
+			case e.Op == OpSweep && e.Kind == KindFailed:
+				failedSweeps++
+			case e.Op == OpSweep && e.Kind == KindOK:
+				reported += e.Counts[r.count]
+			case e.Op == r.op && e.Kind == KindOK:
+				recorded++
+			}
 		}
-	}
-	// A sweep that failed may have reclaimed some of its jobs and reported
-	// none of them.
-	if reported > recorded || (failedSweeps == 0 && reported != recorded) {
-		c.flag(RuleExplained, "the reclaim sweeps' reports differ from the reclaims in the history",
-			fmt.Sprintf("reported %d, recorded %d, failed sweeps %d", reported, recorded, failedSweeps))
+		// A sweep that failed may have done some of its work and reported
+		// none of it.
+		if reported > recorded || (failedSweeps == 0 && reported != recorded) {
+			c.flag(RuleExplained, "the reclaim sweeps' reports differ from the "+r.op+"s in the history",
+				fmt.Sprintf("reported %d, recorded %d, failed sweeps %d", reported, recorded, failedSweeps))
+		}
 	}
 }
 
 // target is the status an operation's ok leaves.
-var target = map[string]string{OpStart: "PROCESSING", OpRetry: "QUEUED", OpComplete: "COMPLETED", OpFail: "FAILED", OpReclaim: "FAILED"}
+var target = map[string]string{OpStart: "PROCESSING", OpRetry: "QUEUED", OpComplete: "COMPLETED", OpFail: "FAILED",
+	OpReclaim: "FAILED", OpCancel: "FAILED"}
 
 // final compares each job's final row with its walked history.
 func (c *checker) final(s State) {
@@ -413,7 +442,7 @@ func (c *checker) explained(j *job, row Job) bool {
 			continue
 		}
 		switch m.Op {
-		case OpStart, OpRetry:
+		case OpStart, OpRetry, OpCancel:
 			if row.Generation > j.gen && (m.Generation == 0 || m.Generation == row.Generation) {
 				return true
 			}

@@ -39,7 +39,7 @@ func (b *builder) wait(d time.Duration) *builder { b.now = b.now.Add(d); return 
 func (b *builder) op(op, job string, gen int64) *builder {
 	b.call++
 	invGen := gen
-	if op == history.OpStart || op == history.OpRetry {
+	if op == history.OpStart || op == history.OpRetry || op == history.OpCancel {
 		invGen = 0
 	}
 	b.add(history.Event{Call: b.call, Op: op, Kind: history.KindInvoke, JobID: job, Generation: invGen})
@@ -54,6 +54,13 @@ func (b *builder) beat(job string, gen int64) *builder {
 func (b *builder) reclaim(job string, gen int64) *builder {
 	b.add(history.Event{Process: "reclaimer-1", Op: history.OpReclaim, Kind: history.KindOK, JobID: job, Generation: gen})
 	return b.add(history.Event{Process: "reclaimer-1", Op: history.OpSweep, Kind: history.KindOK, Counts: map[string]int{"reclaimed": 1}})
+}
+
+// rescue records a rescue of job to gen, as the audit trigger writes it in
+// the rescue's transaction, and the report of its sweep.
+func (b *builder) rescue(job string, gen int64) *builder {
+	b.add(history.Event{Process: "reclaimer-1", Op: history.OpRescue, Kind: history.KindOK, JobID: job, Generation: gen, Detail: "w1"})
+	return b.add(history.Event{Process: "reclaimer-1", Op: history.OpSweep, Kind: history.KindOK, Counts: map[string]int{"rescued": 1}})
 }
 
 func (b *builder) bill(job string, gen int64) *builder {
@@ -117,6 +124,43 @@ func TestCheck_CleanHistoriesHaveNoViolations(t *testing.T) {
 	final.Jobs["j1"] = history.Job{Status: "COMPLETED", Generation: 3}
 	vs, _ = history.Check(b.events, final, rules)
 	require.Empty(t, vs)
+
+	// Rescued from a dead worker, completed by another; cancelled, then
+	// reopened by a retry and completed.
+	b = newBuilder().op(history.OpStart, "j1", 1).rescue("j1", 2).op(history.OpStart, "j1", 3).op(history.OpComplete, "j1", 3)
+	b.op(history.OpStart, "j2", 1).op(history.OpCancel, "j2", 2).op(history.OpRetry, "j2", 3).op(history.OpStart, "j2", 4).
+		op(history.OpComplete, "j2", 4)
+	vs, _ = history.Check(b.events, history.State{Jobs: map[string]history.Job{
+		"j1": {Status: "COMPLETED", Generation: 3}, "j2": {Status: "COMPLETED", Generation: 4}}}, rules)
+	require.Empty(t, vs)
+}
+
+func TestCheck_RescueOfAJobNotRunningIsCaught(t *testing.T) {
+	t.Parallel()
+	b := newBuilder().rescue("j1", 1)
+	caught(t, b.events, only("QUEUED", 1), history.RuleRescued)
+}
+
+// The worker whose lease lapsed comes back: its heartbeat and its save at
+// the rescued generation must have been refused.
+func TestCheck_WriteOfARescuedGenerationIsCaught(t *testing.T) {
+	t.Parallel()
+	b := newBuilder().op(history.OpStart, "j1", 1).rescue("j1", 2).beat("j1", 1)
+	caught(t, b.events, only("QUEUED", 2), history.RuleSuperseded)
+}
+
+func TestCheck_CancelledJobStartedWithoutRetryIsCaught(t *testing.T) {
+	t.Parallel()
+	b := newBuilder().op(history.OpStart, "j1", 1).op(history.OpCancel, "j1", 2).op(history.OpStart, "j1", 3)
+	caught(t, b.events, only("PROCESSING", 3), history.RuleCancelled)
+}
+
+// A cancel that did not bump the generation leaves the running execution
+// its job's generation.
+func TestCheck_CancelThatDidNotRaiseTheGenerationIsCaught(t *testing.T) {
+	t.Parallel()
+	b := newBuilder().op(history.OpStart, "j1", 1).op(history.OpCancel, "j1", 1)
+	caught(t, b.events, only("FAILED", 1), history.RuleGrow)
 }
 
 func TestCheck_ConfirmedFinalizeBilledTwiceIsCaught(t *testing.T) {

@@ -18,6 +18,11 @@
 //   - every refusal gives a typed reason, and a refused operation took no
 //     effect;
 //   - FAILED leaves only through Retry, COMPLETED never changes;
+//   - a rescue (the job of a worker whose lease lapsed, back to QUEUED)
+//     takes only a running job, and opens a new attempt: the rescued
+//     generation writes nothing more;
+//   - an operator's cancel holds: the cancelled job starts, completes and
+//     bills no more unless a Retry reopens it;
 //   - generations only grow;
 //   - the final state is what the history did, and the sweeps' reports
 //     agree with it.

@@ -39,6 +39,8 @@ const (
 	OpReclaim   = "reclaim"   // ok: a reclaim failed the attempt at Generation
 	OpRetry     = "retry"     // ok: an operator's retry queued the job at Generation, a new attempt
 	OpBill      = "bill"      // ok: the usage of (job, Generation) for Meter was billed
+	OpRescue    = "rescue"    // ok: a rescue sent the running job, whose owner's lease lapsed, back to QUEUED at Generation, a new attempt; Detail: the owner
+	OpCancel    = "cancel"    // ok: an operator's cancel failed the job at Generation, the one it bumped to: nothing runs it again but a retry
 	OpSweep     = "sweep"     // ok/failed: a reclaim or settle sweep ran; Counts holds its report
 )
 

@@ -70,6 +70,10 @@ type Config struct {
 	// a test can find them in pg_stat_activity (and terminate them).
 	// Defaults to the driver's.
 	AppName string
+	// Settings are session settings of the pool's connections, sent when
+	// each connects (custom ones, such as "app.actor", included).
+	// Defaults to none.
+	Settings map[string]string
 }
 
 var shared struct {
@@ -192,6 +196,9 @@ func (e *Env) Connect(o Config) *pgxpool.Pool {
 	}
 	if o.AppName != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = o.AppName
+	}
+	for k, v := range o.Settings {
+		cfg.ConnConfig.RuntimeParams[k] = v
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {

@@ -321,6 +321,56 @@ type FailResult struct {
 // Overdue. Give it a pgx.Tx to make the follow-up writes (parents) part of
 // the same transaction.
 func (s *Set) FailIfUnchanged(ctx context.Context, db jobguard.DB, expected []Job, reason string) (FailResult, error) {
+	return s.fail(expected, reason, func(sql string, args ...any) (pgx.Rows, error) { return db.Query(ctx, sql, args...) })
+}
+
+// BatchDB is a handle that sends a batch that begins a transaction:
+// *pgxpool.Pool and *pgx.Conn are.
+type BatchDB interface {
+	jobguard.DB
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// BeginFailIfUnchanged is FailIfUnchanged as the first statement of a
+// transaction it begins on db, both in one round trip (BEGIN travels with
+// the write, as pgx's Batch.BeginTx sends them), for a caller that writes
+// more in that transaction (the reclaim markers) and commits it. On
+// success tx is open, for the caller to commit or roll back; on an error
+// nothing is left open. db must be outside any transaction.
+func (s *Set) BeginFailIfUnchanged(ctx context.Context, db BatchDB, expected []Job, reason string) (tx pgx.Tx, res FailResult, err error) {
+	var br pgx.BatchResults
+	res, err = s.fail(expected, reason, func(sql string, args ...any) (pgx.Rows, error) {
+		var b pgx.Batch
+		b.BeginTx(pgx.TxOptions{})
+		b.Queue(sql, args...)
+		br = db.SendBatch(ctx, &b)
+		tx = br.Tx()
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+		return br.Query()
+	})
+	if br != nil {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("jobguard: fail unchanged: %w", cerr)
+		}
+	} else if err == nil { // nothing to write: a transaction all the same
+		tx, err = db.Begin(ctx)
+	}
+	if err == nil && tx == nil {
+		err = errors.New("jobguard: fail unchanged: no transaction began")
+	}
+	if err != nil {
+		if tx != nil {
+			_ = tx.Rollback(ctx)
+		}
+		return nil, FailResult{}, err
+	}
+	return tx, res, nil
+}
+
+// fail is FailIfUnchanged, its write sent by query.
+func (s *Set) fail(expected []Job, reason string, query func(sql string, args ...any) (pgx.Rows, error)) (FailResult, error) {
 	// One entry per row: of two spellings of one job, the later counts.
 	at := make(map[string]int, len(expected)) // canonical id → index in rows
 	rows := make([]Job, 0, len(expected))
@@ -353,7 +403,7 @@ func (s *Set) FailIfUnchanged(ctx context.Context, db jobguard.DB, expected []Jo
 		updatedArg = lit
 	}
 	failed := s.guard.Table().Statuses.Failed
-	res, err := db.Query(ctx, s.sql.Fail, failed, pgvalue.StorableText(reason),
+	res, err := query(s.sql.Fail, failed, pgvalue.StorableText(reason),
 		pgarray.Texts(ids), pgarray.Texts(statuses), updatedArg, pgarray.Ints(gens))
 	if err != nil {
 		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)

@@ -478,3 +478,33 @@ func lockWaiters(t *testing.T, jobs *fixture.Jobs) int {
 		jobs.Table.QualifiedName()).Scan(&n))
 	return n
 }
+
+// BeginFailIfUnchanged leaves its write in an open transaction: rolled
+// back, nothing changed; committed, the job is failed.
+func TestBeginFailIfUnchanged_WriteIsTheTransactionsFirstStatement(t *testing.T) {
+	t.Parallel()
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		ctx := context.Background()
+		id := jobs.Insert(t, fixture.Job{UpdatedAgo: time.Hour})
+		snap, err := jobset.New(jobs.Guard).Snapshot(ctx, jobs.Env.Pool, []string{id})
+		require.NoError(t, err)
+		set := jobset.New(jobs.Guard)
+
+		tx, res, err := set.BeginFailIfUnchanged(ctx, jobs.Env.Pool, []jobset.Job{snap[id]}, "stuck")
+		require.NoError(t, err)
+		require.Len(t, res.Failed, 1)
+		require.Equal(t, jobs.Table.Statuses.Processing, jobs.Read(t, id).Status, "not committed yet")
+		require.NoError(t, tx.Rollback(ctx))
+		require.Equal(t, jobs.Table.Statuses.Processing, jobs.Read(t, id).Status, "rolled back")
+
+		tx, res, err = set.BeginFailIfUnchanged(ctx, jobs.Env.Pool, []jobset.Job{snap[id]}, "stuck")
+		require.NoError(t, err)
+		require.Len(t, res.Failed, 1)
+		require.NoError(t, tx.Commit(ctx))
+		require.Equal(t, jobs.Table.Statuses.Failed, jobs.Read(t, id).Status)
+
+		_, _, err = set.BeginFailIfUnchanged(ctx, jobs.Env.Pool, []jobset.Job{{ID: "not an id of any kind \x00"}}, "stuck")
+		require.Error(t, err)
+		require.Zero(t, jobs.Env.Pool.Stat().AcquiredConns(), "nothing is left open")
+	})
+}

@@ -3,17 +3,19 @@ package reclaim_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
-	"sync/atomic"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobguard/jobguard/internal/testkit/benchkit"
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
@@ -21,26 +23,19 @@ import (
 	"github.com/jobguard/jobguard/reclaim"
 )
 
-// roundTrips counts the statements a pool sends; each is one round trip.
-type roundTrips struct{ n atomic.Int64 }
-
-func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
 // benchTable is a jobs table of a production shape: finished rows, running
 // jobs within their limit, and stuck ones (started two hours ago, no
 // progress for an hour) under a 30-minute limit.
 type benchTable struct {
 	jobs    *fixture.Jobs
 	pool    *pgxpool.Pool // counts round trips
-	trips   *roundTrips
+	trips   *benchkit.RoundTrips
 	stuck   []string
 	active  int
 	limits  *reclaim.TableLimits
 	markers *marker.RedisStore
+	// guard writes its markers in Postgres, in the reclaim's transaction.
+	pgGuard *jobguard.Guard
 }
 
 func newBenchTable(b *testing.B, finished, active, stuck int) *benchTable {
@@ -69,7 +64,7 @@ FROM generate_series(1, $1::int) AS i`, active, stuck)
 
 	cfg, err := pgxpool.ParseConfig(env.DatabaseURL)
 	require.NoError(b, err)
-	trips := &roundTrips{}
+	trips := &benchkit.RoundTrips{}
 	cfg.ConnConfig.Tracer = trips
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(b, err)
@@ -78,24 +73,33 @@ FROM generate_series(1, $1::int) AS i`, active, stuck)
 	require.NoError(b, err)
 	markers, err := marker.NewRedisStore(jobs.Guard, env.Redis, marker.Config{})
 	require.NoError(b, err)
-	return &benchTable{jobs: jobs, pool: pool, trips: trips, stuck: ids, active: active, limits: limits, markers: markers}
+	return &benchTable{jobs: jobs, pool: pool, trips: trips, stuck: ids, active: active, limits: limits, markers: markers,
+		pgGuard: jobs.NoRedis(b)}
 }
 
 // reset puts the stuck jobs back as they were and drops their markers,
 // outside the timer.
-func (t *benchTable) reset(b *testing.B) {
-	b.Helper()
-	t.jobs.Env.Exec(`UPDATE jobs SET status = 'PROCESSING', failure_reason = NULL,
-       updated_at = now() - interval '1 hour' WHERE id = ANY($1::uuid[])`, t.stuck)
+func (t *benchTable) reset() error {
+	ctx := context.Background()
+	if _, err := t.jobs.Env.Pool.Exec(ctx, `UPDATE jobs SET status = 'PROCESSING', failure_reason = NULL,
+       updated_at = now() - interval '1 hour' WHERE id = ANY($1::uuid[])`, t.stuck); err != nil {
+		return err
+	}
+	if _, err := t.jobs.Env.Pool.Exec(ctx, `DELETE FROM job_reclaim_markers`); err != nil {
+		return err
+	}
 	keys := make([]string, len(t.stuck))
 	for i, id := range t.stuck {
 		keys[i] = t.markers.Key(id)
 	}
 	for len(keys) > 0 {
 		n := min(len(keys), 1000)
-		require.NoError(b, t.jobs.Env.Redis.Del(context.Background(), keys[:n]...).Err())
+		if err := t.jobs.Env.Redis.Del(ctx, keys[:n]...).Err(); err != nil {
+			return err
+		}
 		keys = keys[n:]
 	}
+	return nil
 }
 
 // measure runs op once per iteration between resets and reports the round
@@ -104,88 +108,135 @@ func (t *benchTable) measure(b *testing.B, op func() error) {
 	var trips int64
 	for b.Loop() {
 		b.StopTimer()
-		t.reset(b)
-		before := t.trips.n.Load()
+		require.NoError(b, t.reset())
+		before := t.trips.Load()
 		b.StartTimer()
 		err := op()
 		b.StopTimer()
-		trips += t.trips.n.Load() - before
+		trips += t.trips.Load() - before
 		require.NoError(b, err)
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(trips)/float64(b.N), "statements/op")
 }
 
-// BenchmarkSweep is one sweep over a table of 1M finished rows beside its
-// running jobs, a tenth of them stuck (the brake off: its caps would hold
-// most of them back), next to its floor: the SQL a careful
-// engineer would write by hand for the same effect (a per-type
-// started_at < cutoff SELECT on the partial index, the no-progress check,
-// and one typed unnest UPDATE matched on status, updated_at and
-// generation), plus the same markers as plain pipelined SETs. Sizes vary the
-// running jobs at a fixed stuck count, and the stuck count at a fixed
-// number of running jobs, so the cost reads as a function of each.
+// benchRunning are the numbers of running jobs BenchmarkSweep sweeps: 1k
+// and 10k, and 100k with JOBGUARD_BENCH_LARGE=1.
+func benchRunning() []int {
+	if benchkit.Large() {
+		return []int{1_000, 10_000, 100_000}
+	}
+	return []int{1_000, 10_000}
+}
+
+// BenchmarkSweep is one sweep next to its floor, in interleaved rounds
+// (see benchkit.Rounds): the SQL a careful engineer would write by hand
+// for the same effect and the same guarantees. The floor reads the limits
+// table, reads the jobs over their limit (a per-type started_at < cutoff
+// SELECT on the partial index, with the database's clock), checks that
+// they made no progress, and fails them in one statement that skips rows
+// another transaction holds (FOR NO KEY UPDATE SKIP LOCKED) and matches
+// status, updated_at and generation, then writes their markers: in
+// Postgres, in the same transaction, never lowering a live marker's
+// generation; in Redis, through the marker store's script. The table
+// holds 100k finished rows (JOBGUARD_BENCH_FINISHED) beside 1k, 10k (and,
+// with JOBGUARD_BENCH_LARGE=1, 100k) running jobs, 1% or 10% of them
+// stuck; the brake is off (its caps would hold most of them back).
 //
-//	go test ./reclaim -run '^$' -bench Sweep -benchtime 10x -timeout 30m
+// Beside the sweep with a logger that is never enabled, "info" is the same
+// sweep logging at info to a handler that writes nowhere, its ratio taken
+// to the sweep's: the price of a logger, which should build nothing for a
+// line it does not write. Allocations are per reclaimed job.
+//
+//	go test ./reclaim -run '^$' -bench 'Sweep$' -benchtime 10x -timeout 60m
+//	JOBGUARD_BENCH_LARGE=1 go test ./reclaim -run '^$' -bench 'Sweep$' -benchtime 10x -timeout 60m
 func BenchmarkSweep(b *testing.B) {
-	const finished = 1_000_000
-	for _, size := range []struct{ active, stuck int }{
-		{10_000, 1_000}, {100_000, 1_000}, {100_000, 10_000},
-	} {
-		b.Run(fmt.Sprintf("active=%d/stuck=%d", size.active, size.stuck), func(b *testing.B) {
-			t := newBenchTable(b, finished, size.active, size.stuck)
-			ctx := context.Background()
-			b.Run("table-source", func(b *testing.B) {
-				r, _ := newReclaimer(b, t.jobs, reclaim.Config{DB: t.pool, Limits: t.limits, Brake: noBrake, Logger: slog.New(slog.DiscardHandler)})
-				t.measure(b, func() error {
-					rep, err := r.Sweep(ctx)
-					if err == nil && rep.Reclaimed != size.stuck {
-						err = fmt.Errorf("reclaimed %d of %d: %+v", rep.Reclaimed, size.stuck, rep)
-					}
-					return err
-				})
+	finished := 100_000
+	if v, err := strconv.Atoi(os.Getenv("JOBGUARD_BENCH_FINISHED")); err == nil {
+		finished = v
+	}
+	for _, active := range benchRunning() {
+		for _, pct := range []int{1, 10} {
+			stuck := active * pct / 100
+			b.Run(fmt.Sprintf("running=%d/stuck=%d", active, stuck), func(b *testing.B) {
+				t := newBenchTable(b, finished, active, stuck)
+				ctx := context.Background()
+				for _, backend := range []string{"postgres", "redis"} {
+					b.Run("markers="+backend, func(b *testing.B) {
+						guard := t.jobs.Guard
+						if backend == "postgres" {
+							guard = t.pgGuard
+						}
+						newSweep := func(log *slog.Logger) func() error {
+							r, _ := newReclaimer(b, t.jobs, reclaim.Config{Guard: guard, DB: t.pool, Limits: t.limits,
+								Brake: noBrake, Logger: log})
+							return func() error {
+								rep, err := r.Sweep(ctx)
+								if err == nil && rep.Reclaimed != stuck {
+									err = fmt.Errorf("reclaimed %d of %d: %+v", rep.Reclaimed, stuck, rep)
+								}
+								return err
+							}
+						}
+						info := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+						benchkit.Rounds(b, t.trips, stuck, "job",
+							benchkit.Op{Name: "floor", Reset: t.reset, Run: func() error { return floorSweep(ctx, t, backend, stuck) }},
+							benchkit.Op{Name: "sweep", Reset: t.reset, Run: newSweep(slog.New(slog.DiscardHandler))},
+							benchkit.Op{Name: "info", Reset: t.reset, Run: newSweep(info), Versus: "sweep"},
+						)
+					})
+				}
 			})
-			b.Run("floor", func(b *testing.B) {
-				t.measure(b, func() error { return floorSweep(ctx, t, size.stuck) })
-			})
-			// A shadow sweep next to its floor: the same read, and no write.
-			b.Run("shadow", func(b *testing.B) {
-				r, _ := newReclaimer(b, t.jobs, reclaim.Config{DB: t.pool, Limits: t.limits, Shadow: true, Brake: noBrake, Logger: slog.New(slog.DiscardHandler)})
-				t.measure(b, func() error {
-					rep, err := r.Sweep(ctx)
-					if err == nil && rep.WouldReclaim != size.stuck {
-						err = fmt.Errorf("would reclaim %d of %d: %+v", rep.WouldReclaim, size.stuck, rep)
-					}
-					return err
-				})
-			})
-			b.Run("shadow-floor", func(b *testing.B) {
-				t.measure(b, func() error {
-					ids, _, _, err := floorRead(ctx, t)
-					if err == nil && len(ids) != size.stuck {
-						err = fmt.Errorf("floor read %d of %d", len(ids), size.stuck)
-					}
-					return err
-				})
-			})
-		})
+		}
 	}
 }
 
-// floorRead is the hand-written read of floorSweep: the stuck jobs' ids,
-// updated_at and generations.
+// BenchmarkSweep_Shadow is a shadow sweep next to its floor: the same
+// read, and no write.
+//
+//	go test ./reclaim -run '^$' -bench 'Sweep_Shadow' -benchtime 10x -timeout 30m
+func BenchmarkSweep_Shadow(b *testing.B) {
+	t := newBenchTable(b, 100_000, 10_000, 1_000)
+	ctx := context.Background()
+	r, _ := newReclaimer(b, t.jobs, reclaim.Config{DB: t.pool, Limits: t.limits, Shadow: true, Brake: noBrake,
+		Logger: slog.New(slog.DiscardHandler)})
+	benchkit.Rounds(b, t.trips, len(t.stuck), "job",
+		benchkit.Op{Name: "floor", Run: func() error {
+			ids, _, _, err := floorRead(ctx, t)
+			if err == nil && len(ids) != len(t.stuck) {
+				err = fmt.Errorf("floor read %d of %d", len(ids), len(t.stuck))
+			}
+			return err
+		}},
+		benchkit.Op{Name: "shadow", Run: func() error {
+			rep, err := r.Sweep(ctx)
+			if err == nil && rep.WouldReclaim != len(t.stuck) {
+				err = fmt.Errorf("would reclaim %d of %d: %+v", rep.WouldReclaim, len(t.stuck), rep)
+			}
+			return err
+		}},
+	)
+}
+
+// floorRead is the hand-written read of floorSweep: the limits, then the
+// stuck jobs' ids, updated_at and generations, judged on the database's
+// clock.
 func floorRead(ctx context.Context, t *benchTable) (ids []uuid.UUID, updated []time.Time, gens []int64, err error) {
+	var limitUS int64
+	if err := t.pool.QueryRow(ctx, `SELECT (extract(epoch FROM max_runtime) * 1000000)::int8 FROM job_type_limits WHERE job_type = 'chapter'`).Scan(&limitUS); err != nil {
+		return nil, nil, nil, err
+	}
 	rows, err := t.pool.Query(ctx, `
-SELECT id, status, updated_at, generation, now() FROM jobs
-WHERE status = 'PROCESSING' AND type = 'chapter' AND started_at < now() - interval '30 minutes'`)
+SELECT id, updated_at, generation, statement_timestamp() FROM jobs
+WHERE status = 'PROCESSING' AND type = 'chapter' AND started_at > '-infinity'
+  AND started_at < statement_timestamp() - $1::int8 * interval '1 microsecond'`, limitUS)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	var id uuid.UUID
-	var status string
 	var at, now time.Time
 	var gen int64
-	_, err = pgx.ForEachRow(rows, []any{&id, &status, &at, &gen, &now}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &at, &gen, &now}, func() error {
 		if now.Sub(at) >= reclaim.NoProgressDefault {
 			ids, updated, gens = append(ids, id), append(updated, at), append(gens, gen)
 		}
@@ -194,41 +245,72 @@ WHERE status = 'PROCESSING' AND type = 'chapter' AND started_at < now() - interv
 	return ids, updated, gens, err
 }
 
-// floorSweep is the hand-written reclaim that BenchmarkSweep compares with.
-func floorSweep(ctx context.Context, t *benchTable, want int) error {
+// floorFail is the floor's write: the stuck jobs still as read, skipping
+// the rows another transaction holds.
+const floorFail = `
+WITH l AS (SELECT e.*, t.ctid AS tid FROM unnest($1::uuid[], $2::timestamptz[], $3::int8[]) AS e(id, updated_at, generation)
+           JOIN jobs AS t ON t.id = e.id FOR NO KEY UPDATE OF t SKIP LOCKED)
+UPDATE jobs AS t SET status = 'FAILED', failure_reason = $4, updated_at = statement_timestamp() FROM l
+WHERE t.ctid = l.tid AND t.status = 'PROCESSING' AND t.updated_at = l.updated_at AND t.generation = l.generation
+RETURNING t.id::text, t.generation`
+
+// floorMarkers is the floor's write of the markers in Postgres: never
+// lowering a live marker's generation.
+const floorMarkers = `
+INSERT INTO job_reclaim_markers AS m (jobs_table, job_id, generation, reason, reclaimed_at, expires_at)
+SELECT $1, u.job_id, u.generation, $4, statement_timestamp(), statement_timestamp() + interval '7 days'
+FROM unnest($2::text[], $3::int8[]) AS u(job_id, generation) ORDER BY u.job_id
+ON CONFLICT (jobs_table, job_id) DO UPDATE SET generation = excluded.generation, reason = excluded.reason,
+  reclaimed_at = excluded.reclaimed_at, expires_at = excluded.expires_at
+WHERE m.generation <= excluded.generation OR m.expires_at <= statement_timestamp()`
+
+// floorSweep is the hand-written reclaim that BenchmarkSweep compares with:
+// with markers in Postgres, the fail and the markers in one transaction;
+// with markers in Redis, the fail, then the markers through the store.
+func floorSweep(ctx context.Context, t *benchTable, backend string, want int) error {
 	ids, updated, gens, err := floorRead(ctx, t)
-	if err != nil {
-		return err
-	}
-	rows, err := t.pool.Query(ctx, `
-UPDATE jobs AS t SET status = 'FAILED', failure_reason = $4, updated_at = now()
-FROM unnest($1::uuid[], $2::timestamptz[], $3::int8[]) AS e(id, updated_at, generation)
-WHERE t.id = e.id AND t.status = 'PROCESSING' AND t.updated_at = e.updated_at AND t.generation = e.generation
-RETURNING t.id::text, t.generation`, ids, updated, gens, jobguard.ReclaimedReasonDefault)
 	if err != nil {
 		return err
 	}
 	var done []string
 	var doneGens []int64
-	var s string
-	var gen int64
-	_, err = pgx.ForEachRow(rows, []any{&s, &gen}, func() error {
-		done, doneGens = append(done, s), append(doneGens, gen)
-		return nil
-	})
+	write := func(db interface {
+		Query(context.Context, string, ...any) (pgx.Rows, error)
+	}) error {
+		rows, err := db.Query(ctx, floorFail, ids, updated, gens, jobguard.ReclaimedReasonDefault)
+		if err != nil {
+			return err
+		}
+		var s string
+		var gen int64
+		_, err = pgx.ForEachRow(rows, []any{&s, &gen}, func() error {
+			done, doneGens = append(done, s), append(doneGens, gen)
+			return nil
+		})
+		return err
+	}
+	if backend == "postgres" {
+		err = pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
+			if err := write(tx); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, floorMarkers, t.pgGuard.TableKey(), done, doneGens, jobguard.ReclaimedReasonDefault)
+			return err
+		})
+	} else if err = write(t.pool); err == nil {
+		ms := make([]marker.Marker, len(done))
+		for i, id := range done {
+			ms[i] = marker.Marker{JobID: id, Generation: doneGens[i], Reason: jobguard.ReclaimedReasonDefault}
+		}
+		err = t.markers.Write(ctx, ms...)
+	}
 	if err != nil {
 		return err
 	}
 	if len(done) != want {
 		return fmt.Errorf("floor reclaimed %d of %d", len(done), want)
 	}
-	_, err = t.jobs.Env.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range done {
-			p.Set(ctx, t.markers.Key(id), fmt.Sprintf(`{"generation":%d}`, doneGens[i]), 7*24*time.Hour)
-		}
-		return nil
-	})
-	return err
+	return nil
 }
 
 // BenchmarkSweep_QueueSource is one sweep over a queue's listing of every

@@ -127,8 +127,10 @@ func (r *Reclaimer) reclaimHeld(ctx context.Context, p *pass) error {
 	for _, c := range p.pending {
 		if taken[c.job.Type] >= v.perType[c.job.Type] || len(kept) >= v.total {
 			p.rep.Braked++
-			r.log.DebugContext(ctx, "reclaim: brake: job held back", slog.String("job_id", c.job.ID),
-				slog.String("job_type", c.job.Type))
+			if r.debug(ctx) {
+				r.log.DebugContext(ctx, "reclaim: brake: job held back", slog.String("job_id", c.job.ID),
+					slog.String("job_type", c.job.Type))
+			}
 			continue
 		}
 		taken[c.job.Type]++

@@ -102,10 +102,13 @@ func (r *Reclaimer) rescuePage(ctx context.Context, p *pass, page []jobset.Orpha
 		execs[i] = jobguard.Execution{JobID: j.ID, Generation: j.Generation}
 	}
 	r.publish(actx, execs, &p.rep, &p.notes)
+	debug := r.debug(ctx)
 	for _, j := range res.Rescued {
 		p.rep.RescuedIDs = append(p.rep.RescuedIDs, j.ID)
-		r.log.DebugContext(ctx, "reclaim: job rescued: its worker's lease lapsed", slog.String("job_id", j.ID),
-			slog.String("job_type", j.Type), slog.Int64("generation", j.Generation), slog.String("lease_id", j.Owner))
+		if debug {
+			r.log.DebugContext(ctx, "reclaim: job rescued: its worker's lease lapsed", slog.String("job_id", j.ID),
+				slog.String("job_type", j.Type), slog.Int64("generation", j.Generation), slog.String("lease_id", j.Owner))
+		}
 	}
 	return err
 }

@@ -72,20 +72,25 @@ func (r *Reclaimer) failUnchanged(ctx context.Context, db jobguard.DB, batch []j
 
 // writeAll is write without parent rules: one statement, and with the
 // markers kept in Postgres, one transaction that commits them with the
-// reclaim.
+// reclaim, whose BEGIN travels with the write (three round trips).
 func (r *Reclaimer) writeAll(ctx context.Context, chosen []jobset.Job) (outcome, error) {
 	var res jobset.FailResult
 	var err error
 	if r.table == nil {
 		res, err = r.failUnchanged(ctx, r.cfg.DB, chosen)
 	} else {
-		err = pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
-			var err error
-			if res, err = r.failUnchanged(ctx, tx, chosen); err != nil {
-				return err
+		// BEGIN travels with the write: the transaction's first
+		// statement decides what the markers are.
+		var tx pgx.Tx
+		tx, res, err = jobset.New(r.cfg.Guard).BeginFailIfUnchanged(ctx, r.cfg.DB, chosen, r.cfg.Guard.Shared().ReclaimedReason)
+		if err == nil {
+			if err = r.mark(ctx, tx, res.Failed); err == nil {
+				err = tx.Commit(ctx)
 			}
-			return r.mark(ctx, tx, res.Failed)
-		})
+			if err != nil {
+				_ = tx.Rollback(ctx)
+			}
+		}
 	}
 	if err != nil {
 		return outcome{}, err

@@ -174,6 +174,18 @@ func (bt *billingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx
 	return ctx
 }
 
+// TraceBatchStart sees the confirmation when it travels with BEGIN.
+func (bt *billingTracer) TraceBatchStart(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	for _, q := range d.Batch.QueuedQueries {
+		bt.TraceQueryStart(ctx, c, pgx.TraceQueryStartData{SQL: q.SQL})
+	}
+	return ctx
+}
+
+func (bt *billingTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (bt *billingTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 func (bt *billingTracer) TraceQueryEnd(_ context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
 	if bt.kill == killAfterBilling && bt.billing.Load() && d.CommandTag.String() == "COMMIT" {
 		die()

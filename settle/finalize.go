@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -58,8 +59,13 @@ type Result struct {
 //     (names and arguments) and the usage entries, pending. A rejected
 //     completion leaves no record.
 //  3. Once that has committed, the updates run in parallel through their
-//     handlers; each one is recorded as it succeeds (the last one, when
-//     all succeed, by the billing that follows).
+//     handlers. A success is recorded with the statement that follows the
+//     updates (the billing, or the record of a failure), or on its own
+//     when the other updates are still running a second later (half of
+//     Grace, at most), so that a sweep, which takes a record only after
+//     Grace, finds the successes of a finalize whose other updates hang.
+//     After a crash, an update whose success was not recorded yet runs
+//     again, as handlers must bear.
 //  4. When all have succeeded, one transaction confirms the record and
 //     bills its usage in the ledger (keyed by job and meter, each
 //     increment run only for a new ledger row): "confirmed" and "billed"
@@ -110,7 +116,7 @@ func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 			}
 			return nil
 		},
-		Updates:       s.runners(exec, rec.updates),
+		Updates:       s.runners(exec, rec.updates, s.markAfter()),
 		UpdateTimeout: s.cfg.UpdateTimeout,
 	}
 	// Before anything runs, as newRecord's refusals: the names are
@@ -128,11 +134,13 @@ func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 		return res, err
 	case !fin.Confirmed():
 		// Let the sweep try once BackoffMin has passed rather than Grace,
-		// and leave the cause on the record for an operator: only while no
-		// sweep has claimed it (claim 0, attempt 0), as none does within
-		// its Grace. Once one has, the sweep's verdicts are the record's.
-		if _, rerr := s.cfg.DB.Exec(ctx, s.sql.retry, exec.JobID, exec.Generation, pgvalue.StorableText(err.Error()),
-			micros(s.cfg.BackoffMin), 0, 0); rerr != nil {
+		// leave the cause on the record for an operator, and record the
+		// updates that succeeded, so that the sweep runs only the others:
+		// only while no sweep has claimed it (claim 0, attempt 0), as none
+		// does within its Grace. Once one has, the sweep's verdicts are
+		// the record's.
+		if _, rerr := s.cfg.DB.Exec(ctx, s.sql.unconfirmed, exec.JobID, exec.Generation, pgvalue.StorableText(err.Error()),
+			micros(s.cfg.BackoffMin), 0, 0, pgarray.Of(fin.Failed())); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("settle: finalize: record the failure: %w", rerr))
 		}
 		s.met.finalized(ctx, s.met.pending)
@@ -151,17 +159,23 @@ func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 	return res, nil
 }
 
-// runners turns a record's updates into jobguard updates: each runs its
-// handler, then records its success on the record, while the slower ones
-// still run. The last to succeed, when all the others did, does not: the
-// billing transaction that follows at once records every update as it
-// confirms the record, so no round trip is spent on the finalize's
-// critical path. Should the process die in between, that update runs
-// again from the sweep, as any update whose success was not recorded
-// does.
-func (s *Settler) runners(exec jobguard.Execution, updates []storedUpdate) []jobguard.Update {
+// runners turns a record's updates into jobguard updates, each running
+// its handler and recording its success on the record while the slower
+// ones still run, markAfter after it succeeded: a sweep takes a record
+// only once its Grace has passed, and a success recorded by then is not
+// run again. The last success needs no record of its own: the billing
+// transaction that follows at once records every update as it confirms
+// the record. Nor does one that the others catch up with before
+// markAfter, in a finalize (markAfter > 0): the billing records it, or,
+// when another update failed, the statement that leaves the record to the
+// sweep (Finalize), so a finalize whose updates take about as long as one
+// another spends no round trip on a record its next statement writes
+// anyway. Should the process die in between, the sweep runs again every
+// update whose success was not recorded, as handlers must bear.
+func (s *Settler) runners(exec jobguard.Execution, updates []storedUpdate, markAfter time.Duration) []jobguard.Update {
 	var mu sync.Mutex
 	left, failed := len(updates), false
+	done := make(chan struct{}) // closed once every update has returned
 	out := make([]jobguard.Update, len(updates))
 	for i, u := range updates {
 		h := s.cfg.Handlers[u.Name]
@@ -171,9 +185,23 @@ func (s *Settler) runners(exec jobguard.Execution, updates []storedUpdate) []job
 			left--
 			failed = failed || err != nil
 			last := left == 0 && !failed
+			if left == 0 {
+				close(done)
+			}
 			mu.Unlock()
 			if err != nil || last {
 				return err
+			}
+			if markAfter > 0 {
+				t := time.NewTimer(markAfter)
+				defer t.Stop()
+				select {
+				case <-done:
+					return nil
+				case <-ctx.Done():
+					return nil
+				case <-t.C:
+				}
 			}
 			// A success that cannot be recorded is a failure: the handler
 			// runs again, which it must bear.
@@ -184,6 +212,13 @@ func (s *Settler) runners(exec jobguard.Execution, updates []storedUpdate) []job
 		}}
 	}
 	return out
+}
+
+// markAfter is how long a finalize's update that succeeded waits for the
+// others before it records its success alone: half of Grace, so that the
+// record is written before a sweep may take it, and a second at most.
+func (s *Settler) markAfter() time.Duration {
+	return max(min(s.cfg.Grace/2, time.Second), time.Nanosecond)
 }
 
 // mark records that exec's update name succeeded, in one round trip and
@@ -197,6 +232,48 @@ func (s *Settler) mark(ctx context.Context, exec jobguard.Execution, name string
 	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
 	b.Queue(s.sql.mark, exec.JobID, exec.Generation, name)
 	return s.cfg.DB.SendBatch(ctx, &b).Close()
+}
+
+// beginConfirm begins the billing transaction and confirms exec's record
+// in it, in one round trip (BEGIN travels with the confirmation, as pgx's
+// Batch.BeginTx sends them): BEGIN cannot refuse where the confirmation
+// would not, and the confirmation takes the record's row lock before
+// anything is billed. raw is the record's usage, nil when no pending
+// record was confirmed (raced, or given up): the transaction is open
+// either way, for the caller to commit or roll back. On an error nothing
+// is left open.
+func (s *Settler) beginConfirm(ctx context.Context, exec jobguard.Execution) (tx pgx.Tx, raw *string, err error) {
+	var b pgx.Batch
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue(s.sql.confirm, exec.JobID, exec.Generation)
+	br := s.cfg.DB.SendBatch(ctx, &b)
+	tx = br.Tx()
+	if _, err = br.Exec(); err != nil {
+		err = fmt.Errorf("settle: bill: begin: %w", err)
+	} else {
+		var usage string
+		switch err = br.QueryRow().Scan(&usage); {
+		case err == nil:
+			raw = &usage
+		case errors.Is(err, pgx.ErrNoRows):
+			err = nil
+		default:
+			err = fmt.Errorf("settle: bill: confirm: %w", err)
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("settle: bill: confirm: %w", cerr)
+	}
+	if err == nil && tx == nil {
+		err = errors.New("settle: bill: begin: no transaction")
+	}
+	if err != nil {
+		if tx != nil {
+			_ = tx.Rollback(ctx)
+		}
+		return nil, nil, err
+	}
+	return tx, raw, nil
 }
 
 // billing is what one billing transaction found and did.
@@ -214,14 +291,12 @@ type billing struct {
 // was given up returns ErrGivenUp and bills nothing.
 func (s *Settler) bill(ctx context.Context, fin jobguard.Finalized) (billing, error) {
 	exec := fin.Execution()
-	tx, err := s.cfg.DB.Begin(ctx)
+	tx, raw, err := s.beginConfirm(ctx, exec)
 	if err != nil {
-		return billing{}, fmt.Errorf("settle: bill: begin: %w", err)
+		return billing{}, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
-	var raw string
-	err = tx.QueryRow(ctx, s.sql.confirm, exec.JobID, exec.Generation).Scan(&raw)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if raw == nil {
 		var state State
 		if err := tx.QueryRow(ctx, s.sql.state, exec.JobID, exec.Generation).Scan(&state); err != nil {
 			return billing{}, fmt.Errorf("settle: bill: job %s generation %d: read state: %w", exec.JobID, exec.Generation, err)
@@ -231,10 +306,7 @@ func (s *Settler) bill(ctx context.Context, fin jobguard.Finalized) (billing, er
 		}
 		return billing{raced: true}, nil
 	}
-	if err != nil {
-		return billing{}, fmt.Errorf("settle: bill: confirm: %w", err)
-	}
-	entries, err := decodeUsage(raw)
+	entries, err := decodeUsage(*raw)
 	if err != nil {
 		return billing{}, fmt.Errorf("settle: bill: job %s generation %d: %w", exec.JobID, exec.Generation, err)
 	}

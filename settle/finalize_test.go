@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -78,6 +79,32 @@ func TestFinalize_StoppedOrRolledBackCompletionLeavesNoRecord(t *testing.T) {
 			require.Equal(t, "PROCESSING", b.jobs.Read(t, exec.JobID).Status)
 		})
 	}
+}
+
+// With a long Grace a finalize records no success on its own while the
+// other updates finish at about the same time: the statement that leaves
+// the record to the sweep records it, so the sweep runs only the update
+// that failed.
+func TestFinalize_FailedUpdateRecordsTheOthersSuccessWithTheFailure(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	cfg := quick(settle.Config{})
+	cfg.Grace = time.Hour
+	s := b.settler(t, cfg)
+	exec, spec := b.video(t, 43_000)
+	b.faults.set("content", 1)
+
+	_, err := s.Finalize(ctx, b.env.Pool, exec, spec)
+	require.ErrorIs(t, err, settle.ErrPending)
+	rec, _ := b.record(t, exec)
+	require.Equal(t, "pending", rec.State)
+	require.Equal(t, []string{"content"}, rec.Pending, "the video update succeeded and is recorded")
+
+	rep := b.settleAll(t, s)
+	require.Equal(t, 1, rep.Settled)
+	require.Equal(t, map[string]int{"video": 1, "content": 1}, b.runs(t, exec), "only the failed update ran again")
+	require.Equal(t, billed{LedgerRows: 1, AccountMS: 43_000, VideoReady: true, Published: true}, b.billed(t, exec))
 }
 
 func TestFinalize_FailedUpdateLeavesThePendingRecordToTheSweep(t *testing.T) {

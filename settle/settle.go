@@ -193,15 +193,19 @@ type Settler struct {
 // are added to the database's clock, so that every process schedules on
 // one clock.
 type statements struct {
-	insert   string // $1 job_id, $2 generation, $3 pending, $4 updates, $5 usage, $6 grace µs
-	mark     string // $1 job_id, $2 generation, $3 update name
-	retry    string // $1 job_id, $2 generation, $3 error, $4 delay µs, $5 the claim, $6 its attempt
-	giveUp   string // $1 job_id, $2 generation, $3 error, $4 the claim, $5 its attempt
-	handBack string // $1 job_id, $2 generation, $3 the claim, $4 its attempt
-	confirm  string // $1 job_id, $2 generation → usage
-	state    string // $1 job_id, $2 generation → state
-	claim    string // $1 lease µs, $2 due by → job_id, generation, pending, updates, usage, attempts, claim
-	reopen   string // $1 job_id, $2 generation
+	insert string // $1 job_id, $2 generation, $3 pending, $4 updates, $5 usage, $6 grace µs
+	mark   string // $1 job_id, $2 generation, $3 update name
+	retry  string // $1 job_id, $2 generation, $3 error, $4 delay µs, $5 the claim, $6 its attempt
+	// unconfirmed is retry that also takes every update but $7, the
+	// failed ones, off the pending list: a finalize's record of its
+	// failure.
+	unconfirmed string
+	giveUp      string // $1 job_id, $2 generation, $3 error, $4 the claim, $5 its attempt
+	handBack    string // $1 job_id, $2 generation, $3 the claim, $4 its attempt
+	confirm     string // $1 job_id, $2 generation → usage
+	state       string // $1 job_id, $2 generation → state
+	claim       string // $1 lease µs, $2 due by → job_id, generation, pending, updates, usage, attempts, claim
+	reopen      string // $1 job_id, $2 generation
 }
 
 // claimTrigger is the trigger that moves a record's claim whenever its
@@ -371,6 +375,9 @@ func buildStatements(tbl, jobs string) statements {
 	s.mark = `UPDATE ` + tbl + ` SET pending = array_remove(pending, $3), updated_at = ` + now +
 		pk + ` AND state = 'pending'`
 	s.retry = `UPDATE ` + tbl + ` SET last_error = $3, next_attempt_at = ` + later(4) +
+		`, updated_at = ` + now + pk + ` AND state = 'pending'` + fence(5)
+	s.unconfirmed = `UPDATE ` + tbl + ` SET pending = ARRAY(SELECT u.name FROM unnest(pending) WITH ORDINALITY AS u(name, n)` +
+		` WHERE u.name = ANY($7::text[]) ORDER BY u.n), last_error = $3, next_attempt_at = ` + later(4) +
 		`, updated_at = ` + now + pk + ` AND state = 'pending'` + fence(5)
 	// A record given up is settled too: settled_at dates it for retention
 	// (Retention), as confirming does.

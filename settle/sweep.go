@@ -217,9 +217,11 @@ func (s *Settler) attempt(ctx context.Context, c claimed) attemptResult {
 			slog.Int("attempts", c.attempt), slog.Any("error", res.err)}
 		s.log.LogAttrs(ctx, slog.LevelWarn, "settle: record given up; its usage is not billed", append(attrs, safe.Attrs(res.err)...)...)
 	}
-	s.log.DebugContext(ctx, "settle: record attempted", slog.String("job_id", c.exec.JobID),
-		slog.Int64("generation", c.exec.Generation), slog.Int("attempt", c.attempt),
-		slog.String("result", res.result()), slog.Any("error", res.err))
+	if s.log.Enabled(ctx, slog.LevelDebug) { // a record's line is built only when it is written
+		s.log.DebugContext(ctx, "settle: record attempted", slog.String("job_id", c.exec.JobID),
+			slog.Int64("generation", c.exec.Generation), slog.Int("attempt", c.attempt),
+			slog.String("result", res.result()), slog.Any("error", res.err))
+	}
 	return res
 }
 
@@ -251,7 +253,7 @@ func (s *Settler) run(ctx context.Context, c claimed, res *attemptResult) (outco
 		return failed, fmt.Errorf("%w: %q", ErrUnregistered, missing)
 	}
 	fin, err := s.cfg.Guard.Resume(ctx, s.cfg.DB, c.exec, jobguard.FinalizeSpec{
-		Updates: s.runners(c.exec, todo), UpdateTimeout: s.cfg.UpdateTimeout,
+		Updates: s.runners(c.exec, todo, 0), UpdateTimeout: s.cfg.UpdateTimeout,
 	})
 	res.ran = len(todo) - len(fin.Failed())
 	switch {

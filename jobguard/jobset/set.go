@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobguard/jobguard/internal/guardlink"
 	"github.com/jobguard/jobguard/internal/interval"
@@ -64,24 +65,60 @@ type Job struct {
 	FailureReason string
 }
 
-// scanJobs reads rows of the column list the statements share.
+// scanJobs reads rows of the column list the statements share. The row
+// is scanned into the same variables each time, a page holds few distinct
+// types and statuses (each is allocated once), and the nullable columns
+// need no pointer each: a row costs its id and parent id.
 func scanJobs(rows pgx.Rows) ([]Job, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) {
-		var j Job
-		var parent, reason *string
-		var started *time.Time
-		err := r.Scan(&j.ID, &j.Type, &j.Status, &j.UpdatedAt, &j.Generation, &parent, &started, &reason, &j.ReadAt)
-		if parent != nil {
-			j.ParentID = *parent
+	out := []Job{}
+	var in interner
+	var j Job
+	var typ, status []byte
+	var parent, reason pgtype.Text
+	var started pgtype.Timestamptz
+	_, err := pgx.ForEachRow(rows, []any{&j.ID, (*pgtype.DriverBytes)(&typ), (*pgtype.DriverBytes)(&status), &j.UpdatedAt,
+		&j.Generation, &parent, &started, &reason, &j.ReadAt}, func() error {
+		j.Type, j.Status = in.of(typ), in.of(status)
+		j.ParentID, j.FailureReason = parent.String, reason.String
+		j.StartedAt = time.Time{}
+		if started.Valid {
+			j.StartedAt = started.Time
 		}
-		if reason != nil {
-			j.FailureReason = *reason
-		}
-		if started != nil {
-			j.StartedAt = *started
-		}
-		return j, err
+		out = append(out, j)
+		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// rawText is a text column's bytes as the driver holds them, valid until
+// the next row, and whether the column is not NULL.
+type rawText struct {
+	b     []byte
+	valid bool
+}
+
+// ScanBytes keeps v: nil is NULL.
+func (t *rawText) ScanBytes(v []byte) error {
+	t.b, t.valid = v, v != nil
+	return nil
+}
+
+// interner hands out one string for equal bytes.
+type interner map[string]string
+
+func (in *interner) of(b []byte) string {
+	if s, ok := (*in)[string(b)]; ok {
+		return s
+	}
+	if *in == nil {
+		*in = interner{}
+	}
+	s := string(b)
+	(*in)[s] = s
+	return s
 }
 
 // Snapshot reads the rows of ids in one query and returns them keyed by the
@@ -284,57 +321,126 @@ type FailResult struct {
 // Overdue. Give it a pgx.Tx to make the follow-up writes (parents) part of
 // the same transaction.
 func (s *Set) FailIfUnchanged(ctx context.Context, db jobguard.DB, expected []Job, reason string) (FailResult, error) {
-	byID := make(map[string]Job, len(expected))
+	return s.fail(expected, reason, func(sql string, args ...any) (pgx.Rows, error) { return db.Query(ctx, sql, args...) })
+}
+
+// BatchDB is a handle that sends a batch that begins a transaction:
+// *pgxpool.Pool and *pgx.Conn are.
+type BatchDB interface {
+	jobguard.DB
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// BeginFailIfUnchanged is FailIfUnchanged as the first statement of a
+// transaction it begins on db, both in one round trip (BEGIN travels with
+// the write, as pgx's Batch.BeginTx sends them), for a caller that writes
+// more in that transaction (the reclaim markers) and commits it. On
+// success tx is open, for the caller to commit or roll back; on an error
+// nothing is left open. db must be outside any transaction.
+func (s *Set) BeginFailIfUnchanged(ctx context.Context, db BatchDB, expected []Job, reason string) (tx pgx.Tx, res FailResult, err error) {
+	var br pgx.BatchResults
+	res, err = s.fail(expected, reason, func(sql string, args ...any) (pgx.Rows, error) {
+		var b pgx.Batch
+		b.BeginTx(pgx.TxOptions{})
+		b.Queue(sql, args...)
+		br = db.SendBatch(ctx, &b)
+		tx = br.Tx()
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+		return br.Query()
+	})
+	if br != nil {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("jobguard: fail unchanged: %w", cerr)
+		}
+	} else if err == nil { // nothing to write: a transaction all the same
+		tx, err = db.Begin(ctx)
+	}
+	if err == nil && tx == nil {
+		err = errors.New("jobguard: fail unchanged: no transaction began")
+	}
+	if err != nil {
+		if tx != nil {
+			_ = tx.Rollback(ctx)
+		}
+		return nil, FailResult{}, err
+	}
+	return tx, res, nil
+}
+
+// fail is FailIfUnchanged, its write sent by query.
+func (s *Set) fail(expected []Job, reason string, query func(sql string, args ...any) (pgx.Rows, error)) (FailResult, error) {
+	// One entry per row: of two spellings of one job, the later counts.
+	at := make(map[string]int, len(expected)) // canonical id → index in rows
+	rows := make([]Job, 0, len(expected))
 	for _, e := range expected {
 		n, err := s.guard.CanonicalID(e.ID)
 		if err != nil {
 			return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
 		}
 		e.ID = n
-		byID[n] = e
+		if i, seen := at[n]; seen {
+			rows[i] = e
+			continue
+		}
+		at[n] = len(rows)
+		rows = append(rows, e)
 	}
-	if len(byID) == 0 {
+	if len(rows) == 0 {
 		return FailResult{}, nil
 	}
-	ids := make([]string, 0, len(byID))
-	for id := range byID {
-		ids = append(ids, id)
+	ids := make([]string, len(rows))
+	statuses := make([]string, len(rows))
+	updated := make([]time.Time, len(rows))
+	gens := make([]int64, len(rows))
+	for i, e := range rows {
+		ids[i], statuses[i], updated[i], gens[i] = e.ID, e.Status, e.UpdatedAt.UTC(), e.Generation
 	}
-	statuses := make([]string, len(ids))
-	updated := make([]time.Time, len(ids))
-	gens := make([]int64, len(ids))
-	for i, id := range ids {
-		e := byID[id]
-		statuses[i], updated[i], gens[i] = e.Status, e.UpdatedAt.UTC(), e.Generation
+	// The arrays travel as literals, one string each (see pgarray.Texts).
+	var updatedArg any = pgarray.Of(updated)
+	if lit, ok := pgarray.Times(updated); ok {
+		updatedArg = lit
 	}
 	failed := s.guard.Table().Statuses.Failed
-	rows, err := db.Query(ctx, s.sql.Fail, failed, pgvalue.StorableText(reason),
-		pgarray.Of(ids), pgarray.Of(statuses), pgarray.Of(updated), pgarray.Of(gens))
+	res, err := query(s.sql.Fail, failed, pgvalue.StorableText(reason),
+		pgarray.Texts(ids), pgarray.Texts(statuses), updatedArg, pgarray.Ints(gens))
 	if err != nil {
 		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
 	}
-	var res FailResult
-	var id *string
-	var typ string
+	// A changed row is one of rows: its id, and its parent and type when
+	// they are as read, are the strings the caller gave, not new ones.
+	var out FailResult
+	var in interner
+	var id, parent rawText
+	var typ []byte
 	var gen int64
-	var parent *string
 	locked := 0
-	_, err = pgx.ForEachRow(rows, []any{&id, &gen, &parent, &typ}, func() error {
-		if id == nil { // the count of the rows locked
+	_, err = pgx.ForEachRow(res, []any{&id, &gen, &parent, (*pgtype.DriverBytes)(&typ)}, func() error {
+		if !id.valid { // the count of the rows locked
 			locked = int(gen)
 			return nil
 		}
-		j := Job{ID: *id, Type: typ, Status: failed, Generation: gen}
-		if parent != nil {
-			j.ParentID = *parent
+		var e Job
+		if i, ok := at[string(id.b)]; ok {
+			e = rows[i]
+		} else { // the column prints it otherwise than CanonicalID does
+			e.ID = string(id.b)
 		}
-		res.Failed = append(res.Failed, j)
+		j := Job{ID: e.ID, Type: e.Type, Status: failed, Generation: gen, ParentID: e.ParentID}
+		if string(typ) != j.Type {
+			j.Type = in.of(typ)
+		}
+		if string(parent.b) != j.ParentID {
+			j.ParentID = string(parent.b)
+		}
+		out.Failed = append(out.Failed, j)
 		return nil
 	})
 	if err != nil {
 		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
 	}
-	res.Moved = locked - len(res.Failed)
-	res.Locked = len(ids) - locked
-	return res, nil
+	out.Moved = locked - len(out.Failed)
+	out.Locked = len(ids) - locked
+	return out, nil
 }

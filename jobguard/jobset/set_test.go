@@ -126,6 +126,33 @@ func TestFailIfUnchanged_FailsOnlyRowsStillAsRead(t *testing.T) {
 	})
 }
 
+// The failed rows are reported as the write left them: a parent changed
+// after the read, which the write does not compare, is the row's new one.
+func TestFailIfUnchanged_ReportsTheParentAsWritten(t *testing.T) {
+	t.Parallel()
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		if jobs.Table.ParentIDColumn == "" {
+			t.Skip("no parent column")
+		}
+		ctx := context.Background()
+		id := jobs.Insert(t, fixture.Job{UpdatedAgo: time.Hour, ParentID: "course-1"})
+		kept := jobs.Insert(t, fixture.Job{UpdatedAgo: time.Hour, ParentID: "course-3"})
+		snap, err := jobset.New(jobs.Guard).Snapshot(ctx, jobs.Env.Pool, []string{id, kept})
+		require.NoError(t, err)
+		require.Equal(t, "course-1", snap[id].ParentID)
+		jobs.Env.Exec(fmt.Sprintf(`UPDATE %s SET %s = 'course-2' WHERE %s::text = $1`, jobs.Table.QualifiedName(),
+			ident.Quote(jobs.Table.ParentIDColumn), ident.Quote(jobs.Table.IDColumn)), id)
+
+		res, err := jobset.New(jobs.Guard).FailIfUnchanged(ctx, jobs.Env.Pool, []jobset.Job{snap[id], snap[kept]}, "stuck")
+		require.NoError(t, err)
+		parents := map[string]string{}
+		for _, f := range res.Failed {
+			parents[f.ID] = f.ParentID
+		}
+		require.Equal(t, map[string]string{id: "course-2", kept: "course-3"}, parents)
+	})
+}
+
 func TestFailIfUnchanged_SecondWriteChangesNothing(t *testing.T) {
 	t.Parallel()
 	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
@@ -450,4 +477,34 @@ func lockWaiters(t *testing.T, jobs *fixture.Jobs) int {
 		WHERE NOT granted AND (relation = $1::regclass OR locktype = 'transactionid')`,
 		jobs.Table.QualifiedName()).Scan(&n))
 	return n
+}
+
+// BeginFailIfUnchanged leaves its write in an open transaction: rolled
+// back, nothing changed; committed, the job is failed.
+func TestBeginFailIfUnchanged_WriteIsTheTransactionsFirstStatement(t *testing.T) {
+	t.Parallel()
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		ctx := context.Background()
+		id := jobs.Insert(t, fixture.Job{UpdatedAgo: time.Hour})
+		snap, err := jobset.New(jobs.Guard).Snapshot(ctx, jobs.Env.Pool, []string{id})
+		require.NoError(t, err)
+		set := jobset.New(jobs.Guard)
+
+		tx, res, err := set.BeginFailIfUnchanged(ctx, jobs.Env.Pool, []jobset.Job{snap[id]}, "stuck")
+		require.NoError(t, err)
+		require.Len(t, res.Failed, 1)
+		require.Equal(t, jobs.Table.Statuses.Processing, jobs.Read(t, id).Status, "not committed yet")
+		require.NoError(t, tx.Rollback(ctx))
+		require.Equal(t, jobs.Table.Statuses.Processing, jobs.Read(t, id).Status, "rolled back")
+
+		tx, res, err = set.BeginFailIfUnchanged(ctx, jobs.Env.Pool, []jobset.Job{snap[id]}, "stuck")
+		require.NoError(t, err)
+		require.Len(t, res.Failed, 1)
+		require.NoError(t, tx.Commit(ctx))
+		require.Equal(t, jobs.Table.Statuses.Failed, jobs.Read(t, id).Status)
+
+		_, _, err = set.BeginFailIfUnchanged(ctx, jobs.Env.Pool, []jobset.Job{{ID: "not an id of any kind \x00"}}, "stuck")
+		require.Error(t, err)
+		require.Zero(t, jobs.Env.Pool.Stat().AcquiredConns(), "nothing is left open")
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobguard/jobguard/internal/interval"
+	"github.com/jobguard/jobguard/internal/pgarray"
 	"github.com/jobguard/jobguard/internal/sqlfile"
 )
 
@@ -134,7 +135,8 @@ func (s *PostgresStore) Write(ctx context.Context, db DB, markers ...Marker) err
 	if len(refused) > 0 {
 		return fmt.Errorf("jobguard: write markers: %w", errors.Join(refused...))
 	}
-	if _, err := db.Exec(ctx, s.sql.write, s.jobs.TableKey(), ids, gens, reasons, s.ttl); err != nil {
+	// The arrays travel as literals, one string each (see pgarray.Texts).
+	if _, err := db.Exec(ctx, s.sql.write, s.jobs.TableKey(), pgarray.Texts(ids), pgarray.Ints(gens), pgarray.Texts(reasons), s.ttl); err != nil {
 		return fmt.Errorf("jobguard: write markers: %w", err)
 	}
 	return nil

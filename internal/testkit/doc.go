@@ -4,5 +4,5 @@
 // sourcetest, panicky), a job's whole life measured beside its floor
 // (perf), and the test of the top-level README (readme). The
 // library itself never imports it; its own helpers (ident, sqlfile,
-// metrics, txstate, safe) sit beside it under internal.
+// metrics, txstate, txbatch, safe) sit beside it under internal.
 package testkit

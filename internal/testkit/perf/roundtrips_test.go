@@ -8,9 +8,10 @@ import (
 	"github.com/jobguard/jobguard/jobguard"
 )
 
-// TestLifecycle_RoundTrips pins the round trips of a job's whole life, so
-// that a statement added to the path fails here. The plain life is the
-// floor every guarded one is measured against.
+// TestLifecycle_RoundTrips bounds the round trips of a job's whole life,
+// so that a statement added to the path fails here (one taken away only
+// lowers the bound to write down). The plain life is the floor every
+// guarded one is measured against.
 func TestLifecycle_RoundTrips(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -27,9 +28,11 @@ func TestLifecycle_RoundTrips(t *testing.T) {
 			pg, rdb := w.roundTrips(t, w.plain, 3)
 			require.Equal(t, []float64{8, 0}, []float64{pg, rdb}, "plain: postgres, redis")
 			pg, rdb = w.roundTrips(t, w.guarded, 3)
-			require.Equal(t, []float64{tc.guardedPG, tc.guardedRedis}, []float64{pg, rdb}, "guarded: postgres, redis")
+			require.LessOrEqual(t, pg, tc.guardedPG, "guarded: postgres")
+			require.LessOrEqual(t, rdb, tc.guardedRedis, "guarded: redis")
 			pg, rdb = w.roundTrips(t, w.settled, 3)
-			require.Equal(t, []float64{tc.settledPG, tc.settledRedis}, []float64{pg, rdb}, "settled: postgres, redis")
+			require.LessOrEqual(t, pg, tc.settledPG, "settled: postgres")
+			require.LessOrEqual(t, rdb, tc.settledRedis, "settled: redis")
 		})
 	}
 }

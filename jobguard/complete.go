@@ -2,10 +2,12 @@ package jobguard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/txbatch"
 	"github.com/jobguard/jobguard/internal/txstate"
 )
 
@@ -38,6 +40,10 @@ func (g *Guard) CompleteIfProcessing(ctx context.Context, db DB, exec Execution)
 // Do the slow work (the model call, the encode) before CompleteTx, never
 // inside fn: the transaction should be short.
 //
+// BEGIN is sent with the completion, in one round trip: BEGIN cannot
+// refuse where the completion would not, and only the completion's answer
+// decides whether fn runs.
+//
 // Given a pool or a connection outside a transaction, the transaction is
 // CompleteTx's own, and a nil error means the completion and fn's writes
 // committed. Given your pgx.Tx, they are a savepoint of it: a nil error
@@ -51,12 +57,22 @@ func (g *Guard) CompleteTx(ctx context.Context, db DB, exec Execution, fn func(p
 	if s := txstate.Of(db); s == txstate.Open {
 		return fmt.Errorf("jobguard: complete: %w: db is %v; pass its pgx.Tx, or a connection outside any transaction", ErrInTransaction, s)
 	}
-	tx, err := db.Begin(ctx)
+	w := g.sql.completeActive
+	id, args, err := g.writeArgs(w, exec)
 	if err != nil {
-		return fmt.Errorf("jobguard: complete: begin: %w", err)
+		return g.met.completed(ctx, err)
+	}
+	// BEGIN travels with the completion: only the completion's answer
+	// decides whether fn runs.
+	tx, tag, err := txbatch.BeginExec(ctx, db, w.sql, args...)
+	if be := (*txbatch.BeginError)(nil); errors.As(err, &be) {
+		return fmt.Errorf("jobguard: complete: begin: %w", be.Err)
+	}
+	if err != nil {
+		return g.met.completed(ctx, fmt.Errorf("jobguard: %s: %w", w.op, err))
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
-	if err := g.CompleteIfActive(ctx, tx, exec); err != nil {
+	if err := g.met.completed(ctx, g.wrote(ctx, tx, w, id, exec, tag)); err != nil {
 		return err
 	}
 	if err := fn(tx); err != nil {

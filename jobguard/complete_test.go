@@ -226,3 +226,78 @@ func ExampleGuard_CompleteTx_yourTransaction() {
 	// Finalize in a transaction: true
 	// committed: COMPLETED <nil>
 }
+
+// CompleteTx sends BEGIN with the completion. On every handle outside a
+// transaction, every spelling of a job's id, a refused completion, a
+// superseded generation and an fn that fails leave nothing written and no
+// transaction open: the connection is free and a pool's is back.
+func TestCompleteTx_EveryHandleIsLeftFreeWhateverTheOutcome(t *testing.T) {
+	t.Parallel()
+	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
+		ctx := context.Background()
+		pool := jobs.Env.Pool
+		st := jobs.Table.Statuses
+		handles := map[string]func() (jobguard.DB, func()){
+			"pool": func() (jobguard.DB, func()) { return pool, func() {} },
+			"pool-conn": func() (jobguard.DB, func()) {
+				c, err := pool.Acquire(ctx)
+				require.NoError(t, err)
+				return c, c.Release
+			},
+			"conn": func() (jobguard.DB, func()) {
+				c, err := pool.Acquire(ctx)
+				require.NoError(t, err)
+				return c.Conn(), c.Release
+			},
+		}
+		fails := errors.New("fn fails")
+		for name, handle := range handles {
+			reclaimed := jobs.Insert(t, fixture.Job{Status: st.Failed, Reason: jobguard.ReclaimedReasonDefault, Generation: 1})
+			active := jobs.Insert(t, fixture.Job{Generation: 2})
+			for _, sp := range jobs.Spellings(reclaimed) {
+				db, done := handle()
+				ran := false
+				err := jobs.Guard.CompleteTx(ctx, db, jobguard.Execution{JobID: sp.ID, Generation: 1}, func(pgx.Tx) error { ran = true; return nil })
+				require.ErrorIs(t, err, jobguard.ErrJobTerminal, "%s, %s", name, sp.Name)
+				require.False(t, ran, "%s, %s: fn ran after a refused completion", name, sp.Name)
+				requireFree(t, db, name)
+				done()
+			}
+			type attempt struct {
+				gen int64
+				fn  func(pgx.Tx) error
+				err error
+			}
+			attempts := []attempt{{gen: 2, fn: func(pgx.Tx) error { return fails }, err: fails}}
+			if jobs.Guard.Fenced() {
+				attempts = append(attempts, attempt{gen: 1, fn: func(pgx.Tx) error { return nil }, err: jobguard.ErrJobTerminal}) // superseded
+			}
+			for _, tc := range attempts {
+				db, done := handle()
+				err := jobs.Guard.CompleteTx(ctx, db, jobguard.Execution{JobID: active, Generation: tc.gen}, tc.fn)
+				require.ErrorIs(t, err, tc.err, name)
+				requireFree(t, db, name)
+				done()
+			}
+			require.Equal(t, st.Processing, jobs.Read(t, active).Status, "%s: nothing was written", name)
+			require.Equal(t, st.Failed, jobs.Read(t, reclaimed).Status, name)
+			require.Equal(t, int32(0), pool.Stat().AcquiredConns(), "%s: the pool's connection is back", name)
+		}
+	})
+}
+
+// requireFree fails t unless db's connection, where it has one of its own,
+// is outside any transaction.
+func requireFree(t *testing.T, db jobguard.DB, name string) {
+	t.Helper()
+	var c *pgx.Conn
+	switch h := db.(type) {
+	case *pgx.Conn:
+		c = h
+	case interface{ Conn() *pgx.Conn }:
+		c = h.Conn()
+	}
+	if c != nil {
+		require.Equal(t, byte('I'), c.PgConn().TxStatus(), "%s: a transaction was left open", name)
+	}
+}

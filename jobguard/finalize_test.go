@@ -268,7 +268,8 @@ func TestFinalize_UpdateThatPanicsOrExitsFailsItAloneWithItsStack(t *testing.T) 
 func panickingUpdate(run func()) { run() }
 
 // An update that ignores its context cannot hold Finalize past its
-// UpdateTimeout: it is abandoned, fails, and Finalize returns.
+// UpdateTimeout: it is abandoned, fails, and Finalize returns. The bound
+// is generous enough for the other update's write on a loaded machine.
 func TestFinalize_UpdateIgnoringItsContextIsAbandonedAfterUpdateTimeout(t *testing.T) {
 	t.Parallel()
 	jobs := setupFinalize(t)
@@ -283,7 +284,7 @@ func TestFinalize_UpdateIgnoringItsContextIsAbandonedAfterUpdateTimeout(t *testi
 	done := make(chan result, 1)
 	go func() {
 		fin, err := jobs.Guard.Finalize(context.Background(), jobs.Env.Pool, jobguard.Execution{JobID: id, Generation: 1}, jobguard.FinalizeSpec{
-			UpdateTimeout: 20 * time.Millisecond,
+			UpdateTimeout: 2 * time.Second,
 			Updates: []jobguard.Update{
 				{Name: "stuck", Run: func(context.Context) error { <-release; return nil }},
 				writeMeta(jobs, id, "video"),
@@ -295,7 +296,7 @@ func TestFinalize_UpdateIgnoringItsContextIsAbandonedAfterUpdateTimeout(t *testi
 	select {
 	case res = <-done:
 	case <-time.After(time.Minute):
-		t.Fatal("Finalize still waits for an update that ignores its context, a minute after its 20ms UpdateTimeout")
+		t.Fatal("Finalize still waits for an update that ignores its context, a minute after its 2s UpdateTimeout")
 	}
 	require.ErrorIs(t, res.err, jobguard.ErrAbandoned)
 	require.ErrorIs(t, res.err, context.DeadlineExceeded)

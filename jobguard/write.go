@@ -3,6 +3,8 @@ package jobguard
 import (
 	"context"
 	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Op names a guarded operation in a StateError.
@@ -35,18 +37,34 @@ type guarded struct {
 // run makes w as exec, with the call's own values after the id. Zero rows is
 // a *StateError wrapping ErrJobTerminal, explained by a read right after.
 func (g *Guard) run(ctx context.Context, db DB, w guarded, exec Execution, values ...any) error {
-	id, err := g.idArg(exec.JobID)
+	id, args, err := g.writeArgs(w, exec, values...)
 	if err != nil {
-		return fmt.Errorf("jobguard: %s: %w", w.op, err)
-	}
-	args := append(append(make([]any, 0, len(values)+2), id), values...)
-	if w.fenced {
-		args = append(args, exec.Generation)
+		return err
 	}
 	tag, err := db.Exec(ctx, w.sql, args...)
 	if err != nil {
 		return fmt.Errorf("jobguard: %s: %w", w.op, err)
 	}
+	return g.wrote(ctx, db, w, id, exec, tag)
+}
+
+// writeArgs returns w's arguments as exec, with the call's own values
+// after the id, and the id as the column takes it.
+func (g *Guard) writeArgs(w guarded, exec Execution, values ...any) (id any, args []any, err error) {
+	id, err = g.idArg(exec.JobID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("jobguard: %s: %w", w.op, err)
+	}
+	args = append(append(make([]any, 0, len(values)+2), id), values...)
+	if w.fenced {
+		args = append(args, exec.Generation)
+	}
+	return id, args, nil
+}
+
+// wrote judges w's answer: zero rows is a *StateError wrapping
+// ErrJobTerminal, explained by a read through db right after.
+func (g *Guard) wrote(ctx context.Context, db DB, w guarded, id any, exec Execution, tag pgconn.CommandTag) error {
 	if tag.RowsAffected() == 0 {
 		return g.refusal(ctx, db, w, id, exec, ErrJobTerminal)
 	}

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobguard/jobguard/internal/pgvalue"
+	"github.com/jobguard/jobguard/internal/txbatch"
 	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
 )
@@ -81,6 +83,11 @@ func Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finalized, entry E
 // A replay, a retried finalize or a second late execution finds the row,
 // runs nothing and returns Accrued false with the earlier entry.
 //
+// BEGIN goes in the round trip of the ledger insert, whose answer alone
+// decides whether increment runs. With no increment (nil) on a pool or a
+// connection, the ledger row is one statement, atomic by itself, and no
+// transaction stands around it.
+//
 // If increment fails, the ledger row rolls back with it and the error is
 // returned as it is, so a later call can accrue. Concurrent calls for the
 // same (job, meter) wait on the row: exactly one of them accrues.
@@ -101,17 +108,43 @@ func (l *Ledger) Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finali
 	if err != nil {
 		return Accrual{}, err
 	}
-	if s := txstate.Of(db); s == txstate.Open {
+	s := txstate.Of(db)
+	if s == txstate.Open {
 		return Accrual{}, fmt.Errorf("usage: accrue: %w: db is %v; pass its pgx.Tx, or a connection outside any transaction", jobguard.ErrInTransaction, s)
 	}
-	tx, err := db.Begin(ctx)
+	at := l.now()
+	args := l.insertArgs(fin, entry, attrs, at)
+	if s == txstate.Own && increment == nil {
+		// The ledger row alone is one statement, which is atomic by
+		// itself: no transaction needs to stand around it.
+		tag, err := db.Exec(ctx, l.insert, args...)
+		if err != nil {
+			return Accrual{}, fmt.Errorf("usage: accrue: insert: %w", err)
+		}
+		acc, err := l.inserted(ctx, db, tag, fin, entry, at)
+		if err == nil && acc.Accrued {
+			l.met.count(ctx, l.met.accrued)
+		}
+		return acc, err
+	}
+	// BEGIN travels with the ledger row: only the row's answer decides
+	// whether the increment runs.
+	tx, tag, err := txbatch.BeginExec(ctx, db, l.insert, args...)
+	if be := (*txbatch.BeginError)(nil); errors.As(err, &be) {
+		return Accrual{}, fmt.Errorf("usage: accrue: begin: %w", be.Err)
+	}
 	if err != nil {
-		return Accrual{}, fmt.Errorf("usage: accrue: begin: %w", err)
+		return Accrual{}, fmt.Errorf("usage: accrue: insert: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
-	acc, err := l.write(ctx, tx, fin, entry, attrs, increment)
+	acc, err := l.inserted(ctx, tx, tag, fin, entry, at)
 	if err != nil || !acc.Accrued {
 		return acc, err // a duplicate wrote nothing: nothing to commit
+	}
+	if increment != nil {
+		if err := increment(ctx, tx); err != nil {
+			return Accrual{}, err
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Accrual{}, fmt.Errorf("usage: accrue: commit: %w", err)
@@ -162,37 +195,54 @@ func (l *Ledger) admit(ctx context.Context, fin jobguard.Finalized, entry Entry)
 
 // write inserts the ledger row of fin's job through tx and, only when it is
 // new, runs increment. A duplicate reports the earlier accrual and is
-// counted. The job is keyed by its jobs table and its canonical id, as fin
-// names them (jobguard's Finalize and Resume canonicalize the id).
+// counted.
 func (l *Ledger) write(ctx context.Context, tx pgx.Tx, fin jobguard.Finalized, entry Entry, attrs *string, increment func(ctx context.Context, tx pgx.Tx) error) (Accrual, error) {
 	at := l.now()
-	exec, table := fin.Execution(), fin.TableKey()
-	tag, err := tx.Exec(ctx, l.insert, exec.JobID, entry.Meter, exec.Generation, entry.Account, entry.Quantity, attrs, at, table)
+	tag, err := tx.Exec(ctx, l.insert, l.insertArgs(fin, entry, attrs, at)...)
 	if err != nil {
 		return Accrual{}, fmt.Errorf("usage: accrue: insert: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
-		// An earlier accrual committed first; report it and change nothing.
-		acc, err := l.earlier(ctx, tx, table, exec.JobID, entry.Meter)
-		if err != nil {
-			return Accrual{}, err
-		}
-		l.met.count(ctx, l.met.duplicate)
-		return acc, nil
+	acc, err := l.inserted(ctx, tx, tag, fin, entry, at)
+	if err != nil || !acc.Accrued {
+		return acc, err
 	}
 	if increment != nil {
 		if err := increment(ctx, tx); err != nil {
 			return Accrual{}, err
 		}
 	}
+	return acc, nil
+}
+
+// insertArgs are the ledger insert's arguments for fin's job. The job is
+// keyed by its jobs table and its canonical id, as fin names them
+// (jobguard's Finalize and Resume canonicalize the id).
+func (l *Ledger) insertArgs(fin jobguard.Finalized, entry Entry, attrs *string, at time.Time) []any {
+	exec := fin.Execution()
+	return []any{exec.JobID, entry.Meter, exec.Generation, entry.Account, entry.Quantity, attrs, at, fin.TableKey()}
+}
+
+// inserted judges the ledger insert's answer: a new row is this call's
+// accrual, recorded at at; none means an earlier accrual committed first,
+// which is read through db, reported and counted, and nothing is changed.
+func (l *Ledger) inserted(ctx context.Context, db jobguard.DB, tag pgconn.CommandTag, fin jobguard.Finalized, entry Entry, at time.Time) (Accrual, error) {
+	exec := fin.Execution()
+	if tag.RowsAffected() == 0 {
+		acc, err := l.earlier(ctx, db, fin.TableKey(), exec.JobID, entry.Meter)
+		if err != nil {
+			return Accrual{}, err
+		}
+		l.met.count(ctx, l.met.duplicate)
+		return acc, nil
+	}
 	return Accrual{Accrued: true, Execution: exec, Entry: entry, RecordedAt: at}, nil
 }
 
 // earlier reads the accrual that an earlier call recorded.
-func (l *Ledger) earlier(ctx context.Context, tx pgx.Tx, table, jobID, meter string) (Accrual, error) {
+func (l *Ledger) earlier(ctx context.Context, db jobguard.DB, table, jobID, meter string) (Accrual, error) {
 	acc := Accrual{Execution: jobguard.Execution{JobID: jobID}, Entry: Entry{Meter: meter}}
 	var attrs *string
-	err := tx.QueryRow(ctx, l.read, jobID, meter, table).Scan(
+	err := db.QueryRow(ctx, l.read, jobID, meter, table).Scan(
 		&acc.Execution.Generation, &acc.Entry.Account, &acc.Entry.Quantity, &attrs, &acc.RecordedAt)
 	if err != nil {
 		return Accrual{}, fmt.Errorf("usage: accrue: read earlier accrual: %w", err)

@@ -2,7 +2,6 @@ package asynqguard_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,42 +10,11 @@ import (
 
 	"github.com/jobguard/jobguard/asynqguard"
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
-	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/lease"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/watch"
 )
-
-// handover is the worker process's lease as the start guard sees it: the
-// test's asynq server stands for the process that stops and for the
-// process that takes its jobs over, each under a lease of its own.
-type handover struct{ cur atomic.Pointer[lease.Lease] }
-
-func (h *handover) ID() string {
-	if l := h.cur.Load(); l != nil {
-		return l.ID()
-	}
-	return "no-lease-yet"
-}
-
-func (h *handover) Err() error {
-	if l := h.cur.Load(); l != nil {
-		return l.Err()
-	}
-	return nil
-}
-
-// take starts a lease and hands it over to h.
-func (h *handover) take(t *testing.T, env *testenv.Env) *lease.Lease {
-	t.Helper()
-	l, err := lease.New(env.Pool, lease.Config{})
-	require.NoError(t, err)
-	require.NoError(t, l.Start(context.Background()))
-	t.Cleanup(func() { _ = l.Stop(context.Background()) })
-	h.cur.Store(l)
-	return l
-}
 
 // A worker process that only looked dead (stopped, cut off) past its
 // lease comes back after the reclaimer rescued its job: the job is QUEUED
@@ -65,7 +33,7 @@ func TestMiddleware_ComebackAfterARescueRunsTheJobAgain(t *testing.T) {
 			ctx := context.Background()
 			b := setup(t)
 			b.env.Exec(lease.Migration)
-			h := &handover{}
+			h := &fixture.Handover{}
 			starts, err := jobguard.NewStartGuard(b.jobs.Guard, b.env.Redis, jobguard.StartGuardConfig{Owner: h})
 			require.NoError(t, err)
 			cfg := asynqguard.Config{StartGuard: starts}
@@ -84,7 +52,7 @@ func TestMiddleware_ComebackAfterARescueRunsTheJobAgain(t *testing.T) {
 				cfg.Watcher = w
 			}
 
-			stopped := h.take(t, b.env)
+			stopped := h.Take(t, b.env)
 			id := b.jobs.Insert(t, fixture.Job{Status: "QUEUED"})
 			var n calls
 			started, resume := make(chan struct{}, 1), make(chan struct{})
@@ -110,7 +78,7 @@ func TestMiddleware_ComebackAfterARescueRunsTheJobAgain(t *testing.T) {
 			recv(t, started, "start of the handler")
 
 			require.NoError(t, stopped.Stop(ctx)) // dead, as the reclaimer sees it
-			h.take(t, b.env)                      // the next start is another process's
+			h.Take(t, b.env)                      // the next start is another process's
 			src, err := reclaim.NewTableSource(b.jobs.Guard, b.env.Pool)
 			require.NoError(t, err)
 			rcfg := reclaim.Config{Guard: b.jobs.Guard, DB: b.env.Pool, Redis: b.env.Redis, Source: src,
@@ -160,10 +128,10 @@ func TestMiddleware_AsynqsRedeliveryAndTheRescueMeet(t *testing.T) {
 			ctx := context.Background()
 			b := setup(t)
 			b.env.Exec(lease.Migration)
-			h := &handover{}
+			h := &fixture.Handover{}
 			starts, err := jobguard.NewStartGuard(b.jobs.Guard, b.env.Redis, jobguard.StartGuardConfig{Owner: h})
 			require.NoError(t, err)
-			stopped := h.take(t, b.env)
+			stopped := h.Take(t, b.env)
 			id := b.jobs.Insert(t, fixture.Job{Status: "QUEUED"})
 			var n calls
 			started, resume := make(chan struct{}, 1), make(chan struct{})
@@ -184,7 +152,7 @@ func TestMiddleware_AsynqsRedeliveryAndTheRescueMeet(t *testing.T) {
 			task := b.enqueue(t, payload(id))
 			recv(t, started, "start of the handler")
 			require.NoError(t, stopped.Stop(ctx)) // dead, as the reclaimer sees it
-			h.take(t, b.env)                      // the next start is another process's
+			h.Take(t, b.env)                      // the next start is another process's
 
 			sweep := func() reclaim.Report {
 				src, err := reclaim.NewTableSource(b.jobs.Guard, b.env.Pool)

@@ -115,8 +115,8 @@ type bundle struct {
 	worker *chapterWorker
 	email  *emailWorker
 	events <-chan *river.Event
-	pub    *watch.Publisher // nil without Watch
-	owner  *handover        // the start guard's Owner, when it is one
+	pub    *watch.Publisher  // nil without Watch
+	owner  *fixture.Handover // the start guard's Owner, when it is one
 }
 
 // setup creates the jobs table, a products table (chapters) and River's
@@ -139,7 +139,7 @@ func setup(t *testing.T, w work, o options) *bundle {
 		b.jobs.Guard = b.jobs.NoRedis(t)
 	}
 	o.StartGuard.Logger = slog.New(slog.DiscardHandler)
-	b.owner, _ = o.StartGuard.Owner.(*handover)
+	b.owner, _ = o.StartGuard.Owner.(*fixture.Handover)
 	starts, err := jobguard.NewStartGuard(b.jobs.Guard, b.rdb, o.StartGuard)
 	require.NoError(t, err)
 	cfg := riverguard.Config{StartGuard: starts, DB: o.DB, Kinds: o.Kinds, Logger: slog.New(slog.DiscardHandler)}

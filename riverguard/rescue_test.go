@@ -11,41 +11,12 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/lease"
 	"github.com/jobguard/jobguard/reclaim"
 	"github.com/jobguard/jobguard/reclaim/riversource"
 )
-
-// handover is the worker process's lease as the start guard sees it: the
-// test's River client stands for the process that stops and for the
-// process that takes its jobs over, each under a lease of its own.
-type handover struct{ cur atomic.Pointer[lease.Lease] }
-
-func (h *handover) ID() string {
-	if l := h.cur.Load(); l != nil {
-		return l.ID()
-	}
-	return "no-lease-yet"
-}
-
-func (h *handover) Err() error {
-	if l := h.cur.Load(); l != nil {
-		return l.Err()
-	}
-	return nil
-}
-
-// startLease takes a lease of the test's and hands it over to h.
-func (b *bundle) startLease(t *testing.T, h *handover) *lease.Lease {
-	t.Helper()
-	l, err := lease.New(b.env.Pool, lease.Config{})
-	require.NoError(t, err)
-	require.NoError(t, l.Start(context.Background()))
-	t.Cleanup(func() { _ = l.Stop(context.Background()) })
-	h.cur.Store(l)
-	return l
-}
 
 // rescue runs one sweep of a reclaimer that rescues the jobs of dead
 // leases, and requires that it rescued id.
@@ -117,15 +88,15 @@ func TestWork_ComebackAfterARescueRunsTheJobAgain(t *testing.T) {
 				err := b.save(ctx)
 				comeback <- err
 				return err
-			}, options{Watch: c.watch, StartGuard: jobguard.StartGuardConfig{Owner: &handover{}}})
+			}, options{Watch: c.watch, StartGuard: jobguard.StartGuardConfig{Owner: &fixture.Handover{}}})
 			h := b.ownerOf(t)
-			stopped := b.startLease(t, h)
+			stopped := h.Take(t, b.env)
 			id := b.queue(t)
 			riverID := b.insert(t, chapterArgs{JobID: id})
 			waitFor(t, started, "the worker to start")
 
 			require.NoError(t, stopped.Stop(ctx)) // dead, as the reclaimer sees it
-			b.startLease(t, h)                    // the next start is another process's
+			h.Take(t, b.env)                      // the next start is another process's
 			b.rescue(t, id)
 			close(resume)
 
@@ -148,9 +119,9 @@ func TestWork_ComebackAfterARescueRunsTheJobAgain(t *testing.T) {
 }
 
 // ownerOf returns the handover the test's start guard was given.
-func (b *bundle) ownerOf(t *testing.T) *handover {
+func (b *bundle) ownerOf(t *testing.T) *fixture.Handover {
 	t.Helper()
-	require.NotNil(t, b.owner, "the test's StartGuard.Owner is a *handover")
+	require.NotNil(t, b.owner, "the test's StartGuard.Owner is a *fixture.Handover")
 	return b.owner
 }
 
@@ -185,15 +156,15 @@ func TestWork_RiversRescuerAndTheRescueMeet(t *testing.T) {
 				err := b.save(context.WithoutCancel(ctx))
 				comeback <- err
 				return err
-			}, options{StartGuard: jobguard.StartGuardConfig{Owner: &handover{}},
+			}, options{StartGuard: jobguard.StartGuardConfig{Owner: &fixture.Handover{}},
 				JobTimeout: 500 * time.Millisecond, RescueStuckJobsAfter: time.Second})
 			h := b.ownerOf(t)
-			stopped := b.startLease(t, h)
+			stopped := h.Take(t, b.env)
 			id := b.queue(t)
 			riverID := b.insert(t, chapterArgs{JobID: id})
 			waitFor(t, started, "the worker to start")
 			require.NoError(t, stopped.Stop(ctx)) // dead, as the reclaimer sees it
-			b.startLease(t, h)                    // the next start is another process's
+			h.Take(t, b.env)                      // the next start is another process's
 
 			if c.rescueFirst {
 				b.rescue(t, id)

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -126,35 +125,6 @@ func verdict(err error) string {
 	return "error"
 }
 
-// handover is the worker process's lease as the start guard sees it: the
-// test stands for the process that stops and for the process that takes
-// its jobs over, each under a lease of its own.
-type handover struct{ cur atomic.Pointer[lease.Lease] }
-
-func (h *handover) ID() string {
-	if l := h.cur.Load(); l != nil {
-		return l.ID()
-	}
-	return "no-lease-yet"
-}
-
-func (h *handover) Err() error {
-	if l := h.cur.Load(); l != nil {
-		return l.Err()
-	}
-	return nil
-}
-
-func (h *handover) take(t *testing.T, env *testenv.Env) *lease.Lease {
-	t.Helper()
-	l, err := lease.New(env.Pool, lease.Config{})
-	require.NoError(t, err)
-	require.NoError(t, l.Start(context.Background()))
-	t.Cleanup(func() { _ = l.Stop(context.Background()) })
-	h.cur.Store(l)
-	return l
-}
-
 // A Go worker behind a real BullMQ worker only looked dead (stopped, cut
 // off) past its lease, and the reclaimer, reading the queue through the
 // BullMQ source, rescued its job meanwhile. When it comes back, its save
@@ -170,10 +140,10 @@ func TestRescue_ComebackBehindARealBullMQWorkerIsDeliveredAgain(t *testing.T) {
 		env := testenv.New(t)
 		env.Exec(lease.Migration)
 		jobs := fixture.Create(t, env, fixture.Default)
-		h := &handover{}
+		h := &fixture.Handover{}
 		sg, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{Owner: h})
 		require.NoError(t, err)
-		stopped := h.take(t, env)
+		stopped := h.Take(t, env)
 		id := jobs.Insert(t, fixture.Job{Status: jobs.Table.Statuses.Queued})
 		prefix := env.Prefix + ":{bull}"
 		d := runDeliver(t, m, env, prefix, "chapters", id, "")
@@ -185,7 +155,7 @@ func TestRescue_ComebackBehindARealBullMQWorkerIsDeliveredAgain(t *testing.T) {
 		require.NoError(t, err)
 
 		require.NoError(t, stopped.Stop(ctx)) // dead, as the reclaimer sees it
-		h.take(t, env)                        // the next start is another process's
+		h.Take(t, env)                        // the next start is another process's
 		r, err := reclaim.New(reclaim.Config{Guard: jobs.Guard, DB: env.Pool, Redis: env.Redis,
 			Source:  newSource(t, env, prefix, "chapters", "rowId"),
 			Workers: &lease.Workers{}, Limits: reclaim.StaticLimits{"chapter": time.Hour}})
@@ -227,10 +197,10 @@ func TestRescue_BullMQStalledCheckAndTheRescueMeet(t *testing.T) {
 		env := testenv.New(t)
 		env.Exec(lease.Migration)
 		jobs := fixture.Create(t, env, fixture.Default)
-		h := &handover{}
+		h := &fixture.Handover{}
 		sg, err := jobguard.NewStartGuard(jobs.Guard, env.Redis, jobguard.StartGuardConfig{Owner: h})
 		require.NoError(t, err)
-		stopped := h.take(t, env)
+		stopped := h.Take(t, env)
 		id := jobs.Insert(t, fixture.Job{Status: jobs.Table.Statuses.Queued})
 		prefix := env.Prefix + ":{bull}"
 		const lock = "1000" // ms; the stalled check runs every 500 ms
@@ -243,7 +213,7 @@ func TestRescue_BullMQStalledCheckAndTheRescueMeet(t *testing.T) {
 		// The first process stops; its lease lapses with it.
 		require.NoError(t, first.proc.Signal(syscall.SIGSTOP))
 		require.NoError(t, stopped.Stop(ctx))
-		h.take(t, env) // the next start is another process's
+		h.Take(t, env) // the next start is another process's
 		second := runDeliver(t, m, env, prefix, "chapters", "-", lock)
 		again := second.next(t)
 		require.Equal(t, "active", again.Event, "BullMQ's stalled check hands the job over (%+v)", again)

@@ -16,6 +16,7 @@ import (
 	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/jobset"
 )
 
 // Defaults of Config.
@@ -36,7 +37,10 @@ const (
 // given up), so whatever it creates now belongs to no job. Record marks the
 // artifact owed again, so that if it is created anyway the next sweep
 // removes it; stop the execution instead. It wraps jobguard.ErrJobTerminal,
-// so jobguard.IsPermanent reports true.
+// so jobguard.IsPermanent reports true, unless the job went back to the
+// queue for another attempt (a rescue, an operator's Retry): Record's
+// refusal then wraps jobguard.ErrRequeued as well, as the execution's save
+// would, and the queue must deliver the job again.
 var ErrCompensated = fmt.Errorf("compensate: artifact already compensated: %w", jobguard.ErrJobTerminal)
 
 // Artifact is one thing an execution created before its completion: a file,
@@ -401,10 +405,32 @@ func (a *Artifacts) Record(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 	case err != nil:
 		return fmt.Errorf("compensate: record: %w", err)
 	case state == "rejected":
-		return fmt.Errorf("compensate: record: %w: %s %q of job %s generation %d is owed again",
+		err := fmt.Errorf("compensate: record: %w: %s %q of job %s generation %d is owed again",
 			ErrCompensated, kind, ref, exec.JobID, exec.Generation)
+		if a.requeued(ctx, db, exec) {
+			// Lost to another attempt, as the execution's save would say:
+			// the queue must deliver the job again.
+			err = fmt.Errorf("%w (%w)", err, jobguard.ErrRequeued)
+		}
+		return err
 	}
 	return nil
+}
+
+// requeued reports whether exec's job row is QUEUED again under a newer
+// generation (a rescue, an operator's Retry); false when the row cannot be
+// read, or on a table without a generation column.
+func (a *Artifacts) requeued(ctx context.Context, db jobguard.DB, exec jobguard.Execution) bool {
+	g := a.cfg.Guard
+	if !g.Fenced() {
+		return false
+	}
+	rows, err := jobset.New(g).Snapshot(ctx, db, []string{exec.JobID})
+	if err != nil {
+		return false
+	}
+	row, found := rows[exec.JobID]
+	return found && row.Status == g.Table().Statuses.Queued && row.Generation > exec.Generation
 }
 
 // canonical returns exec under its job's canonical id, the one its

@@ -147,16 +147,17 @@
 //     once the task's lease (30s by default) expires; the same rule holds.
 //
 // What a delivery that comes back tells its queue: its watcher cancels
-// it, its writes are refused, and the queue adapters (riverguard,
-// asynqguard) report a lost execution as final (River: cancel; asynq:
-// SkipRetry). If its queue has not redelivered the job by then, that final
-// word ends the queue's job while the jobs table's row waits QUEUED with
-// no delivery to run it: the rescue does not make River or asynq
-// redeliver. A process that was killed never comes back, and the queue's
-// own redelivery runs the job. For the comeback case, look for QUEUED rows
-// whose failure reason is Shared.RescuedReason and that stayed so longer
-// than the queue's redelivery bound, and enqueue them again. The table
-// source has no second queue to disagree with.
+// it, its writes are refused with jobguard.ErrRequeued (not permanent: the
+// row waits QUEUED for another attempt), and the queue adapters deliver the
+// job again (River: JobSnooze(0); asynq: a retry that
+// asynqguard.IsFailure does not count); a BullMQ processor that follows
+// jobguard.IsPermanent moves the job back. A process that was killed never
+// comes back, and the queue's own redelivery runs the job. A queue that
+// has given the job up itself (River at MaxAttempts, asynq at MaxRetry,
+// BullMQ past maxStalledCount) leaves the row QUEUED with no delivery:
+// look for QUEUED rows whose failure reason is Shared.RescuedReason and
+// that stayed so longer than the queue's redelivery bound, and enqueue
+// them again. The table source has no second queue to disagree with.
 //
 // # Before it writes: shadow mode and plans
 //

@@ -26,7 +26,10 @@
 //     Finalize) under it. A save refused because the job was reclaimed
 //     meanwhile returns a permanent error, and River cancels the job: the
 //     row stays FAILED, none of the save's rows exist, and River's job ends
-//     'cancelled', not retried.
+//     'cancelled', not retried. A save refused because the job went back to
+//     the queue for another attempt (a rescue of a worker that only looked
+//     dead, an operator's Retry: jobguard.ErrRequeued) snoozes River's job
+//     (JobSnooze(0)), which runs it again at once without using an attempt.
 //   - With Config.Watcher, runs the worker under the watcher's context for
 //     the execution, cancelled (with a *watch.LostError cause) as soon as
 //     the execution loses its job, and released when the worker returns.

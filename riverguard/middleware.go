@@ -32,7 +32,8 @@ type Config struct {
 	// Watcher, when set, watches every execution while its worker runs: the
 	// worker's context is cancelled as soon as the execution loses its job
 	// (a reclaim notice, a failed heartbeat reported with Lost, or the
-	// watcher's periodic check), and River cancels the job. Its Run must be
+	// watcher's periodic check), and River cancels the job (or snoozes it,
+	// when the job went back to the queue for another attempt). Its Run must be
 	// running. Defaults to nil: the worker runs under River's context, and
 	// only its refused save tells it the job was lost.
 	Watcher *watch.Watcher
@@ -112,8 +113,9 @@ func New(cfg Config) (*Middleware, error) {
 // context that carries the execution (see Execution) and, with a Watcher,
 // is cancelled when the execution loses its job, and tells River the
 // outcome. A permanent refusal, from the start or from the worker, and a
-// lost execution become river.JobCancel; any other error is returned as it
-// came, and River retries it. A job the start refused never reaches the
+// lost execution become river.JobCancel, but a loss to another attempt
+// (jobguard.ErrRequeued: the row waits QUEUED) becomes river.JobSnooze(0);
+// any other error is returned as it came, and River retries it. A job the start refused never reaches the
 // worker.
 func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
 	if !m.guards(job.Kind) {

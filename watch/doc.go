@@ -19,8 +19,9 @@
 // # What it guarantees
 //
 //   - A watched context is cancelled, with a *LostError cause that
-//     wraps jobguard.ErrJobTerminal (so jobguard.IsPermanent reports true),
-//     when (a) a notice for its job arrives at its generation or a later one,
+//     wraps jobguard.ErrJobTerminal (so jobguard.IsPermanent reports true,
+//     unless LostError.Requeued: the job went back to the queue for
+//     another attempt and wraps jobguard.ErrRequeued too), when (a) a notice for its job arrives at its generation or a later one,
 //     (b) the caller reports a heartbeat that affected zero rows (Lost), or
 //     (c) the periodic Check reads the row and finds it gone, at another
 //     generation, FAILED with the reclaimer's reason or an operator's

@@ -39,7 +39,9 @@ func (v Via) String() string {
 // LostError is the cause of a watched context that was cancelled
 // because its execution lost the job. Read it with context.Cause. It wraps
 // jobguard.ErrJobTerminal, so jobguard.IsPermanent reports true for it: the
-// queue must not retry this execution's attempt.
+// queue must not retry this execution's attempt; unless Requeued, when the
+// job went back to the queue for another attempt (it wraps
+// jobguard.ErrRequeued then, and the queue must deliver the job again).
 type LostError struct {
 	// JobID and Generation are the watched execution's.
 	JobID      string

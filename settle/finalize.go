@@ -139,10 +139,7 @@ func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 		// only while no sweep has claimed it (claim 0, attempt 0), as none
 		// does within its Grace. Once one has, the sweep's verdicts are
 		// the record's.
-		if _, rerr := s.cfg.DB.Exec(ctx, s.sql.unconfirmed, exec.JobID, exec.Generation, pgvalue.StorableText(err.Error()),
-			micros(s.cfg.BackoffMin), 0, 0, pgarray.Of(fin.Failed())); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("settle: finalize: record the failure: %w", rerr))
-		}
+		err = s.recordFailure(ctx, exec, fin.Failed(), err)
 		s.met.finalized(ctx, s.met.pending)
 		return res, fmt.Errorf("%w: %w", ErrPending, err)
 	}
@@ -152,6 +149,8 @@ func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 		if errors.Is(err, ErrGivenUp) {
 			return res, err
 		}
+		// Every update succeeded: only the billing is left to the sweep.
+		err = s.recordFailure(ctx, exec, nil, err)
 		return res, fmt.Errorf("%w: %w", ErrPending, err)
 	}
 	s.met.finalized(ctx, s.met.settled)
@@ -212,6 +211,19 @@ func (s *Settler) runners(exec jobguard.Execution, updates []storedUpdate, markA
 		}}
 	}
 	return out
+}
+
+// recordFailure leaves exec's record to the sweep after BackoffMin with
+// cause, and with only the updates failed pending, also once ctx has ended:
+// a success not recorded would run again.
+func (s *Settler) recordFailure(ctx context.Context, exec jobguard.Execution, failed []string, cause error) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterStopTimeout)
+	defer cancel()
+	if _, err := s.cfg.DB.Exec(wctx, s.sql.unconfirmed, exec.JobID, exec.Generation, pgvalue.StorableText(cause.Error()),
+		micros(s.cfg.BackoffMin), 0, 0, pgarray.Of(failed)); err != nil {
+		return errors.Join(cause, fmt.Errorf("settle: finalize: record the failure: %w", err))
+	}
+	return cause
 }
 
 // markAfter is how long a finalize's update that succeeded waits for the

@@ -13,6 +13,7 @@ import (
 	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/pgarray"
 	"github.com/jobguard/jobguard/internal/pgvalue"
+	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
 )
 
@@ -338,6 +339,10 @@ type BatchDB interface {
 // success tx is open, for the caller to commit or roll back; on an error
 // nothing is left open. db must be outside any transaction.
 func (s *Set) BeginFailIfUnchanged(ctx context.Context, db BatchDB, expected []Job, reason string) (tx pgx.Tx, res FailResult, err error) {
+	if st := txstate.Of(db); st != txstate.Own {
+		return nil, FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w: db is %v; pass a pool or a connection outside any transaction",
+			jobguard.ErrInTransaction, st)
+	}
 	var br pgx.BatchResults
 	res, err = s.fail(expected, reason, func(sql string, args ...any) (pgx.Rows, error) {
 		var b pgx.Batch

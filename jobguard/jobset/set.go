@@ -138,12 +138,18 @@ func (s *Set) Snapshot(ctx context.Context, db jobguard.DB, ids []string) (map[s
 // never came, because the connection failed or the context ended. It waits
 // for every transaction that holds one of the rows to end, committed or
 // rolled back, then reads them as it left them, in a transaction of its
-// own on db (a pool, or a connection with no transaction open). The wait
+// own on db (a pool, or a connection with no transaction open; any other
+// handle is refused with jobguard.ErrInTransaction). The wait
 // lasts until ctx's deadline at most (lock_timeout): a transaction whose
 // session is cut off from the server without its knowing, and still holds
 // its rows, fails the read. It waits for any other writer of the rows as
 // well, such as a worker's save.
 func (s *Set) Settled(ctx context.Context, db jobguard.DB, ids []string) (map[string]Job, error) {
+	// Its COMMIT would commit a transaction the caller opened on db.
+	if st := txstate.Of(db); st != txstate.Own {
+		return nil, fmt.Errorf("jobguard: settled: %w: db is %v; pass a pool or a connection outside any transaction",
+			jobguard.ErrInTransaction, st)
+	}
 	var out map[string]Job
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if deadline, ok := ctx.Deadline(); ok {

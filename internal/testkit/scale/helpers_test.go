@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,7 +89,7 @@ func short(n int) string {
 func open(tb testing.TB, size scale.Size) *bundle {
 	tb.Helper()
 	need(tb)
-	name := "jobguard_scale_" + short(size.Finished)
+	name := "jobguard_scale_" + strings.ToLower(short(size.Finished))
 	opened.Lock()
 	defer opened.Unlock()
 	if b := opened.m[name]; b != nil {
@@ -144,4 +145,40 @@ func TestLoad(t *testing.T) {
 		require.GreaterOrEqual(t, finished, s.size.Finished)
 		require.Equal(t, s.size.Running, running)
 	}
+}
+
+// TestDisk prints what each side table and each of its indexes takes per
+// million finished jobs, as a markdown table.
+func TestDisk(t *testing.T) {
+	need(t)
+	s := sizes()[1]
+	b := open(t, s.size)
+	ctx := context.Background()
+	rows, err := b.pool.Query(ctx, `
+		SELECT c.relname, NULL::text, pg_total_relation_size(c.oid), pg_relation_size(c.oid), c.reltuples::bigint
+		FROM pg_class c WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())
+		  AND c.relkind = 'r' AND c.relname = ANY ($1)
+		UNION ALL
+		SELECT t.relname, i.relname, NULL, pg_relation_size(i.oid), i.reltuples::bigint
+		FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+		WHERE t.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()) AND t.relname = ANY ($1)
+		ORDER BY 1, 2 NULLS FIRST`, []string{"jobs", "job_settlements", "usage_ledger", "job_artifacts", "job_reclaim_markers"})
+	require.NoError(t, err)
+	per := float64(s.size.Finished) / 1e6
+	mb := func(n int64) string { return fmt.Sprintf("%.1f", float64(n)/per/(1<<20)) }
+	out := "| table / index | rows | total MiB per 1M jobs | heap or index MiB per 1M jobs |\n|---|---:|---:|---:|\n"
+	for rows.Next() {
+		var table string
+		var index *string
+		var total *int64
+		var rel, tuples int64
+		require.NoError(t, rows.Scan(&table, &index, &total, &rel, &tuples))
+		if index == nil {
+			out += fmt.Sprintf("| **%s** | %d | %s | %s |\n", table, tuples, mb(*total), mb(rel))
+		} else {
+			out += fmt.Sprintf("| └ %s | %d | | %s |\n", *index, tuples, mb(rel))
+		}
+	}
+	require.NoError(t, rows.Err())
+	t.Logf("%s: per million of %d finished jobs (and %d running)\n%s", s.name, s.size.Finished, s.size.Running, out)
 }

@@ -151,6 +151,12 @@ func Open(ctx context.Context, admin *pgxpool.Pool, name string, size Size, logf
 			return nil, fmt.Errorf("scale: %s: %w", stmt, err)
 		}
 	}
+	// One process loads at a time: another waits here, then finds the
+	// history loaded.
+	if _, err := c.Exec(ctx, `SELECT pg_advisory_lock(hashtext('jobguard scale ' || $1))`, name); err != nil {
+		return nil, fmt.Errorf("scale: lock %s: %w", name, err)
+	}
+	defer func() { _, _ = c.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext('jobguard scale ' || $1))`, name) }()
 	var have int64
 	err = c.QueryRow(ctx, `SELECT finished FROM scale_info`).Scan(&have)
 	switch {
@@ -162,8 +168,12 @@ func Open(ctx context.Context, admin *pgxpool.Pool, name string, size Size, logf
 	default:
 		return nil, fmt.Errorf("scale: %s holds %d finished jobs, not %d: drop it first (DROP SCHEMA %s CASCADE)", name, have, size.Finished, q)
 	}
-	if err := migrate(ctx, c); err != nil {
-		return nil, err
+	// The migrations run only before a load: run again over the history,
+	// each of their checks would read ten million rows.
+	if have == 0 {
+		if err := migrate(ctx, c); err != nil {
+			return nil, err
+		}
 	}
 	g, err := jobguard.New(ctx, c, jobguard.DefaultTable())
 	if err != nil {
@@ -171,6 +181,15 @@ func Open(ctx context.Context, admin *pgxpool.Pool, name string, size Size, logf
 	}
 	s.Key = g.TableKey()
 	if have == 0 {
+		// A load that stopped half way leaves rows and no scale_info:
+		// loading over them would double them.
+		var rows bool
+		if err := c.QueryRow(ctx, `SELECT EXISTS (SELECT FROM jobs WHERE status IN ('COMPLETED', 'FAILED'))`).Scan(&rows); err != nil {
+			return nil, err
+		}
+		if rows {
+			return nil, fmt.Errorf("scale: %s holds a history that did not finish loading: drop it first (DROP SCHEMA %s CASCADE)", name, q)
+		}
 		if err := s.load(ctx, c, logf); err != nil {
 			return nil, err
 		}
@@ -209,7 +228,7 @@ func indexes(ctx context.Context, c *pgx.Conn) ([]index, error) {
 		JOIN pg_class i ON i.oid = x.indexrelid
 		JOIN pg_class t ON t.oid = x.indrelid
 		LEFT JOIN pg_constraint k ON k.conindid = x.indexrelid AND k.conrelid = x.indrelid
-		WHERE t.relnamespace = current_schema()::regnamespace AND t.relname = ANY ($1)
+		WHERE t.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()) AND t.relname = ANY ($1)
 		ORDER BY t.relname, i.relname`, sideTables)
 	if err != nil {
 		return nil, err

@@ -156,7 +156,9 @@ func Open(ctx context.Context, admin *pgxpool.Pool, name string, size Size, logf
 	if _, err := c.Exec(ctx, `SELECT pg_advisory_lock(hashtext('jobguard scale ' || $1))`, name); err != nil {
 		return nil, fmt.Errorf("scale: lock %s: %w", name, err)
 	}
-	defer func() { _, _ = c.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext('jobguard scale ' || $1))`, name) }()
+	defer func() {
+		_, _ = c.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext('jobguard scale ' || $1))`, name)
+	}()
 	var have int64
 	err = c.QueryRow(ctx, `SELECT finished FROM scale_info`).Scan(&have)
 	switch {

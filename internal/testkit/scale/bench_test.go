@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -186,7 +187,7 @@ func plainComplete(ctx context.Context, bd *bundle, e jobguard.Execution) error 
 // measured is the records and the ledger.
 func (bd *bundle) settler(b *testing.B, cfg settle.Config) *settle.Settler {
 	b.Helper()
-	cfg.Guard, cfg.DB = bd.guard, bd.pool
+	cfg.Guard, cfg.DB, cfg.Logger = bd.guard, bd.pool, quiet
 	cfg.Handlers = map[string]settle.Handler{"video": func(context.Context, jobguard.Execution, json.RawMessage) error { return nil }}
 	cfg.Increments = map[string]settle.Increment{"video_ms": func(context.Context, pgx.Tx, jobguard.Execution, usage.Entry) error { return nil }}
 	s, err := settle.New(context.Background(), cfg)
@@ -289,7 +290,7 @@ func BenchmarkReclaimSweep(b *testing.B) {
 	ctx := context.Background()
 	eachSize(b, func(b *testing.B, bd *bundle) {
 		ids := bd.stuck()
-		r, err := reclaim.New(reclaim.Config{Guard: bd.guard, DB: bd.pool,
+		r, err := reclaim.New(reclaim.Config{Guard: bd.guard, DB: bd.pool, Logger: quiet,
 			Brake: reclaim.Brake{MaxJobs: -1, MaxJobsPerType: -1, MaxShare: -1, MaxSharePerType: -1}})
 		require.NoError(b, err)
 		b.ResetTimer()
@@ -486,6 +487,10 @@ func (o *oneJob) Active(ctx context.Context, _ reclaim.Query, page func([]reclai
 	return page([]reclaim.ActiveJob{{ID: row.ID, Type: row.Type, Row: &row}})
 }
 
+// quiet takes the summary lines the sweeps log, which would break the
+// benchmarks' output lines.
+var quiet = slog.New(slog.DiscardHandler)
+
 // aged is how many rows of each side table the retention benchmark ages.
 const aged = 100_000
 
@@ -516,7 +521,7 @@ func BenchmarkRetain(b *testing.B) {
 		require.NoError(b, err)
 		ms, err := marker.NewPostgresStore(bd.guard, marker.Config{})
 		require.NoError(b, err)
-		sw, err := retain.New(retain.Config{DB: bd.pool, Tables: []retain.Table{
+		sw, err := retain.New(retain.Config{DB: bd.pool, Logger: quiet, Tables: []retain.Table{
 			{Rule: s.Retention()}, {Rule: arts.Retention()}, {Rule: ms.Retention()}}})
 		require.NoError(b, err)
 		run(b, bd, func() {

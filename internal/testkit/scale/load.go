@@ -395,6 +395,8 @@ func (s *Schema) running(ctx context.Context, c *pgx.Conn, logf func(string, ...
 		args []any
 	}{
 		{`DELETE FROM jobs WHERE status IN ('QUEUED', 'PROCESSING')`, nil},
+		// A benchmark's own jobs, left by a run that was stopped.
+		{`DELETE FROM jobs WHERE type = 'bench'`, nil},
 		{`DELETE FROM jobs WHERE id = ANY ($1)`, []any{ids}},
 		{`DELETE FROM job_reclaim_markers WHERE jobs_table = $1 AND job_id = ANY ($2)`, []any{s.Key, texts}},
 	} {

@@ -182,7 +182,14 @@ func (s *Sweeper) sweepTable(ctx context.Context, t Table) TableReport {
 // batch removes one batch in a transaction of its own, under LockTimeout.
 func (s *Sweeper) batch(ctx context.Context, r Rule, age int64) (n int64, oldest, newest *time.Time, err error) {
 	err = pgx.BeginFunc(ctx, s.cfg.DB, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, interval.Millis(s.cfg.LockTimeout)); err != nil {
+		// Each batch is planned with its own age and size. A generic plan,
+		// which a connection settles on after a few batches, knows
+		// neither: it guesses the LIMIT at a tenth of the rows the age
+		// might match, and on a large table of mostly settled rows it
+		// scans the table for the rows to lock and hashes the whole table
+		// to delete them by ctid, every batch.
+		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true), set_config('plan_cache_mode', 'force_custom_plan', true)`,
+			interval.Millis(s.cfg.LockTimeout)); err != nil {
 			return err
 		}
 		return tx.QueryRow(ctx, r.remove, age, s.cfg.Batch).Scan(&n, &oldest, &newest)

@@ -28,7 +28,7 @@ func TestOrphans_GenericPlanUsesThePartialIndex(t *testing.T) {
 	env.Exec(`ANALYZE jobs`)
 	g, err := New(ctx, env.Pool, DefaultTable())
 	require.NoError(t, err)
-	sql, err := g.set.Orphans(lease.Workers{}.Live)
+	sql, err := g.set.Orphans(lease.Workers{}.Live, lease.Workers{}.DeadLocked)
 	require.NoError(t, err)
 
 	tx := genericPlans(t, env, sql.Read)

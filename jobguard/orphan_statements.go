@@ -12,7 +12,7 @@ import (
 // jobset's Orphans), or nil when the table maps no owner or no
 // generation. ids is the id array's cast, typ the type expression over
 // "t.", as buildSetStatements has them.
-func buildOrphans(t Table, cat catalog, ids, typ string) func(func(string) (string, error)) (guardlink.OrphanStatements, error) {
+func buildOrphans(t Table, cat catalog, ids, typ string) func(live, deadLocked func(string) (string, error)) (guardlink.OrphanStatements, error) {
 	if t.OwnerColumn == "" || t.GenerationColumn == "" {
 		return nil
 	}
@@ -28,13 +28,15 @@ func buildOrphans(t Table, cat catalog, ids, typ string) func(func(string) (stri
 	if t.StartedAtColumn != "" {
 		reset += fmt.Sprintf(", %s = NULL", q(t.StartedAtColumn))
 	}
-	return func(live func(string) (string, error)) (guardlink.OrphanStatements, error) {
+	return func(live, deadLocked func(string) (string, error)) (guardlink.OrphanStatements, error) {
 		var s guardlink.OrphanStatements
 		readLive, err := live("t." + owner)
 		if err != nil {
 			return s, err
 		}
-		writeLive, err := live("l.owner")
+		// The write locks the dead lease it acts on, so that no renewal
+		// under way revives it after the rescue (lease.Workers.DeadLocked).
+		writeDead, err := deadLocked("l.owner")
 		if err != nil {
 			return s, err
 		}
@@ -61,10 +63,10 @@ func buildOrphans(t Table, cat catalog, ids, typ string) func(func(string) (stri
 				` JOIN %[2]s AS t ON t.%[3]s = e.id FOR NO KEY UPDATE OF t SKIP LOCKED),`+
 				` u AS (UPDATE %[2]s AS t SET %[4]s = %[5]s, %[6]s = t.%[6]s + 1, %[7]s = NULL, %[8]s = %[9]s, %[10]s = %[11]s%[12]s FROM l`+
 				` WHERE t.ctid = l.tid AND t.%[3]s = l.id AND t.%[4]s = %[13]s AND t.%[6]s = l.generation`+
-				` AND t.%[7]s = l.owner AND NOT %[14]s RETURNING t.%[3]s AS id, l.generation, %[15]s AS type)`+
+				` AND t.%[7]s = l.owner AND %[14]s RETURNING t.%[3]s AS id, l.generation, %[15]s AS type)`+
 				` SELECT u.id::text, u.generation, u.type FROM u UNION ALL SELECT NULL, count(*), '' FROM l`,
 			ids, tbl, id, status, queued, gen, owner, q(t.FailureReasonColumn), cat.columns[t.FailureReasonColumn].fitted("$1"),
-			q(t.UpdatedAtColumn), nowExpr(cat.columns[t.UpdatedAtColumn]), reset, processing, writeLive, typ)
+			q(t.UpdatedAtColumn), nowExpr(cat.columns[t.UpdatedAtColumn]), reset, processing, writeDead, typ)
 		return s, nil
 	}
 }

@@ -127,9 +127,12 @@ func New(db DB, cfg Config) (*Lease, error) {
 		acquire: `INSERT INTO ` + name + ` (id, host, pid, started_at, renewed_at, expires_at)` +
 			` VALUES ($1, $2, $3, now(), now(), now() + ` + interval.Param("$4") + `)`,
 		// $1 id, $2 TTL in microseconds. A lease that expired stays
-		// expired: the renewal of one is refused, not granted.
+		// expired: the renewal of one is refused, not granted. The
+		// expiry is compared with the clock as the row is written, not
+		// as the statement began: a renewal that waited for a rescue
+		// holding the row (Workers.DeadLocked) finds it expired.
 		renew: `UPDATE ` + name + ` SET renewed_at = now(), expires_at = now() + ` + interval.Param("$2") +
-			` WHERE id = $1 AND expires_at > now()`,
+			` WHERE id = $1 AND expires_at > clock_timestamp()`,
 		// $1 id. Never later than it was: a released lease is dead at once.
 		release: `UPDATE ` + name + ` SET expires_at = least(expires_at, now()) WHERE id = $1`,
 		lost:    make(chan struct{}),

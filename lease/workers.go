@@ -98,6 +98,29 @@ func (w Workers) Live(owner string) (string, error) {
 		` WHERE ` + liveAlias + `.id = (` + owner + `)::text AND ` + liveAlias + `.expires_at > now())`, nil
 }
 
+// DeadLocked returns the SQL predicate "the lease of the worker named by
+// owner is not live, and stays so until the statement's transaction
+// ends", for a statement that acts on the answer (a rescue): the owner has
+// no row, or its row expired by now() and is locked FOR SHARE. A row that
+// a renewal holds is skipped, and the lease taken for live; a renewal
+// that comes after the lock waits for it, then finds the lease expired
+// and is refused. Live alone cannot promise this: a renewal that began
+// before the expiry and commits after a reader's snapshot would revive a
+// lease the reader judged dead.
+func (w Workers) DeadLocked(owner string) (string, error) {
+	name, err := w.quoted()
+	if err != nil {
+		return "", fmt.Errorf("lease: workers: %w", err)
+	}
+	if strings.TrimSpace(owner) == "" {
+		return "", errors.New("lease: workers: the owner expression is empty")
+	}
+	match := liveAlias + `.id = (` + owner + `)::text`
+	return `(NOT EXISTS (SELECT 1 FROM ` + name + ` AS ` + liveAlias + ` WHERE ` + match + `)` +
+		` OR EXISTS (SELECT 1 FROM ` + name + ` AS ` + liveAlias + ` WHERE ` + match +
+		` AND ` + liveAlias + `.expires_at <= now() FOR SHARE OF ` + liveAlias + ` SKIP LOCKED))`, nil
+}
+
 // Dead returns the ids among ids whose lease is not live on the
 // database's clock (Live's rule, in one statement), in the order given.
 // An id with no row is dead.

@@ -23,7 +23,7 @@ type SetStatements struct {
 	// Orphans builds the rescue's statements around live, the predicate
 	// "the lease of the owner expression is live" (package lease's
 	// Workers.Live); nil when the table maps no owner or no generation.
-	Orphans func(live func(owner string) (string, error)) (OrphanStatements, error)
+	Orphans func(live, deadLocked func(owner string) (string, error)) (OrphanStatements, error)
 }
 
 // OrphanStatements read and rescue the running jobs whose owner's lease

@@ -48,7 +48,7 @@ func (s *Set) Orphans(w lease.Workers) (*Orphans, error) {
 	if s.sql.Orphans == nil {
 		return nil, fmt.Errorf("jobguard: orphans: %w", ErrNoOwner)
 	}
-	sql, err := s.sql.Orphans(w.Live)
+	sql, err := s.sql.Orphans(w.Live, w.DeadLocked)
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: orphans: %w", err)
 	}

@@ -1,0 +1,45 @@
+package reclaim_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/internal/testkit/commitgate"
+	"github.com/jobguard/jobguard/internal/testkit/fixture"
+	"github.com/jobguard/jobguard/internal/testkit/testenv"
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/reclaim"
+)
+
+// A reclaim that committed unheard is announced even when the page held a
+// row that another transaction keeps locked (a worker's long save): the
+// write skipped that row, and reading back what the write did need not
+// wait for it.
+func TestSweep_ReclaimCommittedUnheardBesideALockedRowIsAnnounced(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	held := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 3 * time.Hour})
+	free := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
+	gate := commitgate.New(t, env, "jobs")
+	pub := &recorder{}
+	r, logs := newReclaimer(t, jobs, reclaim.Config{DB: gate.Pool, Notices: pub})
+
+	worker, err := env.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = worker.Rollback(ctx) }()
+	_, err = worker.Exec(ctx, `SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE`, held)
+	require.NoError(t, err)
+
+	rep, err := sweepThroughGate(t, gate, r, false)
+	require.Error(t, err, "the sweep's context ended during its commit")
+	require.Equal(t, jobs.Table.Statuses.Failed, jobs.Read(t, free).Status, "the server committed the reclaim")
+	require.Equal(t, jobs.Table.Statuses.Processing, jobs.Read(t, held).Status)
+	require.Equal(t, []string{free}, rep.ReclaimedIDs, logs.String())
+	require.Equal(t, []jobguard.Execution{{JobID: free, Generation: 1}}, pub.execs)
+	require.True(t, hasMarker(t, jobs, free), "a committed reclaim gets its Redis marker")
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/lease"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
@@ -42,4 +43,33 @@ func TestSweep_ReclaimCommittedUnheardBesideALockedRowIsAnnounced(t *testing.T) 
 	require.Equal(t, []string{free}, rep.ReclaimedIDs, logs.String())
 	require.Equal(t, []jobguard.Execution{{JobID: free, Generation: 1}}, pub.execs)
 	require.True(t, hasMarker(t, jobs, free), "a committed reclaim gets its Redis marker")
+}
+
+// The same for a rescue: an orphan whose row a transaction of its dead
+// worker still holds (its path froze mid-save) is skipped, and the rescue
+// of the others, committed unheard, is announced without waiting for it.
+func TestSweep_RescueCommittedUnheardBesideALockedRowIsAnnounced(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := rescueSetup(t)
+	dead := b.startLease(t, lease.Config{})
+	first := b.startUnder(t, dead)
+	second := b.startUnder(t, dead)
+	require.NoError(t, dead.Stop(ctx))
+	gate := commitgate.New(t, b.env, "jobs")
+	notes := &recorder{}
+	r, logs := newReclaimer(t, b.jobs, reclaim.Config{DB: gate.Pool, Workers: &lease.Workers{}, Notices: notes,
+		Limits: reclaim.StaticLimits{"chapter": time.Hour}})
+
+	save, err := b.env.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = save.Rollback(ctx) }()
+	_, err = save.Exec(ctx, `SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE`, second.JobID)
+	require.NoError(t, err)
+
+	rep, err := sweepThroughGate(t, gate, r, false)
+	require.Error(t, err, "the sweep's context ended during its commit")
+	require.Equal(t, b.jobs.Table.Statuses.Queued, b.jobs.Read(t, first.JobID).Status, "the server committed the rescue")
+	require.Equal(t, []string{first.JobID}, rep.RescuedIDs, logs.String())
+	require.Equal(t, []jobguard.Execution{first}, notes.execs)
 }

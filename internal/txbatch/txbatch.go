@@ -59,9 +59,15 @@ func BeginExec(ctx context.Context, db DB, sql string, args ...any) (pgx.Tx, pgc
 	tx := br.Tx()
 	var tag pgconn.CommandTag
 	_, err := br.Exec()
-	if err != nil {
+	var pe pgx.ErrPreprocessingBatch
+	switch {
+	case err != nil && errors.As(err, &pe) && pe.SQL() == sql:
+		// Preparing the statement failed (pgx prepares a batch's
+		// statements before it sends them, and reports that on the first
+		// result): the statement's failure, not BEGIN's.
+	case err != nil:
 		err = &BeginError{Err: err}
-	} else {
+	default:
 		tag, err = br.Exec()
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {

@@ -74,7 +74,7 @@ func buildSetStatements(t Table, cat catalog) guardlink.SetStatements {
 	// The same read, once every transaction that holds one of the rows has
 	// ended: a row locked by a write whose outcome is in doubt is read as
 	// that write left it, committed or rolled back.
-	b.Settled = b.Snapshot + " FOR SHARE OF t"
+	b.Settled = b.Snapshot + " FOR SHARE OF t SKIP LOCKED"
 
 	if t.TypeColumn != "" {
 		// The distinct types of the jobs in two statuses, one index probe

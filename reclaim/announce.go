@@ -43,8 +43,10 @@ func (r *Reclaimer) settleReclaims(ctx context.Context, chosen, committed []jobs
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := jobset.New(r.cfg.Guard).Settled(ctx, r.cfg.DB, ids)
-	if err != nil {
+	// Rows another transaction still holds are left out (jobset.ErrHeld):
+	// the others are announced all the same.
+	rows, err := settled(ctx, r.cfg.Guard, r.cfg.DB, ids)
+	if err != nil && !errors.Is(err, jobset.ErrHeld) {
 		return nil, err
 	}
 	failed, shared := r.cfg.Guard.Table().Statuses.Failed, r.cfg.Guard.Shared()
@@ -56,30 +58,49 @@ func (r *Reclaimer) settleReclaims(ctx context.Context, chosen, committed []jobs
 		}
 		out = append(out, jobset.Job{ID: row.ID, Type: row.Type, Status: failed, Generation: row.Generation, ParentID: row.ParentID})
 	}
-	return out, nil
+	return out, err
+}
+
+// settled is jobset's Settled within half of what is left of ctx (the
+// after-commit context), so that a row another transaction holds leaves
+// the other half to the markers and notices of what did commit.
+func settled(ctx context.Context, g *jobguard.Guard, db jobguard.DB, ids []string) (map[string]jobset.Job, error) {
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Until(deadline)/2)
+		defer cancel()
+	}
+	return jobset.New(g).Settled(ctx, db, ids)
 }
 
 // settleRescues reads back, once the transactions holding them have ended,
-// the rows of the orphans of page whose rescue is in doubt, and returns
-// those whose execution has lost its job: the row is at a later
-// generation than the one read, as the rescue left it (or as a start
-// after it did). The notice of each is due whoever moved the row on.
-func (r *Reclaimer) settleRescues(ctx context.Context, page []jobset.Orphan) ([]jobset.Orphan, error) {
+// the rows of the orphans of page whose rescue is in doubt. It returns
+// those whose execution has lost its job (the row is at a later generation
+// than the one read: the notice is due whoever moved the row on), and,
+// among them, those the rescue itself moved (the row carries the rescued
+// reason at the next generation), which alone count as rescued.
+func (r *Reclaimer) settleRescues(ctx context.Context, page []jobset.Orphan) (lost, rescued []jobset.Orphan, err error) {
 	ids := make([]string, len(page))
 	for i, o := range page {
 		ids[i] = o.ID
 	}
-	rows, err := jobset.New(r.cfg.Guard).Settled(ctx, r.cfg.DB, ids)
-	if err != nil {
-		return nil, err
+	// Rows another transaction still holds are left out (jobset.ErrHeld).
+	rows, err := settled(ctx, r.cfg.Guard, r.cfg.DB, ids)
+	if err != nil && !errors.Is(err, jobset.ErrHeld) {
+		return nil, nil, err
 	}
-	var out []jobset.Orphan
+	st, shared := r.cfg.Guard.Table().Statuses, r.cfg.Guard.Shared()
 	for _, o := range page {
-		if row, found := rows[o.ID]; found && row.Generation > o.Generation {
-			out = append(out, o)
+		row, found := rows[o.ID]
+		if !found || row.Generation <= o.Generation {
+			continue
+		}
+		lost = append(lost, o)
+		if row.Generation == o.Generation+1 && row.Status == st.Queued && row.FailureReason == shared.RescuedReason {
+			rescued = append(rescued, o)
 		}
 	}
-	return out, nil
+	return lost, rescued, err
 }
 
 // announce writes the Redis markers of the reclaimed jobs in one pipelined

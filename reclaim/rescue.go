@@ -83,22 +83,29 @@ func (r *Reclaimer) rescuePage(ctx context.Context, p *pass, page []jobset.Orpha
 	// as a reclaim is.
 	actx, cancel := afterCommit(ctx)
 	defer cancel()
+	var notify []jobset.Orphan
 	if err != nil {
 		if !txstate.InDoubt(err) {
 			return err
 		}
 		// The write may have committed unheard: the rows say what it did.
-		settled, serr := r.settleRescues(actx, page)
+		var lost []jobset.Orphan
+		var serr error
+		lost, res.Rescued, serr = r.settleRescues(actx, page)
 		if serr != nil {
-			return errors.Join(err, fmt.Errorf("read back the jobs whose rescue is in doubt: %w", serr))
+			err = errors.Join(err, fmt.Errorf("read back the jobs whose rescue is in doubt: %w", serr))
 		}
-		res = jobset.RescueResult{Rescued: settled}
+		// Every execution that lost its job is told, whoever moved the
+		// row on; only the rescue's own count as rescued.
+		notify = lost
+	} else {
+		notify = res.Rescued
 	}
 	p.rep.Rescued += len(res.Rescued)
 	p.rep.LostRace += res.Moved
 	p.rep.Locked += res.Locked
-	execs := make([]jobguard.Execution, len(res.Rescued))
-	for i, j := range res.Rescued {
+	execs := make([]jobguard.Execution, len(notify))
+	for i, j := range notify {
 		execs[i] = jobguard.Execution{JobID: j.ID, Generation: j.Generation}
 	}
 	r.publish(actx, execs, &p.rep, &p.notes)

@@ -133,39 +133,90 @@ func (s *Set) Snapshot(ctx context.Context, db jobguard.DB, ids []string) (map[s
 	return out, nil
 }
 
+// ErrHeld is wrapped by Settled's error when some rows were still held by
+// another transaction at its context's end: they are left out of its
+// result, and the rows it could read are returned beside the error.
+var ErrHeld = errors.New("jobguard: rows still held by another transaction")
+
+// settledPollMax bounds the pause between two of Settled's reads.
+const settledPollMax = 200 * time.Millisecond
+
 // Settled is Snapshot for rows whose last write's outcome is unknown to its
 // writer: a COMMIT (or an autocommitted statement) was sent, and its answer
-// never came, because the connection failed or the context ended. It waits
-// for every transaction that holds one of the rows to end, committed or
-// rolled back, then reads them as it left them, in a transaction of its
-// own on db (a pool, or a connection with no transaction open; any other
-// handle is refused with jobguard.ErrInTransaction). The wait
-// lasts until ctx's deadline at most (lock_timeout): a transaction whose
-// session is cut off from the server without its knowing, and still holds
-// its rows, fails the read. It waits for any other writer of the rows as
-// well, such as a worker's save.
+// never came, because the connection failed or the context ended. It reads
+// each row once no transaction holds it (FOR SHARE SKIP LOCKED), that is,
+// as the transaction that held it left it, committed or rolled back; it
+// reads again, at growing pauses, the rows still held, and returns those
+// it could read with an error wrapping ErrHeld if any is still held when
+// ctx ends (a worker's long save, a session cut off from the server
+// without its knowing). A row held by another writer thus fails only
+// itself. Each read is a transaction of its own on db, rolled back, not
+// committed (a read that locked rows has nothing to wait on a standby
+// for): db is a pool or a connection with no transaction open; any other
+// handle is refused with jobguard.ErrInTransaction. Rows that do not exist
+// are left out, as by Snapshot.
 func (s *Set) Settled(ctx context.Context, db jobguard.DB, ids []string) (map[string]Job, error) {
-	// Its COMMIT would commit a transaction the caller opened on db.
+	// Its statements would run in a transaction the caller opened on db.
 	if st := txstate.Of(db); st != txstate.Own {
 		return nil, fmt.Errorf("jobguard: settled: %w: db is %v; pass a pool or a connection outside any transaction",
 			jobguard.ErrInTransaction, st)
 	}
-	var out map[string]Job
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if deadline, ok := ctx.Deadline(); ok {
-			if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`,
-				interval.Millis(time.Until(deadline))); err != nil {
-				return err
-			}
+	out := make(map[string]Job, len(ids))
+	left, pause := ids, 10*time.Millisecond
+	for {
+		held, err := s.settledOnce(ctx, db, left, out)
+		if err != nil {
+			return out, fmt.Errorf("jobguard: settled: %w", err)
 		}
-		var err error
-		out, err = s.read(ctx, tx, s.sql.Settled, ids)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("jobguard: settled: %w", err)
+		if len(held) == 0 {
+			return out, nil
+		}
+		left = held
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return out, fmt.Errorf("jobguard: settled: %w: %d of %d rows: %w", ErrHeld, len(held), len(ids), context.Cause(ctx))
+		case <-t.C:
+		}
+		pause = min(2*pause, settledPollMax)
 	}
-	return out, nil
+}
+
+// settledOnce reads into out the rows of ids that no transaction holds,
+// and returns the ids of the rows that exist and are held.
+func (s *Set) settledOnce(ctx context.Context, db jobguard.DB, ids []string, out map[string]Job) (held []string, err error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	got, err := s.read(ctx, tx, s.sql.Settled, ids)
+	if err != nil {
+		return nil, err
+	}
+	var rest []string
+	for _, id := range ids {
+		if j, ok := got[id]; ok {
+			out[id] = j
+		} else {
+			rest = append(rest, id)
+		}
+	}
+	if len(rest) == 0 {
+		return nil, nil
+	}
+	// The rest are held, or gone: a plain read tells them apart.
+	exist, err := s.read(ctx, tx, s.sql.Snapshot, rest)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range rest {
+		if _, ok := exist[id]; ok {
+			held = append(held, id)
+		}
+	}
+	return held, nil
 }
 
 // read runs sql, a read of the rows of $1, for ids, keyed by the id as given.

@@ -105,7 +105,7 @@ const settleTimeout = 10 * time.Second
 // settleCancel is what a cancel whose statement was sent, and never
 // answered, did (see txstate.InDoubt): it reads the job's row back once the
 // transaction holding it has ended, and a row FAILED with the cancelled
-// reason at the generation after the one read before the cancel was
+// reason at a generation after the one read before the cancel was
 // cancelled by it; the execution that lost the job is returned, as Cancel
 // returns it. Otherwise the cancel's error is returned.
 func settleCancel(ctx context.Context, guard *jobguard.Guard, db jobguard.DB, before jobset.Job, err error) (jobguard.Execution, error) {
@@ -115,12 +115,16 @@ func settleCancel(ctx context.Context, guard *jobguard.Guard, db jobguard.DB, be
 	if serr != nil {
 		return jobguard.Execution{}, errors.Join(err, fmt.Errorf("read back the job whose cancel is in doubt: %w", serr))
 	}
+	// A start between the read and the cancel moves the generation on
+	// (the cancel then fails the execution it started): the cancel is
+	// the one that left the row cancelled at a later generation, and the
+	// execution that lost the job is the one just before it.
 	row, found := rows[before.ID]
 	if !found || row.Status != guard.Table().Statuses.Failed || !guard.Shared().Cancelled(row.FailureReason) ||
-		row.Generation != before.Generation+1 {
+		row.Generation <= before.Generation {
 		return jobguard.Execution{}, err
 	}
-	return jobguard.Execution{JobID: before.ID, Generation: before.Generation}, nil
+	return jobguard.Execution{JobID: before.ID, Generation: row.Generation - 1}, nil
 }
 
 // alreadyCancelled says so of a row that a cancel already failed.

@@ -165,8 +165,15 @@ func (r *Reclaimer) countRunning(ctx context.Context, p *pass) (map[string]int, 
 	if !ok {
 		return p.listed, nil
 	}
+	// The count belongs to the listing's time: the rest of the deadline
+	// is the writes'.
+	if !p.listUntil.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, p.listUntil)
+		defer cancel()
+	}
 	var running map[string]int
-	err := safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
+	err := safe.Bounded(ctx, r.listGrace(), func(ctx context.Context) error {
 		m, err := c.CountRunning(ctx)
 		if err == nil {
 			running = m

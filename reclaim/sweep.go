@@ -126,6 +126,14 @@ func (r *Reclaimer) listBudget() time.Duration {
 	return r.cfg.SweepTimeout / 4 * 3
 }
 
+// listGrace is how long past the listing's deadline a source (or a count)
+// that ignores its context is waited for before it is abandoned:
+// safe.Grace, and at most an eighth of the deadline, so that the quarter
+// of it the listing leaves to the writes is theirs.
+func (r *Reclaimer) listGrace() time.Duration {
+	return min(safe.Grace, r.cfg.SweepTimeout/8)
+}
+
 // run is a sweep without its deadline, metrics and summary. The limits and
 // the source may be the caller's code: a panic in them fails the pass as
 // an error does (a parent rule's fails only its jobs; see attempt).
@@ -164,7 +172,7 @@ func (r *Reclaimer) list(ctx context.Context, p *pass) error {
 	if !p.listUntil.IsZero() {
 		lctx, cancel = context.WithDeadline(ctx, p.listUntil)
 	}
-	err = safe.Bounded(lctx, safe.Grace, func(lctx context.Context) error {
+	err = safe.Bounded(lctx, r.listGrace(), func(lctx context.Context) error {
 		return r.cfg.Source.Active(lctx, q, func(page []ActiveJob) error {
 			return g.run(func() error { return r.page(lctx, p, page, limits) })
 		})

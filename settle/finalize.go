@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/guardlink"
 	"github.com/jobguard/jobguard/internal/pgarray"
 	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/internal/safe"
@@ -55,9 +56,10 @@ type Result struct {
 //
 //  1. spec.Recheck runs; if it says stop, nothing is written.
 //  2. The conditional completion runs in its own short transaction, and
-//     with it, only when it won, the record: the execution, the updates
-//     (names and arguments) and the usage entries, pending. A rejected
-//     completion leaves no record.
+//     with it, in the completion's own statement and only for the row it
+//     completed, the record: the execution, the updates (names and
+//     arguments) and the usage entries, pending. A rejected completion
+//     leaves no record; a committed one always has one.
 //  3. Once that has committed, the updates run in parallel through their
 //     handlers. A success is recorded with the statement that follows the
 //     updates (the billing, or the record of a failure), or on its own
@@ -105,20 +107,18 @@ func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 		return Result{}, fmt.Errorf("settle: finalize: %w", err)
 	}
 	fspec := jobguard.FinalizeSpec{
-		Recheck: spec.Recheck,
-		Complete: func(ctx context.Context, tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, s.sql.insert, exec.JobID, exec.Generation, pgarray.Of(rec.pending), cols.updates, cols.usage,
-				micros(s.cfg.Grace)); err != nil {
-				return fmt.Errorf("settle: finalize: write record: %w", err)
-			}
-			if spec.Complete != nil {
-				return spec.Complete(ctx, tx)
-			}
-			return nil
-		},
+		Recheck:       spec.Recheck,
+		Complete:      spec.Complete,
 		Updates:       s.runners(exec, rec.updates, s.markAfter()),
 		UpdateTimeout: s.cfg.UpdateTimeout,
 	}
+	// The record travels in the completion's own statement: it is written
+	// exactly when the completion is, and the completion stays the first
+	// write of its transaction.
+	fspec = guardlink.FinalizeAlongside(fspec, guardlink.Alongside{
+		SQL:  s.sql.record,
+		Args: []any{exec.JobID, exec.Generation, pgarray.Of(rec.pending), cols.updates, cols.usage, micros(s.cfg.Grace)},
+	}).(jobguard.FinalizeSpec)
 	// Before anything runs, as newRecord's refusals: the names are
 	// jobguard's rule.
 	if err := fspec.Validate(); err != nil {

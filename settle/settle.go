@@ -193,7 +193,11 @@ type Settler struct {
 // are added to the database's clock, so that every process schedules on
 // one clock.
 type statements struct {
-	insert string // $1 job_id, $2 generation, $3 pending, $4 updates, $5 usage, $6 grace µs
+	// record writes a finalize's record in its completion's statement
+	// (guardlink.Alongside): one row for the row the completion changed,
+	// none when it changed none. Its parameters, numbered from first:
+	// job_id, generation, pending, updates, usage, grace µs.
+	record func(first int) string
 	mark   string // $1 job_id, $2 generation, $3 update name
 	retry  string // $1 job_id, $2 generation, $3 error, $4 delay µs, $5 the claim, $6 its attempt
 	// unconfirmed is retry that also takes every update but $7, the
@@ -357,9 +361,13 @@ func buildStatements(tbl, jobs string) statements {
 	table := ident.Literal(jobs)
 	pk := ` WHERE jobs_table = ` + table + ` AND job_id = $1 AND generation = $2`
 	var s statements
-	s.insert = `INSERT INTO ` + tbl + ` (jobs_table, job_id, generation, pending, updates, usage, next_attempt_at, created_at, updated_at)` +
-		` VALUES (` + table + `, $1, $2, $3::text[], $4::jsonb, $5::jsonb, ` + later(6) + `, ` + now + `, ` + now + `)`
-	// Every write after the insert is conditional on the record being
+	s.record = func(first int) string {
+		p := func(i int) string { return fmt.Sprintf("$%d", first+i) }
+		return `INSERT INTO ` + tbl + ` (jobs_table, job_id, generation, pending, updates, usage, next_attempt_at, created_at, updated_at)` +
+			` SELECT ` + table + `, ` + p(0) + `::text, ` + p(1) + `::int8, ` + p(2) + `::text[], ` + p(3) + `::jsonb, ` + p(4) + `::jsonb, ` +
+			now + ` + ` + interval.Param(p(5)) + `, ` + now + `, ` + now + ` FROM completed`
+	}
+	// Every write after the record's is conditional on the record being
 	// pending: a confirmed or given-up record is never changed by a late
 	// finalize or sweep. A sweep's verdict is also conditional on the
 	// claim it made: an attempt that outlived its lease, whose record

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/interval"
+	"github.com/jobguard/jobguard/internal/ledgerlink"
 	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
@@ -184,7 +185,9 @@ type Settler struct {
 	pol policy
 	log *slog.Logger
 	sql statements
-	met *settleMetrics
+	// ledger is Config.Ledger's side of the billing statement.
+	ledger ledgerlink.Ledger
+	met    *settleMetrics
 	// retention is the table's retention rule (Retention).
 	retention retain.Rule
 }
@@ -206,10 +209,15 @@ type statements struct {
 	unconfirmed string
 	giveUp      string // $1 job_id, $2 generation, $3 error, $4 the claim, $5 its attempt
 	handBack    string // $1 job_id, $2 generation, $3 the claim, $4 its attempt
-	confirm     string // $1 job_id, $2 generation → usage
-	state       string // $1 job_id, $2 generation → state
-	claim       string // $1 lease µs, $2 due by → job_id, generation, pending, updates, usage, attempts, claim
-	reopen      string // $1 job_id, $2 generation
+	// confirm confirms a pending record and inserts its usage's ledger
+	// rows, in one statement: $1 job_id, $2 generation, then the ledger
+	// insert's $3 jobs table, $4 job id, $5 generation, $6 time recorded →
+	// usage, the meters of the new ledger rows; no row when the record
+	// was not pending.
+	confirm string
+	state   string // $1 job_id, $2 generation → state
+	claim   string // $1 lease µs, $2 due by → job_id, generation, pending, updates, usage, attempts, claim
+	reopen  string // $1 job_id, $2 generation
 }
 
 // claimTrigger is the trigger that moves a record's claim whenever its
@@ -248,11 +256,13 @@ func New(ctx context.Context, cfg Config) (*Settler, error) {
 	case !trigger:
 		return nil, fmt.Errorf("settle: new: Table: %s has no enabled trigger %s (apply every file of MigrationFiles)", tbl, claimTrigger)
 	}
+	ledger := ledgerlink.Of(cfg.Ledger)
 	return &Settler{
 		cfg:       cfg,
 		pol:       policy{maxAttempts: cfg.MaxAttempts, backoffMin: cfg.BackoffMin, backoffMax: cfg.BackoffMax},
 		log:       cfg.Logger,
-		sql:       buildStatements(tbl, cfg.Guard.TableKey()),
+		ledger:    ledger,
+		sql:       buildStatements(tbl, cfg.Guard.TableKey(), ledger.Insert),
 		met:       newSettleMetrics(cfg.MeterProvider),
 		retention: retentionRule(tbl, cfg.Guard.TableKey()),
 	}, nil
@@ -353,7 +363,10 @@ func (cfg Config) withDefaults() (Config, error) {
 // written into every statement, so that the records of any number of jobs
 // tables share one records table and each Settler reads, takes and writes
 // only its own table's.
-func buildStatements(tbl, jobs string) statements {
+//
+// ledger is the ledger's insert (ledgerlink.Ledger.Insert), which the
+// billing runs in the statement that confirms the record.
+func buildStatements(tbl, jobs string, ledger func(source string, first int) string) statements {
 	const (
 		now = `statement_timestamp()`
 	)
@@ -394,9 +407,16 @@ func buildStatements(tbl, jobs string) statements {
 	s.handBack = `UPDATE ` + tbl + ` SET attempts = attempts - 1, next_attempt_at = ` + now +
 		`, updated_at = ` + now + pk + ` AND state = 'pending'` + fence(3)
 	// Confirming takes the record's row lock for the billing transaction:
-	// a second biller waits, then finds the record no longer pending.
-	s.confirm = `UPDATE ` + tbl + ` SET state = 'confirmed', pending = '{}', last_error = NULL, settled_at = ` + now +
-		`, updated_at = ` + now + pk + ` AND state = 'pending' RETURNING usage::text`
+	// a second biller waits, then finds the record no longer pending. The
+	// ledger rows of the record's usage go in with it, read from the row
+	// the confirmation returned: none when it matched nothing (confirmed or
+	// given up already), so a record is billed only by the transaction
+	// that confirms it. An entry whose ledger row exists already is left
+	// out of the meters returned, and judged a duplicate.
+	s.confirm = `WITH confirmed AS (UPDATE ` + tbl + ` SET state = 'confirmed', pending = '{}', last_error = NULL, settled_at = ` + now +
+		`, updated_at = ` + now + pk + ` AND state = 'pending' RETURNING usage), billed AS (` +
+		ledger(`confirmed, jsonb_to_recordset(confirmed.usage) AS e(account text, meter text, quantity int8, attributes jsonb)`, 3) +
+		`) SELECT confirmed.usage::text, ARRAY(SELECT meter FROM billed) FROM confirmed`
 	s.state = `SELECT state FROM ` + tbl + pk
 	// A sweep takes the most overdue pending record that no other
 	// transaction holds, and pushes it a lease ahead in the same statement,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -374,11 +375,19 @@ func buildStatements(tbl, jobs string, ledger func(source string, first int) str
 	table := ident.Literal(jobs)
 	pk := ` WHERE jobs_table = ` + table + ` AND job_id = $1 AND generation = $2`
 	var s statements
+	// first is the same for every completion of one jobs table: the
+	// statement is built once per value.
+	var records sync.Map // first → statement
 	s.record = func(first int) string {
+		if sql, ok := records.Load(first); ok {
+			return sql.(string)
+		}
 		p := func(i int) string { return fmt.Sprintf("$%d", first+i) }
-		return `INSERT INTO ` + tbl + ` (jobs_table, job_id, generation, pending, updates, usage, next_attempt_at, created_at, updated_at)` +
+		sql := `INSERT INTO ` + tbl + ` (jobs_table, job_id, generation, pending, updates, usage, next_attempt_at, created_at, updated_at)` +
 			` SELECT ` + table + `, ` + p(0) + `::text, ` + p(1) + `::int8, ` + p(2) + `::text[], ` + p(3) + `::jsonb, ` + p(4) + `::jsonb, ` +
 			now + ` + ` + interval.Param(p(5)) + `, ` + now + `, ` + now + ` FROM completed`
+		records.Store(first, sql)
+		return sql
 	}
 	// Every write after the record's is conditional on the record being
 	// pending: a confirmed or given-up record is never changed by a late

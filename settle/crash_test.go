@@ -51,6 +51,10 @@ const (
 	// recorded, which the billing would record); the billing transaction
 	// has not begun.
 	killBeforeBilling = "after-updates"
+	// killAfterConfirm: the statement that confirms the record and inserts
+	// its ledger rows has answered; no increment has run, nothing has
+	// committed.
+	killAfterConfirm = "after-confirm"
 	// killDuringBilling: inside the billing transaction, after the ledger
 	// row and the increment, before the commit.
 	killDuringBilling = "during-billing"
@@ -110,7 +114,7 @@ func childMain(raw string) int {
 		}
 	case killDuringBilling:
 		h.billing = die
-	case killBeforeCompletionCommit, killBeforeBilling, killAfterBilling:
+	case killBeforeCompletionCommit, killBeforeBilling, killAfterConfirm, killAfterBilling:
 		pcfg.ConnConfig.Tracer = &killTracer{kill: cfg.Kill}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
@@ -162,7 +166,8 @@ func childMain(raw string) int {
 // killTracer kills the process when the completion's transaction, whose
 // statement writes the record, is about to commit
 // (before-completion-commit); when the billing transaction is about to
-// confirm the record (after-updates); or once that has committed
+// confirm the record (after-updates); once the confirmation and its ledger
+// rows have answered (after-confirm); or once the billing has committed
 // (after-billing). It knows each by its statement, whether it travels alone
 // or in a batch with BEGIN or others.
 type killTracer struct {
@@ -197,7 +202,13 @@ func (bt *killTracer) TraceBatchStart(ctx context.Context, c *pgx.Conn, d pgx.Tr
 
 func (bt *killTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 
-func (bt *killTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+// TraceBatchEnd kills after-confirm once the batch that confirms the record
+// and inserts its ledger rows has answered.
+func (bt *killTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {
+	if bt.kill == killAfterConfirm && bt.billing.Load() {
+		die()
+	}
+}
 
 func (bt *killTracer) TraceQueryEnd(_ context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
 	if bt.kill == killAfterBilling && bt.billing.Load() && d.CommandTag.String() == "COMMIT" {
@@ -297,6 +308,7 @@ func TestFinalize_WorkerKilledAtAnyPointIsSettledOnceBySweep(t *testing.T) {
 		{kill: killDuringVideo, rerun: "video"},
 		{kill: killDuringContent, rerun: "content"},
 		{kill: killBeforeBilling},
+		{kill: killAfterConfirm},
 		{kill: killDuringBilling},
 		{kill: killAfterBilling, billed: true},
 	} {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/guardlink"
 	"github.com/jobguard/jobguard/internal/txbatch"
 	"github.com/jobguard/jobguard/internal/txstate"
 )
@@ -54,6 +55,13 @@ func (g *Guard) CompleteIfProcessing(ctx context.Context, db DB, exec Execution)
 // since the server would ignore CompleteTx's BEGIN and its COMMIT would
 // commit your transaction.
 func (g *Guard) CompleteTx(ctx context.Context, db DB, exec Execution, fn func(pgx.Tx) error) error {
+	return g.completeTx(ctx, db, exec, nil, fn)
+}
+
+// completeTx is CompleteTx whose completion, when a is not nil, carries a
+// in its own statement (a data-modifying CTE's reader), so that a's write
+// lands exactly when the completion does, in the same round trip.
+func (g *Guard) completeTx(ctx context.Context, db DB, exec Execution, a *guardlink.Alongside, fn func(pgx.Tx) error) error {
 	if s := txstate.Of(db); s == txstate.Open {
 		return fmt.Errorf("jobguard: complete: %w: db is %v; pass its pgx.Tx, or a connection outside any transaction", ErrInTransaction, s)
 	}
@@ -62,9 +70,14 @@ func (g *Guard) CompleteTx(ctx context.Context, db DB, exec Execution, fn func(p
 	if err != nil {
 		return g.met.completed(ctx, err)
 	}
+	sql := w.sql
+	if a != nil {
+		sql = `WITH completed AS (` + sql + ` RETURNING 1) ` + a.SQL(len(args)+1)
+		args = append(args, a.Args...)
+	}
 	// BEGIN travels with the completion: only the completion's answer
 	// decides whether fn runs.
-	tx, tag, err := txbatch.BeginExec(ctx, db, w.sql, args...)
+	tx, tag, err := txbatch.BeginExec(ctx, db, sql, args...)
 	if be := (*txbatch.BeginError)(nil); errors.As(err, &be) {
 		return fmt.Errorf("jobguard: complete: begin: %w", be.Err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/guardlink"
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/internal/txstate"
 )
@@ -39,6 +40,20 @@ type FinalizeSpec struct {
 	// ErrAbandoned and Finalize returns without it. Defaults to 0: no bound
 	// beyond Finalize's ctx.
 	UpdateTimeout time.Duration
+
+	// alongside, set only by package settle (guardlink.FinalizeAlongside),
+	// is written by the completion's own statement.
+	alongside *guardlink.Alongside
+}
+
+// Package settle writes its record in the completion's statement; the
+// way in is internal/guardlink, no part of FinalizeSpec's API.
+func init() {
+	guardlink.FinalizeAlongside = func(spec any, a guardlink.Alongside) any {
+		s := spec.(FinalizeSpec)
+		s.alongside = &a
+		return s
+	}
 }
 
 // Update is one metadata update of a finalize.
@@ -156,7 +171,7 @@ func (g *Guard) Finalize(ctx context.Context, db DB, exec Execution, spec Finali
 		}
 	}
 	completed := false // fn runs only once the completion has been written
-	err = g.CompleteTx(ctx, db, exec, func(tx pgx.Tx) error {
+	err = g.completeTx(ctx, db, exec, spec.alongside, func(tx pgx.Tx) error {
 		completed = true
 		if spec.Complete != nil {
 			return spec.Complete(ctx, tx)

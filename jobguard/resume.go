@@ -46,6 +46,8 @@ func (g *Guard) Resume(ctx context.Context, db DB, exec Execution, spec Finalize
 		return fin, errors.New("jobguard: resume: Recheck is set: the completion it guards has committed already")
 	case spec.Complete != nil:
 		return fin, errors.New("jobguard: resume: Complete is set: the completion it joins has committed already")
+	case spec.alongside != nil:
+		return fin, errors.New("jobguard: resume: a write alongside the completion is set: the completion has committed already")
 	}
 	if err := g.completedBy(ctx, db, fin.exec); err != nil {
 		fin.rejected = errors.Is(err, ErrJobTerminal)

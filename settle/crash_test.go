@@ -37,6 +37,9 @@ const (
 
 // The points where a finalizing child kills itself.
 const (
+	// killBeforeCompletionCommit: the completion's statement, which writes
+	// the record too, has run; its transaction has not committed.
+	killBeforeCompletionCommit = "before-completion-commit"
 	// killAfterCommit: the completion and its record committed; no update
 	// has done anything yet.
 	killAfterCommit = "after-commit"
@@ -48,6 +51,10 @@ const (
 	// recorded, which the billing would record); the billing transaction
 	// has not begun.
 	killBeforeBilling = "after-updates"
+	// killAfterConfirm: the statement that confirms the record and inserts
+	// its ledger rows has answered; no increment has run, nothing has
+	// committed.
+	killAfterConfirm = "after-confirm"
 	// killDuringBilling: inside the billing transaction, after the ledger
 	// row and the increment, before the commit.
 	killDuringBilling = "during-billing"
@@ -107,8 +114,8 @@ func childMain(raw string) int {
 		}
 	case killDuringBilling:
 		h.billing = die
-	case killBeforeBilling, killAfterBilling:
-		pcfg.ConnConfig.Tracer = &billingTracer{kill: cfg.Kill}
+	case killBeforeCompletionCommit, killBeforeBilling, killAfterConfirm, killAfterBilling:
+		pcfg.ConnConfig.Tracer = &killTracer{kill: cfg.Kill}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
@@ -156,37 +163,54 @@ func childMain(raw string) int {
 	return 2
 }
 
-// billingTracer kills the process when the billing transaction is about to
-// confirm the record (after-updates), or once it has committed
-// (after-billing).
-type billingTracer struct {
-	kill    string
-	billing atomic.Bool
+// killTracer kills the process when the completion's transaction, whose
+// statement writes the record, is about to commit
+// (before-completion-commit); when the billing transaction is about to
+// confirm the record (after-updates); once the confirmation and its ledger
+// rows have answered (after-confirm); or once the billing has committed
+// (after-billing). It knows each by its statement, whether it travels alone
+// or in a batch with BEGIN or others.
+type killTracer struct {
+	kill       string
+	completing atomic.Bool
+	billing    atomic.Bool
 }
 
-func (bt *billingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(d.SQL, "SET state = 'confirmed'") {
+func (bt *killTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	switch {
+	case strings.Contains(d.SQL, "SET state = 'confirmed'"):
 		if bt.kill == killBeforeBilling {
 			die()
 		}
 		bt.billing.Store(true)
+	case strings.Contains(d.SQL, "INSERT INTO") && strings.Contains(d.SQL, "job_settlements"):
+		// The record, written by the completion's statement.
+		bt.completing.Store(true)
+	case strings.EqualFold(d.SQL, "commit") && bt.kill == killBeforeCompletionCommit && bt.completing.Load():
+		die()
 	}
 	return ctx
 }
 
-// TraceBatchStart sees the confirmation when it travels with BEGIN.
-func (bt *billingTracer) TraceBatchStart(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+// TraceBatchStart sees the statements that travel with BEGIN.
+func (bt *killTracer) TraceBatchStart(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	for _, q := range d.Batch.QueuedQueries {
 		bt.TraceQueryStart(ctx, c, pgx.TraceQueryStartData{SQL: q.SQL})
 	}
 	return ctx
 }
 
-func (bt *billingTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (bt *killTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 
-func (bt *billingTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+// TraceBatchEnd kills after-confirm once the batch that confirms the record
+// and inserts its ledger rows has answered.
+func (bt *killTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {
+	if bt.kill == killAfterConfirm && bt.billing.Load() {
+		die()
+	}
+}
 
-func (bt *billingTracer) TraceQueryEnd(_ context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+func (bt *killTracer) TraceQueryEnd(_ context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
 	if bt.kill == killAfterBilling && bt.billing.Load() && d.CommandTag.String() == "COMMIT" {
 		die()
 	}
@@ -284,6 +308,7 @@ func TestFinalize_WorkerKilledAtAnyPointIsSettledOnceBySweep(t *testing.T) {
 		{kill: killDuringVideo, rerun: "video"},
 		{kill: killDuringContent, rerun: "content"},
 		{kill: killBeforeBilling},
+		{kill: killAfterConfirm},
 		{kill: killDuringBilling},
 		{kill: killAfterBilling, billed: true},
 	} {
@@ -343,6 +368,29 @@ func TestFinalize_WorkerKilledAtAnyPointIsSettledOnceBySweep(t *testing.T) {
 			require.Zero(t, rep.Taken)
 		})
 	}
+}
+
+// A worker killed after its completion's statement ran, before its
+// transaction committed, leaves neither the completion nor the record it
+// wrote with it: the job is still the execution's (the reclaimer's, once
+// it is stuck), no update ran, and no sweep finds anything to bill.
+func TestFinalize_WorkerKilledBeforeTheCompletionCommitsLeavesNoRecord(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	exec, _ := b.video(t, 60_000)
+	p := startChild(t, b.env.Pool, childConfig{DatabaseURL: b.env.DatabaseURL, Mode: modeFinalize, JobID: exec.JobID, DurationMS: 60_000,
+		Kill: killBeforeCompletionCommit})
+	err := p.wait()
+	require.Error(t, err, p.output())
+	require.True(t, p.killed(), "the worker was not killed at %s: %v\n%s", killBeforeCompletionCommit, err, p.output())
+
+	require.Equal(t, "PROCESSING", b.jobs.Read(t, exec.JobID).Status, "the completion did not commit")
+	_, ok := b.record(t, exec)
+	require.False(t, ok, "a record without its completion")
+	require.Empty(t, b.runs(t, exec))
+	rep := b.settleAll(t, b.s)
+	require.Zero(t, rep.Taken)
+	require.Zero(t, b.billed(t, exec).LedgerRows)
 }
 
 // A handler that panics on a record, in a process that only sweeps (the

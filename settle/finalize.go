@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobguard/jobguard/internal/guardlink"
 	"github.com/jobguard/jobguard/internal/pgarray"
 	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/internal/safe"
@@ -55,9 +56,10 @@ type Result struct {
 //
 //  1. spec.Recheck runs; if it says stop, nothing is written.
 //  2. The conditional completion runs in its own short transaction, and
-//     with it, only when it won, the record: the execution, the updates
-//     (names and arguments) and the usage entries, pending. A rejected
-//     completion leaves no record.
+//     with it, in the completion's own statement and only for the row it
+//     completed, the record: the execution, the updates (names and
+//     arguments) and the usage entries, pending. A rejected completion
+//     leaves no record; a committed one always has one.
 //  3. Once that has committed, the updates run in parallel through their
 //     handlers. A success is recorded with the statement that follows the
 //     updates (the billing, or the record of a failure), or on its own
@@ -105,20 +107,18 @@ func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 		return Result{}, fmt.Errorf("settle: finalize: %w", err)
 	}
 	fspec := jobguard.FinalizeSpec{
-		Recheck: spec.Recheck,
-		Complete: func(ctx context.Context, tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, s.sql.insert, exec.JobID, exec.Generation, pgarray.Of(rec.pending), cols.updates, cols.usage,
-				micros(s.cfg.Grace)); err != nil {
-				return fmt.Errorf("settle: finalize: write record: %w", err)
-			}
-			if spec.Complete != nil {
-				return spec.Complete(ctx, tx)
-			}
-			return nil
-		},
+		Recheck:       spec.Recheck,
+		Complete:      spec.Complete,
 		Updates:       s.runners(exec, rec.updates, s.markAfter()),
 		UpdateTimeout: s.cfg.UpdateTimeout,
 	}
+	// The record travels in the completion's own statement: it is written
+	// exactly when the completion is, and the completion stays the first
+	// write of its transaction.
+	fspec = guardlink.FinalizeAlongside(fspec, guardlink.Alongside{
+		SQL:  s.sql.record,
+		Args: []any{exec.JobID, exec.Generation, pgarray.Of(rec.pending), cols.updates, cols.usage, micros(s.cfg.Grace)},
+	}).(jobguard.FinalizeSpec)
 	// Before anything runs, as newRecord's refusals: the names are
 	// jobguard's rule.
 	if err := fspec.Validate(); err != nil {
@@ -246,25 +246,28 @@ func (s *Settler) mark(ctx context.Context, exec jobguard.Execution, name string
 	return s.cfg.DB.SendBatch(ctx, &b).Close()
 }
 
-// beginConfirm begins the billing transaction and confirms exec's record
-// in it, in one round trip (BEGIN travels with the confirmation, as pgx's
-// Batch.BeginTx sends them): BEGIN cannot refuse where the confirmation
-// would not, and the confirmation takes the record's row lock before
-// anything is billed. raw is the record's usage, nil when no pending
-// record was confirmed (raced, or given up): the transaction is open
-// either way, for the caller to commit or roll back. On an error nothing
-// is left open.
-func (s *Settler) beginConfirm(ctx context.Context, exec jobguard.Execution) (tx pgx.Tx, raw *string, err error) {
+// beginConfirm begins the billing transaction, confirms exec's record in
+// it and inserts the ledger rows of the record's usage, recorded at at, in
+// one round trip (BEGIN travels with the statement, as pgx's Batch.BeginTx
+// sends them): BEGIN cannot refuse where the confirmation would not, the
+// confirmation takes the record's row lock before anything is billed, and
+// the ledger rows go in only when it matched. raw is the record's usage,
+// nil when no pending record was confirmed (raced, or given up): the
+// transaction is open either way, for the caller to commit or roll back.
+// inserted are the meters whose ledger row is new. On an error nothing is
+// left open.
+func (s *Settler) beginConfirm(ctx context.Context, fin jobguard.Finalized, at time.Time) (tx pgx.Tx, raw *string, inserted []string, err error) {
+	exec := fin.Execution()
 	var b pgx.Batch
 	b.BeginTx(pgx.TxOptions{})
-	b.Queue(s.sql.confirm, exec.JobID, exec.Generation)
+	b.Queue(s.sql.confirm, exec.JobID, exec.Generation, fin.TableKey(), exec.JobID, exec.Generation, at)
 	br := s.cfg.DB.SendBatch(ctx, &b)
 	tx = br.Tx()
 	if _, err = br.Exec(); err != nil {
 		err = fmt.Errorf("settle: bill: begin: %w", err)
 	} else {
 		var usage string
-		switch err = br.QueryRow().Scan(&usage); {
+		switch err = br.QueryRow().Scan(&usage, &inserted); {
 		case err == nil:
 			raw = &usage
 		case errors.Is(err, pgx.ErrNoRows):
@@ -283,9 +286,9 @@ func (s *Settler) beginConfirm(ctx context.Context, exec jobguard.Execution) (tx
 		if tx != nil {
 			_ = tx.Rollback(ctx)
 		}
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return tx, raw, nil
+	return tx, raw, inserted, nil
 }
 
 // billing is what one billing transaction found and did.
@@ -303,7 +306,8 @@ type billing struct {
 // was given up returns ErrGivenUp and bills nothing.
 func (s *Settler) bill(ctx context.Context, fin jobguard.Finalized) (billing, error) {
 	exec := fin.Execution()
-	tx, raw, err := s.beginConfirm(ctx, exec)
+	at := s.ledger.Now()
+	tx, raw, inserted, err := s.beginConfirm(ctx, fin, at)
 	if err != nil {
 		return billing{}, err
 	}
@@ -322,20 +326,27 @@ func (s *Settler) bill(ctx context.Context, fin jobguard.Finalized) (billing, er
 	if err != nil {
 		return billing{}, fmt.Errorf("settle: bill: job %s generation %d: %w", exec.JobID, exec.Generation, err)
 	}
+	// A meter's new row is one entry's: should a record name a meter
+	// twice, the second is judged a duplicate, as a second insert would.
+	fresh := make(map[string]bool, len(inserted))
+	for _, m := range inserted {
+		fresh[m] = true
+	}
 	var b billing
 	for _, e := range entries {
 		inc := s.cfg.Increments[e.Meter]
 		if inc == nil {
 			return billing{}, fmt.Errorf("settle: bill: %w for meter %q", ErrUnregistered, e.Meter)
 		}
-		acc, err := s.cfg.Ledger.AccrueTx(ctx, tx, fin, e, func(ctx context.Context, tx pgx.Tx) error {
+		acc, err := s.ledger.Accrued(ctx, tx, fin, e, fresh[e.Meter], at, func(ctx context.Context, tx pgx.Tx) error {
 			// A panic fails the billing, which rolls back, as an error does.
 			return safe.Call(func() error { return inc(ctx, tx, exec, e) })
 		})
+		delete(fresh, e.Meter)
 		if err != nil {
 			return billing{}, fmt.Errorf("settle: bill: meter %s: %w", e.Meter, err)
 		}
-		b.accruals = append(b.accruals, acc)
+		b.accruals = append(b.accruals, acc.(usage.Accrual))
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return billing{}, fmt.Errorf("settle: bill: commit: %w", err)

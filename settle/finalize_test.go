@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -258,4 +259,61 @@ func TestFinalize_EveryTableVariantSettles(t *testing.T) {
 		require.Equal(t, 1, rows)
 		require.Equal(t, int64(10), ms)
 	})
+}
+
+// A ledger row that exists before the billing (the same job billed through
+// usage first) is judged per meter, as a second insert was: the record is
+// confirmed, its other meter is billed, and the meter billed already runs
+// no increment and reports the earlier accrual.
+func TestFinalize_MeterBilledAlreadyIsADuplicateAndTheOthersAreBilled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var frames atomic.Int64
+	incs := increments(b.hooks)
+	incs["frames"] = func(_ context.Context, _ pgx.Tx, _ jobguard.Execution, e usage.Entry) error {
+		frames.Add(e.Quantity)
+		return nil
+	}
+	s := b.settler(t, quick(settle.Config{Increments: incs}))
+	exec, spec := b.video(t, 5000)
+	spec.Usage = append(spec.Usage, usage.Entry{Account: "acct-1", Meter: "frames", Quantity: 120})
+	b.env.Exec(`INSERT INTO usage_ledger (jobs_table, job_id, meter, generation, account, quantity, recorded_at)
+		VALUES ($1, $2, 'video_ms', 1, 'acct-1', 4000, now())`, b.jobs.Guard.TableKey(), exec.JobID)
+
+	res, err := s.Finalize(ctx, b.env.Pool, exec, spec)
+	require.NoError(t, err)
+	require.True(t, res.Settled)
+	require.Len(t, res.Accruals, 2)
+	require.False(t, res.Accruals[0].Accrued, "video_ms was billed before")
+	require.Equal(t, int64(4000), res.Accruals[0].Entry.Quantity, "the earlier accrual is reported")
+	require.True(t, res.Accruals[1].Accrued, "frames is new")
+	require.Zero(t, b.billed(t, exec).AccountMS, "no increment for the meter billed before")
+	require.Equal(t, int64(120), frames.Load())
+	require.Equal(t, 2, b.billed(t, exec).LedgerRows)
+	rec, _ := b.record(t, exec)
+	require.Equal(t, "confirmed", rec.State)
+}
+
+// A record given up while its finalize's updates ran (a sweep that took
+// it, say) is not billed by that finalize: the ledger rows go in only with
+// the confirmation, which matches only a pending record.
+func TestFinalize_RecordGivenUpMeanwhileBillsNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	exec, spec := b.video(t, 5000)
+	b.hooks.worked = func(name string) {
+		if name == "video" {
+			b.env.Exec(`UPDATE job_settlements SET state = 'given_up', settled_at = now() WHERE job_id = $1`, exec.JobID)
+		}
+	}
+
+	res, err := b.s.Finalize(ctx, b.env.Pool, exec, spec)
+	require.ErrorIs(t, err, settle.ErrGivenUp)
+	require.False(t, res.Settled)
+	require.Empty(t, res.Accruals)
+	require.Equal(t, billed{VideoReady: true, Published: true}, b.billed(t, exec), "no ledger row, no increment")
+	rec, _ := b.record(t, exec)
+	require.Equal(t, "given_up", rec.State)
 }

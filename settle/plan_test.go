@@ -7,7 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobguard/jobguard/internal/ledgerlink"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
+	"github.com/jobguard/jobguard/usage"
 )
 
 // A sweep takes its own jobs table's due records through the due index,
@@ -25,7 +27,9 @@ func TestClaim_GenericPlanReadsOnlyItsOwnTablesDueRecords(t *testing.T) {
 	env.Exec(`INSERT INTO job_settlements (jobs_table, job_id, generation, next_attempt_at)
 		SELECT '"s"."tasks"', g::text, 1, now() - interval '1 hour' FROM generate_series(1, 20) AS g`)
 	env.Exec(`ANALYZE job_settlements`)
-	s := buildStatements("job_settlements", `"s"."tasks"`)
+	ledger, err := usage.NewLedger(usage.Config{})
+	require.NoError(t, err)
+	s := buildStatements("job_settlements", `"s"."tasks"`, ledgerlink.Of(ledger).Insert)
 
 	tx, err := env.Pool.Begin(ctx)
 	require.NoError(t, err)

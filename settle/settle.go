@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/interval"
+	"github.com/jobguard/jobguard/internal/ledgerlink"
 	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/internal/safe"
 	"github.com/jobguard/jobguard/jobguard"
@@ -184,7 +186,9 @@ type Settler struct {
 	pol policy
 	log *slog.Logger
 	sql statements
-	met *settleMetrics
+	// ledger is Config.Ledger's side of the billing statement.
+	ledger ledgerlink.Ledger
+	met    *settleMetrics
 	// retention is the table's retention rule (Retention).
 	retention retain.Rule
 }
@@ -193,7 +197,11 @@ type Settler struct {
 // are added to the database's clock, so that every process schedules on
 // one clock.
 type statements struct {
-	insert string // $1 job_id, $2 generation, $3 pending, $4 updates, $5 usage, $6 grace µs
+	// record writes a finalize's record in its completion's statement
+	// (guardlink.Alongside): one row for the row the completion changed,
+	// none when it changed none. Its parameters, numbered from first:
+	// job_id, generation, pending, updates, usage, grace µs.
+	record func(first int) string
 	mark   string // $1 job_id, $2 generation, $3 update name
 	retry  string // $1 job_id, $2 generation, $3 error, $4 delay µs, $5 the claim, $6 its attempt
 	// unconfirmed is retry that also takes every update but $7, the
@@ -202,10 +210,15 @@ type statements struct {
 	unconfirmed string
 	giveUp      string // $1 job_id, $2 generation, $3 error, $4 the claim, $5 its attempt
 	handBack    string // $1 job_id, $2 generation, $3 the claim, $4 its attempt
-	confirm     string // $1 job_id, $2 generation → usage
-	state       string // $1 job_id, $2 generation → state
-	claim       string // $1 lease µs, $2 due by → job_id, generation, pending, updates, usage, attempts, claim
-	reopen      string // $1 job_id, $2 generation
+	// confirm confirms a pending record and inserts its usage's ledger
+	// rows, in one statement: $1 job_id, $2 generation, then the ledger
+	// insert's $3 jobs table, $4 job id, $5 generation, $6 time recorded →
+	// usage, the meters of the new ledger rows; no row when the record
+	// was not pending.
+	confirm string
+	state   string // $1 job_id, $2 generation → state
+	claim   string // $1 lease µs, $2 due by → job_id, generation, pending, updates, usage, attempts, claim
+	reopen  string // $1 job_id, $2 generation
 }
 
 // claimTrigger is the trigger that moves a record's claim whenever its
@@ -244,11 +257,13 @@ func New(ctx context.Context, cfg Config) (*Settler, error) {
 	case !trigger:
 		return nil, fmt.Errorf("settle: new: Table: %s has no enabled trigger %s (apply every file of MigrationFiles)", tbl, claimTrigger)
 	}
+	ledger := ledgerlink.Of(cfg.Ledger)
 	return &Settler{
 		cfg:       cfg,
 		pol:       policy{maxAttempts: cfg.MaxAttempts, backoffMin: cfg.BackoffMin, backoffMax: cfg.BackoffMax},
 		log:       cfg.Logger,
-		sql:       buildStatements(tbl, cfg.Guard.TableKey()),
+		ledger:    ledger,
+		sql:       buildStatements(tbl, cfg.Guard.TableKey(), ledger.Insert),
 		met:       newSettleMetrics(cfg.MeterProvider),
 		retention: retentionRule(tbl, cfg.Guard.TableKey()),
 	}, nil
@@ -349,7 +364,10 @@ func (cfg Config) withDefaults() (Config, error) {
 // written into every statement, so that the records of any number of jobs
 // tables share one records table and each Settler reads, takes and writes
 // only its own table's.
-func buildStatements(tbl, jobs string) statements {
+//
+// ledger is the ledger's insert (ledgerlink.Ledger.Insert), which the
+// billing runs in the statement that confirms the record.
+func buildStatements(tbl, jobs string, ledger func(source string, first int) string) statements {
 	const (
 		now = `statement_timestamp()`
 	)
@@ -357,9 +375,21 @@ func buildStatements(tbl, jobs string) statements {
 	table := ident.Literal(jobs)
 	pk := ` WHERE jobs_table = ` + table + ` AND job_id = $1 AND generation = $2`
 	var s statements
-	s.insert = `INSERT INTO ` + tbl + ` (jobs_table, job_id, generation, pending, updates, usage, next_attempt_at, created_at, updated_at)` +
-		` VALUES (` + table + `, $1, $2, $3::text[], $4::jsonb, $5::jsonb, ` + later(6) + `, ` + now + `, ` + now + `)`
-	// Every write after the insert is conditional on the record being
+	// first is the same for every completion of one jobs table: the
+	// statement is built once per value.
+	var records sync.Map // first → statement
+	s.record = func(first int) string {
+		if sql, ok := records.Load(first); ok {
+			return sql.(string)
+		}
+		p := func(i int) string { return fmt.Sprintf("$%d", first+i) }
+		sql := `INSERT INTO ` + tbl + ` (jobs_table, job_id, generation, pending, updates, usage, next_attempt_at, created_at, updated_at)` +
+			` SELECT ` + table + `, ` + p(0) + `::text, ` + p(1) + `::int8, ` + p(2) + `::text[], ` + p(3) + `::jsonb, ` + p(4) + `::jsonb, ` +
+			now + ` + ` + interval.Param(p(5)) + `, ` + now + `, ` + now + ` FROM completed`
+		records.Store(first, sql)
+		return sql
+	}
+	// Every write after the record's is conditional on the record being
 	// pending: a confirmed or given-up record is never changed by a late
 	// finalize or sweep. A sweep's verdict is also conditional on the
 	// claim it made: an attempt that outlived its lease, whose record
@@ -386,9 +416,16 @@ func buildStatements(tbl, jobs string) statements {
 	s.handBack = `UPDATE ` + tbl + ` SET attempts = attempts - 1, next_attempt_at = ` + now +
 		`, updated_at = ` + now + pk + ` AND state = 'pending'` + fence(3)
 	// Confirming takes the record's row lock for the billing transaction:
-	// a second biller waits, then finds the record no longer pending.
-	s.confirm = `UPDATE ` + tbl + ` SET state = 'confirmed', pending = '{}', last_error = NULL, settled_at = ` + now +
-		`, updated_at = ` + now + pk + ` AND state = 'pending' RETURNING usage::text`
+	// a second biller waits, then finds the record no longer pending. The
+	// ledger rows of the record's usage go in with it, read from the row
+	// the confirmation returned: none when it matched nothing (confirmed or
+	// given up already), so a record is billed only by the transaction
+	// that confirms it. An entry whose ledger row exists already is left
+	// out of the meters returned, and judged a duplicate.
+	s.confirm = `WITH confirmed AS (UPDATE ` + tbl + ` SET state = 'confirmed', pending = '{}', last_error = NULL, settled_at = ` + now +
+		`, updated_at = ` + now + pk + ` AND state = 'pending' RETURNING usage), billed AS (` +
+		ledger(`confirmed, jsonb_to_recordset(confirmed.usage) AS e(account text, meter text, quantity int8, attributes jsonb)`, 3) +
+		`) SELECT confirmed.usage::text, ARRAY(SELECT meter FROM billed) FROM confirmed`
 	s.state = `SELECT state FROM ` + tbl + pk
 	// A sweep takes the most overdue pending record that no other
 	// transaction holds, and pushes it a lease ahead in the same statement,

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/jobguard/jobguard/internal/ledgerlink"
 	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/internal/txbatch"
 	"github.com/jobguard/jobguard/internal/txstate"
@@ -121,7 +121,7 @@ func (l *Ledger) Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finali
 		if err != nil {
 			return Accrual{}, fmt.Errorf("usage: accrue: insert: %w", err)
 		}
-		acc, err := l.inserted(ctx, db, tag, fin, entry, at)
+		acc, err := l.inserted(ctx, db, tag.RowsAffected() > 0, fin, entry, at)
 		if err == nil && acc.Accrued {
 			l.met.count(ctx, l.met.accrued)
 		}
@@ -137,7 +137,7 @@ func (l *Ledger) Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finali
 		return Accrual{}, fmt.Errorf("usage: accrue: insert: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
-	acc, err := l.inserted(ctx, tx, tag, fin, entry, at)
+	acc, err := l.inserted(ctx, tx, tag.RowsAffected() > 0, fin, entry, at)
 	if err != nil || !acc.Accrued {
 		return acc, err // a duplicate wrote nothing: nothing to commit
 	}
@@ -155,8 +155,9 @@ func (l *Ledger) Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finali
 
 // AccrueTx is Accrue's ledger row and increment written straight into tx,
 // without a savepoint of their own: for a caller that bills inside a
-// transaction it rolls back whole on any error (package settle confirms
-// its record and bills in one). When AccrueTx returns an error, tx may be
+// transaction it rolls back whole on any error (package settle, which
+// confirms its record and bills in one, inserts its ledger rows with the
+// confirmation instead, judged by the same rules). When AccrueTx returns an error, tx may be
 // unusable: roll it back. The gate is Accrue's: ErrNotConfirmed, with
 // nothing sent, unless fin is confirmed. The accrual counts only once you
 // commit, and is counted in the metrics when AccrueTx returns.
@@ -202,7 +203,13 @@ func (l *Ledger) write(ctx context.Context, tx pgx.Tx, fin jobguard.Finalized, e
 	if err != nil {
 		return Accrual{}, fmt.Errorf("usage: accrue: insert: %w", err)
 	}
-	acc, err := l.inserted(ctx, tx, tag, fin, entry, at)
+	return l.judge(ctx, tx, tag.RowsAffected() > 0, fin, entry, at, increment)
+}
+
+// judge is write's answer once the ledger row's insert has run in tx:
+// inserted says whether the row is new, and only then does increment run.
+func (l *Ledger) judge(ctx context.Context, tx pgx.Tx, inserted bool, fin jobguard.Finalized, entry Entry, at time.Time, increment func(ctx context.Context, tx pgx.Tx) error) (Accrual, error) {
+	acc, err := l.inserted(ctx, tx, inserted, fin, entry, at)
 	if err != nil || !acc.Accrued {
 		return acc, err
 	}
@@ -212,6 +219,31 @@ func (l *Ledger) write(ctx context.Context, tx pgx.Tx, fin jobguard.Finalized, e
 		}
 	}
 	return acc, nil
+}
+
+// Package settle confirms its record and inserts its ledger rows in one
+// statement; the way in is internal/ledgerlink, no part of the Ledger's
+// API. Its entries are judged, counted and incremented as AccrueTx's.
+func init() {
+	ledgerlink.Of = func(ledger any) ledgerlink.Ledger {
+		l := ledger.(*Ledger)
+		return ledgerlink.Ledger{
+			Insert: l.insertFrom,
+			Now:    l.now,
+			Accrued: func(ctx context.Context, tx pgx.Tx, fin jobguard.Finalized, entry any, inserted bool, at time.Time,
+				increment func(ctx context.Context, tx pgx.Tx) error) (any, error) {
+				e := entry.(Entry)
+				if _, err := l.admit(ctx, fin, e); err != nil {
+					return Accrual{}, err
+				}
+				acc, err := l.judge(ctx, tx, inserted, fin, e, at, increment)
+				if err == nil && acc.Accrued {
+					l.met.count(ctx, l.met.accrued)
+				}
+				return acc, err
+			},
+		}
+	}
 }
 
 // insertArgs are the ledger insert's arguments for fin's job. The job is
@@ -225,9 +257,9 @@ func (l *Ledger) insertArgs(fin jobguard.Finalized, entry Entry, attrs *string, 
 // inserted judges the ledger insert's answer: a new row is this call's
 // accrual, recorded at at; none means an earlier accrual committed first,
 // which is read through db, reported and counted, and nothing is changed.
-func (l *Ledger) inserted(ctx context.Context, db jobguard.DB, tag pgconn.CommandTag, fin jobguard.Finalized, entry Entry, at time.Time) (Accrual, error) {
+func (l *Ledger) inserted(ctx context.Context, db jobguard.DB, inserted bool, fin jobguard.Finalized, entry Entry, at time.Time) (Accrual, error) {
 	exec := fin.Execution()
-	if tag.RowsAffected() == 0 {
+	if !inserted {
 		acc, err := l.earlier(ctx, db, fin.TableKey(), exec.JobID, entry.Meter)
 		if err != nil {
 			return Accrual{}, err

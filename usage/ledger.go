@@ -37,7 +37,9 @@ type Ledger struct {
 	now    func() time.Time
 	met    *ledgerMetrics
 	insert string // $1 job_id, $2 meter, $3 generation, $4 account, $5 quantity, $6 attributes, $7 recorded_at, $8 jobs_table
-	read   string // $1 job_id, $2 meter, $3 jobs_table → generation, account, quantity, attributes, recorded_at
+	// insertFrom is insert for the entries of a source (ledgerlink.Ledger.Insert).
+	insertFrom func(source string, first int) string
+	read       string // $1 job_id, $2 meter, $3 jobs_table → generation, account, quantity, attributes, recorded_at
 }
 
 // NewLedger validates cfg and builds the ledger's statements once.
@@ -57,6 +59,12 @@ func NewLedger(cfg Config) (*Ledger, error) {
 		met: newLedgerMetrics(cfg.MeterProvider),
 		insert: `INSERT INTO ` + tbl + ` (jobs_table, job_id, meter, generation, account, quantity, attributes, recorded_at)` +
 			` VALUES ($8, $1, $2, $3, $4, $5, $6::jsonb, $7) ON CONFLICT (jobs_table, job_id, meter) DO NOTHING`,
+		insertFrom: func(source string, first int) string {
+			p := func(i int) string { return fmt.Sprintf("$%d", first+i) }
+			return `INSERT INTO ` + tbl + ` (jobs_table, job_id, meter, generation, account, quantity, attributes, recorded_at)` +
+				` SELECT ` + p(0) + `::text, ` + p(1) + `::text, e.meter, ` + p(2) + `::int8, e.account, e.quantity, e.attributes, ` + p(3) + `::timestamptz` +
+				` FROM ` + source + ` ON CONFLICT (jobs_table, job_id, meter) DO NOTHING RETURNING meter`
+		},
 		read: `SELECT generation, account, quantity, attributes::text, recorded_at FROM ` + tbl +
 			` WHERE jobs_table = $3 AND job_id = $1 AND meter = $2`,
 	}, nil

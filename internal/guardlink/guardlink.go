@@ -36,3 +36,26 @@ type OrphanStatements struct {
 // SetOf returns the statements of guard, a *jobguard.Guard. Package
 // jobguard sets it in an init.
 var SetOf func(guard any) SetStatements
+
+// Alongside is a write that travels in the statement of a finalize's
+// conditional completion, as a data-modifying CTE's reader: package settle
+// writes its record with it. The completion becomes
+//
+//	WITH completed AS (<the completion> RETURNING 1) <SQL(first)>
+//
+// so the write sees exactly the rows the completion changed: none when
+// the completion is refused. SQL must write one row per row of completed,
+// so that the statement's row count is the completion's, which jobguard
+// judges as it judges the completion alone.
+type Alongside struct {
+	// SQL is the write, reading completed, with its parameters numbered
+	// from first (the completion's own come before them).
+	SQL func(first int) string
+	// Args are its parameters.
+	Args []any
+}
+
+// FinalizeAlongside returns spec, a jobguard.FinalizeSpec, whose
+// completion carries a in its statement. Package jobguard sets it in an
+// init.
+var FinalizeAlongside func(spec any, a Alongside) any

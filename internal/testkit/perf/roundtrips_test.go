@@ -19,8 +19,8 @@ func TestLifecycle_RoundTrips(t *testing.T) {
 		guardedPG, guardedRedis float64
 		settledPG, settledRedis float64
 	}{
-		{markers: jobguard.MarkersRedis, guardedPG: 9, guardedRedis: 1, settledPG: 12, settledRedis: 1},
-		{markers: jobguard.MarkersPostgres, guardedPG: 9, guardedRedis: 0, settledPG: 12, settledRedis: 0},
+		{markers: jobguard.MarkersRedis, guardedPG: 9, guardedRedis: 1, settledPG: 9, settledRedis: 1},
+		{markers: jobguard.MarkersPostgres, guardedPG: 9, guardedRedis: 0, settledPG: 9, settledRedis: 0},
 	} {
 		t.Run("markers="+tc.markers.String(), func(t *testing.T) {
 			t.Parallel()

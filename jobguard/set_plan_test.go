@@ -41,6 +41,36 @@ func TestOverdue_GenericPlanUsesThePartialIndex(t *testing.T) {
 	require.Less(t, planCost(t, text), 100000.0, "below jit_above_cost's default:\n"+text)
 }
 
+// The server keeps the overdue listing's generic plan after a few runs on
+// a connection, rather than planning it anew at every run: no custom plan
+// may see the arrays of types and limits (a custom plan that knew their
+// length would never cost the same as the generic one).
+func TestOverdue_ServerSettlesOnTheGenericPlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	env.Exec(Migration)
+	env.Exec(`INSERT INTO jobs (type, status, started_at, updated_at)
+		SELECT 'chapter', 'PROCESSING', now() - interval '2 hours', now() FROM generate_series(1, 100)`)
+	env.Exec(`ANALYZE jobs`)
+	g, err := New(ctx, env.Pool, DefaultTable())
+	require.NoError(t, err)
+	c, err := env.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer c.Release()
+
+	for range 10 {
+		rows, err := c.Query(ctx, g.set.Overdue, "{chapter}", "{1800000000}", 1000)
+		require.NoError(t, err)
+		rows.Close()
+		require.NoError(t, rows.Err())
+	}
+	var generic, custom int64
+	require.NoError(t, c.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
+		WHERE statement = $1`, g.set.Overdue).Scan(&generic, &custom))
+	require.Positive(t, generic, "planned at every run: %d custom plans in 10 runs", custom)
+}
+
 // planCost reads the total cost of an EXPLAIN's top node.
 func planCost(t *testing.T, plan string) float64 {
 	t.Helper()

@@ -142,9 +142,13 @@ func buildSetStatements(t Table, cat catalog) guardlink.SetStatements {
 // enum lacks selects nothing instead of failing the cast; a table without
 // a type column keeps only the type "". match compares t's type column,
 // as "t.", with the type of the relation alias, ending in " AND " ("" for
-// a table without a type column).
-func typeLimits(t Table, cat catalog, alias string) (types, match string) {
+// a table without a type column). With opaque, the arrays are read
+// through subqueries, whose values no plan sees (see buildOverdue).
+func typeLimits(t Table, cat catalog, alias string, opaque bool) (types, match string) {
 	limits := "unnest($1::text[], $2::int8[]) AS l(type, us)"
+	if opaque {
+		limits = "unnest((SELECT $1::text[]), (SELECT $2::int8[])) AS l(type, us)"
+	}
 	if t.TypeColumn == "" {
 		return "SELECT l.type, l.type AS name, l.us FROM " + limits + " WHERE l.type = ''", ""
 	}
@@ -176,7 +180,15 @@ func buildOverdue(t Table, cat catalog, exprs []string, ids string) (first, next
 	// statement runs, and with a third of every type's rows estimated, a
 	// server with JIT compiles the statement on every run, at a cost of
 	// tens of milliseconds.
-	types, typeMatch := typeLimits(t, cat, "cut")
+	//
+	// The arrays of types and limits are read through subqueries. The
+	// planner reads the length of an array given as a value, so every
+	// custom plan of the statement differs from the generic one, and the
+	// server would plan it anew at every run (several times what running
+	// it costs, at a page of a few jobs); through a subquery no plan sees
+	// the arrays, and after a few runs the server keeps the generic plan,
+	// the one the plan tests pin, for the connection's life.
+	types, typeMatch := typeLimits(t, cat, "cut", true)
 	cut := "SELECT k.type, " + nowExpr(cat.columns[t.StartedAtColumn]) +
 		" - " + interval.Param("k.us") + " AS before FROM (" + types + ") AS k"
 	started := col("t.", t.StartedAtColumn)
@@ -230,7 +242,7 @@ func buildHistory(t Table, cat catalog) string {
 	completed, failed := ident.Literal(st.Completed), ident.Literal(st.Failed)
 	status := col(t.StatusColumn)
 
-	types, typeMatch := typeLimits(t, cat, "k")
+	types, typeMatch := typeLimits(t, cat, "k", false)
 	reclaimed := fmt.Sprintf("coalesce(starts_with(%s COLLATE \"C\", $6::text), false)", col(t.FailureReasonColumn))
 	job := fmt.Sprintf(`SELECT %[1]s = %[2]s AS done, %[1]s = %[3]s AND %[4]s AS reclaimed,`+
 		` extract(epoch FROM %[5]s - %[6]s)::float8 AS secs FROM %[7]s AS t`+

@@ -186,6 +186,12 @@ func (l *TableLimits) read(ctx context.Context, sql string, withMode bool) (map[
 	if err != nil {
 		return nil, nil, err
 	}
+	return scanLimits(rows, withMode)
+}
+
+// scanLimits reads the rows of one of TableLimits' reads: the type, the
+// limit in microseconds and, when withMode, the mode.
+func scanLimits(rows pgx.Rows, withMode bool) (map[string]time.Duration, map[string]Mode, error) {
 	out, modes := map[string]time.Duration{}, map[string]Mode{}
 	var typ, mode string
 	var us int64
@@ -193,7 +199,7 @@ func (l *TableLimits) read(ctx context.Context, sql string, withMode bool) (map[
 	if withMode {
 		scan = append(scan, &mode)
 	}
-	_, err = pgx.ForEachRow(rows, scan, func() error {
+	_, err := pgx.ForEachRow(rows, scan, func() error {
 		// Beyond the range, a limit is clamped: longer than LimitMax is
 		// never reached either way.
 		d, _ := interval.FromMicros(us)

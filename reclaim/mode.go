@@ -56,6 +56,12 @@ func readLimits(ctx context.Context, l Limits) (map[string]time.Duration, map[st
 	if err != nil {
 		return nil, nil, err
 	}
+	return vetLimits(limits, modes)
+}
+
+// vetLimits refuses limits that are not positive and modes that are no
+// Mode, whoever read them.
+func vetLimits(limits map[string]time.Duration, modes map[string]Mode) (map[string]time.Duration, map[string]Mode, error) {
 	if err := checkLimits(limits); err != nil {
 		return nil, nil, err
 	}

@@ -114,8 +114,9 @@ var (
 
 // UnstartedCounter is a Source that never lists some active jobs because
 // they have no start time, as TableSource does, and can count them. A
-// sweep (and a plan) asks it once, after the listings, and adds the count
-// to Report.NoStartTime, so that jobs no sweep can ever reclaim are seen
+// sweep (and a plan) asks it once, after the listings (a TableSource's
+// own count travels in one batch with the sweep's first reads instead),
+// and adds the count to Report.NoStartTime, so that jobs no sweep can ever reclaim are seen
 // at every sweep, in its summary line and in jobguard.reclaim.decisions.
 type UnstartedCounter interface {
 	CountUnstarted(ctx context.Context) (int, error)
@@ -154,12 +155,22 @@ func (s *TableSource) Active(ctx context.Context, q Query, page func([]ActiveJob
 	if q.PageSize <= 0 {
 		return fmt.Errorf("reclaim: table source: PageSize %d is not positive", q.PageSize)
 	}
-	// A type that has no limit is listed once its jobs have run longer than
-	// the shortest limit, so that the sweep can report it.
 	types, err := jobset.New(s.guard).ActiveTypes(ctx, s.db)
 	if err != nil {
 		return fmt.Errorf("reclaim: table source: %w", err)
 	}
+	return s.overdue(ctx, q, types, page)
+}
+
+// overdue lists the jobs over their limit of the active types, read
+// before: one query per page. A sweep that read the types in one batch
+// with the limits (see openTable) lists through it.
+func (s *TableSource) overdue(ctx context.Context, q Query, types []string, page func([]ActiveJob) error) error {
+	if q.PageSize <= 0 {
+		return fmt.Errorf("reclaim: table source: PageSize %d is not positive", q.PageSize)
+	}
+	// A type that has no limit is listed once its jobs have run longer than
+	// the shortest limit, so that the sweep can report it.
 	limits := make(map[string]time.Duration, len(types))
 	for _, typ := range types {
 		if d, ok := q.Limits[typ]; ok {

@@ -28,7 +28,9 @@ import (
 // Without parent rules a page costs two statements, the read and the write,
 // beside the limits (and a TableSource's active types) read once per sweep,
 // and the count of the running jobs when a share cap of the brake could
-// bind;
+// bind. Over a TableSource, the limits (a TableLimits on the source's
+// handle), the active types and the count of the jobs without a start
+// are one batch, one round trip, sent outside any transaction;
 // parent rules add the transaction's BEGIN and COMMIT, its lock_timeout, a
 // savepoint, for each rule a savepoint of its own with its timeouts set
 // before it and statement_timeout set back after it (four statements),
@@ -53,9 +55,11 @@ import (
 //
 // A source that never lists the active jobs without a start time (an
 // UnstartedCounter, as TableSource is) is asked for their number after the
-// pages, which goes into Report.NoStartTime: no sweep can reclaim them, and
-// every sweep says how many there are. A count that fails is named in the
-// summary line, at warn, and does not fail the sweep.
+// pages (a TableSource counts them in its first batch, before them), which
+// goes into Report.NoStartTime when the listing succeeded: no sweep can
+// reclaim them, and every sweep says how many there are. A count that
+// fails is named in the summary line, at warn, and does not fail the
+// sweep.
 //
 // With Config.Shadow set, the sweep decides the same and writes nothing: the
 // jobs it would reclaim are counted in Report.WouldReclaim and logged.
@@ -153,12 +157,28 @@ func (r *Reclaimer) run(ctx context.Context, p *pass) error {
 // with an error wrapping safe.ErrAbandoned.
 func (r *Reclaimer) list(ctx context.Context, p *pass) error {
 	var limits map[string]time.Duration
+	// Over the jobs table, the limits, the active types and the count of
+	// the jobs without a start travel as one batch (see openTable).
+	table, _ := r.cfg.Source.(*TableSource)
+	var open *opening
 	err := safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
-		l, m, err := readLimits(ctx, r.cfg.Limits)
-		if err == nil {
-			limits, p.modes = l, m
+		if table != nil && r.limitsWith(table) {
+			if o, ok := r.openTable(ctx, table, true); ok {
+				open, limits, p.modes = o, o.limits, o.modes
+				return nil
+			}
 		}
-		return err
+		l, m, err := readLimits(ctx, r.cfg.Limits)
+		if err != nil {
+			return err
+		}
+		limits, p.modes = l, m
+		if table != nil {
+			// Limits of another handle, or the caller's own: the types
+			// and the count still travel together.
+			open, _ = r.openTable(ctx, table, false)
+		}
+		return nil
 	})
 	if err != nil {
 		return err
@@ -173,9 +193,13 @@ func (r *Reclaimer) list(ctx context.Context, p *pass) error {
 		lctx, cancel = context.WithDeadline(ctx, p.listUntil)
 	}
 	err = safe.Bounded(lctx, r.listGrace(), func(lctx context.Context) error {
-		return r.cfg.Source.Active(lctx, q, func(page []ActiveJob) error {
+		page := func(page []ActiveJob) error {
 			return g.run(func() error { return r.page(lctx, p, page, limits) })
-		})
+		}
+		if open != nil {
+			return table.overdue(lctx, q, open.types, page)
+		}
+		return r.cfg.Source.Active(lctx, q, page)
 	})
 	cancel()
 	g.close()
@@ -188,17 +212,23 @@ func (r *Reclaimer) list(ctx context.Context, p *pass) error {
 		return err
 	}
 	// The jobs the source never lists for want of a start: counted after
-	// the reclaims, which matter more, and a count that fails is noted, not
-	// the sweep's failure.
+	// the reclaims, which matter more (or read with the limits, in the
+	// same round trip), and a count that fails is noted, not the sweep's
+	// failure.
 	if c, ok := r.cfg.Source.(UnstartedCounter); ok {
 		var n int
-		err := safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
-			m, err := c.CountUnstarted(ctx)
-			if err == nil {
-				n = m
-			}
-			return err
-		})
+		var err error
+		if open != nil {
+			n, err = open.unstarted, open.unstartedErr
+		} else {
+			err = safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
+				m, err := c.CountUnstarted(ctx)
+				if err == nil {
+					n = m
+				}
+				return err
+			})
+		}
 		switch {
 		case err == nil:
 			p.rep.NoStartTime += n

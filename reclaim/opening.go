@@ -1,0 +1,129 @@
+package reclaim
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/internal/guardlink"
+	"github.com/jobguard/jobguard/internal/txstate"
+	"github.com/jobguard/jobguard/jobguard"
+)
+
+// opening is what a sweep over the jobs table reads before its first
+// page, in one round trip: the limits and modes (when they are a
+// TableLimits on the source's handle), the active types, and the count of
+// the running jobs without a start.
+type opening struct {
+	// limits and modes are nil when the limits were not read with the rest.
+	limits map[string]time.Duration
+	modes  map[string]Mode
+	types  []string
+	// unstarted is the count, or unstartedErr why there is none.
+	unstarted    int
+	unstartedErr error
+}
+
+// batcher is a handle that sends batches: a pool, a connection, a pgx.Tx.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// openTable reads what src's sweep needs before its first page as one
+// batch: the reads have no data between them, so the round trips of the
+// limits, the types and the count become one. The count is read last, so
+// that its failure (noted, not the sweep's) leaves the others read.
+//
+// It reports false, having read nothing the sweep uses, when the handle
+// cannot send a batch or is inside a transaction (a failed read would
+// abort the caller's transaction before the listing), and when the limits
+// or the types fail to read: the sweep then reads them one at a time, as
+// it always could, so an error reads as it always did (a limits table
+// without the mode column, read again without it, included).
+func (r *Reclaimer) openTable(ctx context.Context, src *TableSource, withLimits bool) (*opening, bool) {
+	sb, ok := src.db.(batcher)
+	if !ok || txstate.Of(src.db) != txstate.Own {
+		return nil, false
+	}
+	sql := guardlink.SetOf(src.guard)
+	var b pgx.Batch
+	if withLimits {
+		b.Queue(r.cfg.Limits.(*TableLimits).withMode)
+	}
+	if sql.Types != "" {
+		b.Queue(sql.Types)
+	}
+	b.Queue(sql.Unstarted)
+	br := sb.SendBatch(ctx, &b)
+	o, ok := readOpening(br, withLimits, sql.Types != "")
+	cerr := br.Close()
+	if !ok {
+		return nil, false
+	}
+	if cerr != nil && o.unstartedErr == nil {
+		o.unstartedErr = unstartedError(cerr)
+	}
+	if withLimits {
+		limits, modes, err := vetLimits(o.limits, o.modes)
+		if err != nil {
+			return nil, false
+		}
+		o.limits, o.modes = limits, modes
+	}
+	return o, true
+}
+
+// limitsWith reports whether the limits can travel in src's batch: a
+// TableLimits on src's own handle.
+func (r *Reclaimer) limitsWith(src *TableSource) bool {
+	tl, ok := r.cfg.Limits.(*TableLimits)
+	return ok && sameHandle(tl.db, src.db)
+}
+
+// readOpening reads openTable's batch in the order it was queued.
+func readOpening(br pgx.BatchResults, withLimits, withTypes bool) (*opening, bool) {
+	o := &opening{types: []string{""}}
+	if withLimits {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, false
+		}
+		if o.limits, o.modes, err = scanLimits(rows, true); err != nil {
+			return nil, false
+		}
+	}
+	if withTypes {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, false
+		}
+		if o.types, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return nil, false
+		}
+	}
+	var n int64
+	if err := br.QueryRow().Scan(&n); err != nil {
+		o.unstartedErr = unstartedError(err)
+	}
+	o.unstarted = int(n)
+	return o, true
+}
+
+// unstartedError wraps a failed count of the rows without a start as
+// TableSource.CountUnstarted does.
+func unstartedError(err error) error {
+	return fmt.Errorf("reclaim: table source: jobguard: unstarted: %w", err)
+}
+
+// sameHandle reports whether a and b are one handle, so that one batch
+// reads what each would have read. Handles of a type that cannot be
+// compared are taken for different ones.
+func sameHandle(a, b jobguard.DB) bool {
+	if a == nil || b == nil || reflect.TypeOf(a) != reflect.TypeOf(b) || !reflect.TypeOf(a).Comparable() {
+		return false
+	}
+	return a == b
+}

@@ -102,6 +102,10 @@ func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 		return Result{}, fmt.Errorf("settle: finalize: %w", err)
 	}
 	exec.JobID = id
+	if !s.cfg.Guard.Fenced() {
+		// A table without generations has one: 0, the record's key too.
+		exec.Generation = 0
+	}
 	rec, cols, err := s.newRecord(exec, spec)
 	if err != nil {
 		return Result{}, fmt.Errorf("settle: finalize: %w", err)
@@ -263,7 +267,12 @@ func (s *Settler) beginConfirm(ctx context.Context, fin jobguard.Finalized, at t
 	b.Queue(s.sql.confirm, exec.JobID, exec.Generation, fin.TableKey(), exec.JobID, exec.Generation, at)
 	br := s.cfg.DB.SendBatch(ctx, &b)
 	tx = br.Tx()
-	if _, err = br.Exec(); err != nil {
+	var pe pgx.ErrPreprocessingBatch
+	if _, err = br.Exec(); err != nil && errors.As(err, &pe) && pe.SQL() == s.sql.confirm {
+		// pgx prepares the batch's statements first and reports a failure
+		// to prepare on the first result: the confirmation's, not BEGIN's.
+		err = fmt.Errorf("settle: bill: confirm: %w", err)
+	} else if err != nil {
 		err = fmt.Errorf("settle: bill: begin: %w", err)
 	} else {
 		var usage string

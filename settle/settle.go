@@ -457,6 +457,9 @@ func (s *Settler) Reopen(ctx context.Context, exec jobguard.Execution) error {
 	if err != nil {
 		return fmt.Errorf("settle: reopen: %w", err)
 	}
+	if !s.cfg.Guard.Fenced() {
+		exec.Generation = 0 // as Finalize keyed the record
+	}
 	tag, err := s.cfg.DB.Exec(ctx, s.sql.reopen, id, exec.Generation)
 	if err != nil {
 		return fmt.Errorf("settle: reopen: %w", err)

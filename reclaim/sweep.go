@@ -156,30 +156,8 @@ func (r *Reclaimer) run(ctx context.Context, p *pass) error {
 // the sweep's deadline, and the sweep fails (or, for the count, notes it)
 // with an error wrapping safe.ErrAbandoned.
 func (r *Reclaimer) list(ctx context.Context, p *pass) error {
-	var limits map[string]time.Duration
-	// Over the jobs table, the limits, the active types and the count of
-	// the jobs without a start travel as one batch (see openTable).
 	table, _ := r.cfg.Source.(*TableSource)
-	var open *opening
-	err := safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
-		if table != nil && r.limitsWith(table) {
-			if o, ok := r.openTable(ctx, table, true); ok {
-				open, limits, p.modes = o, o.limits, o.modes
-				return nil
-			}
-		}
-		l, m, err := readLimits(ctx, r.cfg.Limits)
-		if err != nil {
-			return err
-		}
-		limits, p.modes = l, m
-		if table != nil {
-			// Limits of another handle, or the caller's own: the types
-			// and the count still travel together.
-			open, _ = r.openTable(ctx, table, false)
-		}
-		return nil
-	})
+	limits, open, err := r.open(ctx, p, table)
 	if err != nil {
 		return err
 	}
@@ -211,32 +189,64 @@ func (r *Reclaimer) list(ctx context.Context, p *pass) error {
 	if err != nil {
 		return err
 	}
-	// The jobs the source never lists for want of a start: counted after
-	// the reclaims, which matter more (or read with the limits, in the
-	// same round trip), and a count that fails is noted, not the sweep's
-	// failure.
-	if c, ok := r.cfg.Source.(UnstartedCounter); ok {
-		var n int
-		var err error
-		if open != nil {
-			n, err = open.unstarted, open.unstartedErr
-		} else {
-			err = safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
-				m, err := c.CountUnstarted(ctx)
-				if err == nil {
-					n = m
-				}
-				return err
-			})
-		}
-		switch {
-		case err == nil:
-			p.rep.NoStartTime += n
-		case ctx.Err() == nil || errors.Is(err, safe.ErrAbandoned):
-			p.notes.unstartedErr = err
-		}
-	}
+	r.countUnstarted(ctx, p, open)
 	return nil
+}
+
+// open reads the limits (and the types' modes into p). Over the jobs table
+// (table not nil), the limits, the active types and the count of the jobs
+// without a start travel as one batch (see openTable), returned as open.
+func (r *Reclaimer) open(ctx context.Context, p *pass, table *TableSource) (limits map[string]time.Duration, open *opening, err error) {
+	err = safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
+		if table != nil && r.limitsWith(table) {
+			if o, ok := r.openTable(ctx, table, true); ok {
+				open, limits, p.modes = o, o.limits, o.modes
+				return nil
+			}
+		}
+		l, m, err := readLimits(ctx, r.cfg.Limits)
+		if err != nil {
+			return err
+		}
+		limits, p.modes = l, m
+		if table != nil {
+			// Limits of another handle, or the caller's own: the types
+			// and the count still travel together.
+			open, _ = r.openTable(ctx, table, false)
+		}
+		return nil
+	})
+	return limits, open, err
+}
+
+// countUnstarted adds the jobs the source never lists for want of a start:
+// counted after the reclaims, which matter more (or read with the limits,
+// in the same round trip: open), and a count that fails is noted, not the
+// sweep's failure.
+func (r *Reclaimer) countUnstarted(ctx context.Context, p *pass, open *opening) {
+	c, ok := r.cfg.Source.(UnstartedCounter)
+	if !ok {
+		return
+	}
+	var n int
+	var err error
+	if open != nil {
+		n, err = open.unstarted, open.unstartedErr
+	} else {
+		err = safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
+			m, err := c.CountUnstarted(ctx)
+			if err == nil {
+				n = m
+			}
+			return err
+		})
+	}
+	switch {
+	case err == nil:
+		p.rep.NoStartTime += n
+	case ctx.Err() == nil || errors.Is(err, safe.ErrAbandoned):
+		p.notes.unstartedErr = err
+	}
 }
 
 // gate lets the calls of an abandoned source's page callback through one

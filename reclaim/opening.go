@@ -2,7 +2,6 @@ package reclaim
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 	"time"
 
@@ -15,16 +14,15 @@ import (
 
 // opening is what a sweep over the jobs table reads before its first
 // page, in one round trip: the limits and modes (when they are a
-// TableLimits on the source's handle), the active types, and the count of
-// the running jobs without a start.
+// TableLimits on the source's handle) and the active types. The count of
+// the running jobs without a start is not among them: a server answers a
+// batch whole, so a slow count would hold the limits and the types back
+// and take the listing's time; it is read after the reclaims.
 type opening struct {
 	// limits and modes are nil when the limits were not read with the rest.
 	limits map[string]time.Duration
 	modes  map[string]Mode
 	types  []string
-	// unstarted is the count, or unstartedErr why there is none.
-	unstarted    int
-	unstartedErr error
 }
 
 // batcher is a handle that sends batches: a pool, a connection, a pgx.Tx.
@@ -34,8 +32,7 @@ type batcher interface {
 
 // openTable reads what src's sweep needs before its first page as one
 // batch: the reads have no data between them, so the round trips of the
-// limits, the types and the count become one. The count is read last, so
-// that its failure (noted, not the sweep's) leaves the others read.
+// limits and the types become one.
 //
 // It reports false, having read nothing the sweep uses, when the handle
 // cannot send a batch or is inside a transaction (a failed read would
@@ -56,15 +53,14 @@ func (r *Reclaimer) openTable(ctx context.Context, src *TableSource, withLimits 
 	if sql.Types != "" {
 		b.Queue(sql.Types)
 	}
-	b.Queue(sql.Unstarted)
 	br := sb.SendBatch(ctx, &b)
 	o, ok := readOpening(br, withLimits, sql.Types != "")
 	cerr := br.Close()
 	if !ok {
 		return nil, false
 	}
-	if cerr != nil && o.unstartedErr == nil {
-		o.unstartedErr = unstartedError(cerr)
+	if cerr != nil {
+		return nil, false
 	}
 	if withLimits {
 		limits, modes, err := vetLimits(o.limits, o.modes)
@@ -104,18 +100,7 @@ func readOpening(br pgx.BatchResults, withLimits, withTypes bool) (*opening, boo
 			return nil, false
 		}
 	}
-	var n int64
-	if err := br.QueryRow().Scan(&n); err != nil {
-		o.unstartedErr = unstartedError(err)
-	}
-	o.unstarted = int(n)
 	return o, true
-}
-
-// unstartedError wraps a failed count of the rows without a start as
-// TableSource.CountUnstarted does.
-func unstartedError(err error) error {
-	return fmt.Errorf("reclaim: table source: jobguard: unstarted: %w", err)
 }
 
 // sameHandle reports whether a and b are one handle, so that one batch

@@ -36,9 +36,9 @@ func tracedPool(t *testing.T, env *testenv.Env, simple bool) (*pgxpool.Pool, *be
 }
 
 // Over the jobs table with the limits in a table on the same handle, a
-// sweep reads the limits and modes, the active types and the count of the
-// running jobs without a start in one round trip, then the overdue page,
-// then writes: three round trips with markers in Redis, where each read
+// sweep reads the limits and modes and the active types in one round
+// trip, then the overdue page, then writes, then counts the running jobs
+// without a start: four round trips with markers in Redis, where each read
 // was one of its own before (five). The report is what the reads say: the
 // limit and the mode of each type, a type without a limit reported, the
 // jobs without a start counted; a plan and a shadow sweep read the same.
@@ -74,7 +74,7 @@ func TestSweep_TableLimitsTypesAndCountTravelInOneRoundTrip(t *testing.T) {
 			before := trips.Load()
 			rep, err := r.Sweep(ctx)
 			require.NoError(t, err)
-			require.Equal(t, int64(3), trips.Load()-before, "the batch, the page, the write")
+			require.Equal(t, int64(4), trips.Load()-before, "the batch, the page, the write, the count")
 			require.Equal(t, reclaim.Report{Scanned: 3, NoStartTime: 2, UnknownType: 1, Paused: 1, Reclaimed: 1,
 				ReclaimedIDs: []string{chapter}}, rep)
 

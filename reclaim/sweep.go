@@ -29,8 +29,8 @@ import (
 // beside the limits (and a TableSource's active types) read once per sweep,
 // and the count of the running jobs when a share cap of the brake could
 // bind. Over a TableSource, the limits (a TableLimits on the source's
-// handle), the active types and the count of the jobs without a start
-// are one batch, one round trip, sent outside any transaction;
+// handle) and the active types are one batch, one round trip, sent
+// outside any transaction;
 // parent rules add the transaction's BEGIN and COMMIT, its lock_timeout, a
 // savepoint, for each rule a savepoint of its own with its timeouts set
 // before it and statement_timeout set back after it (four statements),
@@ -55,10 +55,9 @@ import (
 //
 // A source that never lists the active jobs without a start time (an
 // UnstartedCounter, as TableSource is) is asked for their number after the
-// pages (a TableSource counts them in its first batch, before them), which
-// goes into Report.NoStartTime when the listing succeeded: no sweep can
-// reclaim them, and every sweep says how many there are. A count that
-// fails is named in the summary line, at warn, and does not fail the
+// pages, which goes into Report.NoStartTime when the listing succeeded: no
+// sweep can reclaim them, and every sweep says how many there are. A count
+// that fails is named in the summary line, at warn, and does not fail the
 // sweep.
 //
 // With Config.Shadow set, the sweep decides the same and writes nothing: the
@@ -189,13 +188,13 @@ func (r *Reclaimer) list(ctx context.Context, p *pass) error {
 	if err != nil {
 		return err
 	}
-	r.countUnstarted(ctx, p, open)
+	r.countUnstarted(ctx, p)
 	return nil
 }
 
 // open reads the limits (and the types' modes into p). Over the jobs table
-// (table not nil), the limits, the active types and the count of the jobs
-// without a start travel as one batch (see openTable), returned as open.
+// (table not nil), the limits and the active types travel as one batch
+// (see openTable), returned as open.
 func (r *Reclaimer) open(ctx context.Context, p *pass, table *TableSource) (limits map[string]time.Duration, open *opening, err error) {
 	err = safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
 		if table != nil && r.limitsWith(table) {
@@ -211,7 +210,7 @@ func (r *Reclaimer) open(ctx context.Context, p *pass, table *TableSource) (limi
 		limits, p.modes = l, m
 		if table != nil {
 			// Limits of another handle, or the caller's own: the types
-			// and the count still travel together.
+			// are read in the batch alone.
 			open, _ = r.openTable(ctx, table, false)
 		}
 		return nil
@@ -220,27 +219,21 @@ func (r *Reclaimer) open(ctx context.Context, p *pass, table *TableSource) (limi
 }
 
 // countUnstarted adds the jobs the source never lists for want of a start:
-// counted after the reclaims, which matter more (or read with the limits,
-// in the same round trip: open), and a count that fails is noted, not the
-// sweep's failure.
-func (r *Reclaimer) countUnstarted(ctx context.Context, p *pass, open *opening) {
+// counted after the reclaims, which matter more, and a count that fails is
+// noted, not the sweep's failure.
+func (r *Reclaimer) countUnstarted(ctx context.Context, p *pass) {
 	c, ok := r.cfg.Source.(UnstartedCounter)
 	if !ok {
 		return
 	}
 	var n int
-	var err error
-	if open != nil {
-		n, err = open.unstarted, open.unstartedErr
-	} else {
-		err = safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
-			m, err := c.CountUnstarted(ctx)
-			if err == nil {
-				n = m
-			}
-			return err
-		})
-	}
+	err := safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
+		m, err := c.CountUnstarted(ctx)
+		if err == nil {
+			n = m
+		}
+		return err
+	})
 	switch {
 	case err == nil:
 		p.rep.NoStartTime += n

@@ -42,7 +42,7 @@ func tracedPool(t *testing.T, env *testenv.Env, simple bool) (*pgxpool.Pool, *be
 // was one of its own before (five). The report is what the reads say: the
 // limit and the mode of each type, a type without a limit reported, the
 // jobs without a start counted; a plan and a shadow sweep read the same.
-func TestSweep_TableLimitsTypesAndCountTravelInOneRoundTrip(t *testing.T) {
+func TestSweep_TableLimitsAndTypesTravelInOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, simple := range []bool{false, true} {
 		t.Run(fmt.Sprintf("simple=%v", simple), func(t *testing.T) {

@@ -72,14 +72,8 @@ func cancel(ctx context.Context, c *cli, s *settings, args []string) error {
 	if !errors.As(err, &se) && txstate.InDoubt(err) {
 		lost, err = settleCancel(ctx, guard, cn.pool, before[id], err)
 	}
-	switch {
-	case errors.As(err, &se) && se.Reason == jobguard.ReasonNotFound:
-		return notFound(guard, id)
-	case errors.As(err, &se) && se.Reason == jobguard.ReasonStatus:
-		return fail(exitRefused, fmt.Errorf("job %s is %s%s: only a %s or %s job can be cancelled; nothing was changed",
-			id, se.Status, alreadyCancelled(guard, before[id]), guard.Table().Statuses.Queued, guard.Table().Statuses.Processing), "")
-	case err != nil:
-		return err
+	if err != nil {
+		return cancelRefused(guard, id, before[id], err)
 	}
 	if s.Notices == noticesRedis {
 		pub, err := watch.NewPublisher(guard, watch.Transport{Redis: cn.redis})
@@ -96,6 +90,20 @@ func cancel(ctx context.Context, c *cli, s *settings, args []string) error {
 		return err
 	}
 	return printCancel(c, s, guard, id, before[id], after[id])
+}
+
+// cancelRefused is the command's answer to a cancel that failed with err:
+// the job's row was before.
+func cancelRefused(guard *jobguard.Guard, id string, before jobset.Job, err error) error {
+	var se *jobguard.StateError
+	switch {
+	case errors.As(err, &se) && se.Reason == jobguard.ReasonNotFound:
+		return notFound(guard, id)
+	case errors.As(err, &se) && se.Reason == jobguard.ReasonStatus:
+		return fail(exitRefused, fmt.Errorf("job %s is %s%s: only a %s or %s job can be cancelled; nothing was changed",
+			id, se.Status, alreadyCancelled(guard, before), guard.Table().Statuses.Queued, guard.Table().Statuses.Processing), "")
+	}
+	return err
 }
 
 // settleTimeout bounds the read-back of a cancel whose outcome is in

@@ -249,6 +249,39 @@ func (s *Schema) load(ctx context.Context, c *pgx.Conn, logf func(string, ...any
 	if err != nil {
 		return fmt.Errorf("scale: read indexes: %w", err)
 	}
+	if err := dropIndexes(ctx, c, ixs); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := s.copyAll(ctx, c, logf); err != nil {
+		return err
+	}
+	s.CopyTime = time.Since(start)
+
+	start = time.Now()
+	if err := s.buildIndexes(ctx, c, ixs, logf); err != nil {
+		return err
+	}
+	s.IndexTime = time.Since(start)
+	start = time.Now()
+	for _, t := range sideTables {
+		if _, err := c.Exec(ctx, `VACUUM ANALYZE `+ident.Quote(t)); err != nil {
+			return fmt.Errorf("scale: vacuum %s: %w", t, err)
+		}
+	}
+	s.VacuumTime = time.Since(start)
+	if _, err := c.Exec(ctx, `INSERT INTO scale_info (finished, running) VALUES ($1, $2)`, s.Size.Finished, s.Size.Running); err != nil {
+		return err
+	}
+	logf("scale: %s: loaded in %s (copy %s, indexes %s, vacuum %s)", s.Name,
+		(s.CopyTime + s.IndexTime + s.VacuumTime).Round(time.Second), s.CopyTime.Round(time.Second),
+		s.IndexTime.Round(time.Second), s.VacuumTime.Round(time.Second))
+	return nil
+}
+
+// dropIndexes drops the indexes (and key constraints) ixs, so that COPY
+// writes the tables alone.
+func dropIndexes(ctx context.Context, c *pgx.Conn, ixs []index) error {
 	for _, ix := range ixs {
 		drop := `DROP INDEX ` + ident.Quote(ix.name)
 		if ix.constraint {
@@ -258,7 +291,64 @@ func (s *Schema) load(ctx context.Context, c *pgx.Conn, logf func(string, ...any
 			return fmt.Errorf("scale: %s: %w", drop, err)
 		}
 	}
-	start := time.Now()
+	return nil
+}
+
+// buildIndexes builds ixs again, with room to sort.
+func (s *Schema) buildIndexes(ctx context.Context, c *pgx.Conn, ixs []index, logf func(string, ...any)) error {
+	if _, err := c.Exec(ctx, `SET maintenance_work_mem = '1GB'`); err != nil {
+		return err
+	}
+	for _, ix := range ixs {
+		t0 := time.Now()
+		build := ix.def
+		if ix.constraint {
+			build = `ALTER TABLE ` + ident.Quote(ix.table) + ` ADD CONSTRAINT ` + ident.Quote(ix.name) + ` ` + ix.def
+		}
+		if _, err := c.Exec(ctx, build); err != nil {
+			return fmt.Errorf("scale: %s: %w", build, err)
+		}
+		logf("scale: %s: built %s in %s", s.Name, ix.name, time.Since(t0).Round(time.Second))
+	}
+	_, err := c.Exec(ctx, `RESET maintenance_work_mem`)
+	return err
+}
+
+// copySpec is one table's COPY: its columns, row i's values, and whether
+// job i has a row in it (nil: every job).
+type copySpec struct {
+	table string
+	cols  []string
+	row   func(i int) []any
+	keep  func(i int) bool
+}
+
+// copyAll copies every table's rows of the history.
+func (s *Schema) copyAll(ctx context.Context, c *pgx.Conn, logf func(string, ...any)) error {
+	n := s.Size.Finished
+	for _, cp := range s.copies() {
+		t0 := time.Now()
+		i := -1
+		src := pgx.CopyFromFunc(func() ([]any, error) {
+			for i++; i < n; i++ {
+				if cp.keep == nil || cp.keep(i) {
+					return cp.row(i), nil
+				}
+			}
+			return nil, nil
+		})
+		got, err := c.CopyFrom(ctx, pgx.Identifier{cp.table}, cp.cols, src)
+		if err != nil {
+			return fmt.Errorf("scale: copy %s: %w", cp.table, err)
+		}
+		logf("scale: %s: copied %d rows into %s in %s", s.Name, got, cp.table, time.Since(t0).Round(time.Second))
+	}
+	return nil
+}
+
+// copies are the tables of the history, each row a function of the job's
+// number: a day of jobs up to now, in order.
+func (s *Schema) copies() []copySpec {
 	n := s.Size.Finished
 	end := time.Now().Truncate(time.Second)
 	day := 24 * time.Hour
@@ -269,12 +359,7 @@ func (s *Schema) load(ctx context.Context, c *pgx.Conn, logf func(string, ...any
 		run := time.Second + time.Duration(mix(uint64(i)^0x55)%uint64(t.Longest-time.Second))
 		return started, started.Add(run)
 	}
-	copies := []struct {
-		table string
-		cols  []string
-		row   func(i int) []any
-		keep  func(i int) bool
-	}{
+	return []copySpec{
 		{"jobs", []string{"id", "type", "status", "generation", "progress", "failure_reason", "started_at", "created_at", "updated_at"},
 			func(i int) []any {
 				st, fin := at(i)
@@ -318,58 +403,6 @@ func (s *Schema) load(ctx context.Context, c *pgx.Conn, logf func(string, ...any
 				return []any{s.Key, Text(ID(i)), int64(1), ReclaimedReason, fin, fin.Add(7 * day)}
 			}, reclaimed},
 	}
-	for _, cp := range copies {
-		t0 := time.Now()
-		i := -1
-		src := pgx.CopyFromFunc(func() ([]any, error) {
-			for i++; i < n; i++ {
-				if cp.keep == nil || cp.keep(i) {
-					return cp.row(i), nil
-				}
-			}
-			return nil, nil
-		})
-		got, err := c.CopyFrom(ctx, pgx.Identifier{cp.table}, cp.cols, src)
-		if err != nil {
-			return fmt.Errorf("scale: copy %s: %w", cp.table, err)
-		}
-		logf("scale: %s: copied %d rows into %s in %s", s.Name, got, cp.table, time.Since(t0).Round(time.Second))
-	}
-	s.CopyTime = time.Since(start)
-
-	start = time.Now()
-	if _, err := c.Exec(ctx, `SET maintenance_work_mem = '1GB'`); err != nil {
-		return err
-	}
-	for _, ix := range ixs {
-		t0 := time.Now()
-		build := ix.def
-		if ix.constraint {
-			build = `ALTER TABLE ` + ident.Quote(ix.table) + ` ADD CONSTRAINT ` + ident.Quote(ix.name) + ` ` + ix.def
-		}
-		if _, err := c.Exec(ctx, build); err != nil {
-			return fmt.Errorf("scale: %s: %w", build, err)
-		}
-		logf("scale: %s: built %s in %s", s.Name, ix.name, time.Since(t0).Round(time.Second))
-	}
-	s.IndexTime = time.Since(start)
-	start = time.Now()
-	for _, t := range sideTables {
-		if _, err := c.Exec(ctx, `VACUUM ANALYZE `+ident.Quote(t)); err != nil {
-			return fmt.Errorf("scale: vacuum %s: %w", t, err)
-		}
-	}
-	s.VacuumTime = time.Since(start)
-	if _, err := c.Exec(ctx, `RESET maintenance_work_mem`); err != nil {
-		return err
-	}
-	if _, err := c.Exec(ctx, `INSERT INTO scale_info (finished, running) VALUES ($1, $2)`, n, s.Size.Running); err != nil {
-		return err
-	}
-	logf("scale: %s: loaded in %s (copy %s, indexes %s, vacuum %s)", s.Name,
-		(s.CopyTime + s.IndexTime + s.VacuumTime).Round(time.Second), s.CopyTime.Round(time.Second),
-		s.IndexTime.Round(time.Second), s.VacuumTime.Round(time.Second))
-	return nil
 }
 
 // Stuck says whether running job i is stuck.

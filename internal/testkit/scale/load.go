@@ -14,6 +14,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -159,16 +160,9 @@ func Open(ctx context.Context, admin *pgxpool.Pool, name string, size Size, logf
 	defer func() {
 		_, _ = c.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext('jobguard scale ' || $1))`, name)
 	}()
-	var have int64
-	err = c.QueryRow(ctx, `SELECT finished FROM scale_info`).Scan(&have)
-	switch {
-	case err == pgx.ErrNoRows:
-	case err != nil:
-		return nil, fmt.Errorf("scale: read scale_info: %w", err)
-	case have == int64(size.Finished):
-		logf("scale: %s already holds %d finished jobs: reusing them", name, have)
-	default:
-		return nil, fmt.Errorf("scale: %s holds %d finished jobs, not %d: drop it first (DROP SCHEMA %s CASCADE)", name, have, size.Finished, q)
+	have, err := loaded(ctx, c, name, size, logf)
+	if err != nil {
+		return nil, err
 	}
 	// The migrations run only before a load: run again over the history,
 	// each of their checks would read ten million rows.
@@ -240,6 +234,24 @@ func indexes(ctx context.Context, c *pgx.Conn) ([]index, error) {
 		err := r.Scan(&ix.table, &ix.name, &ix.def, &ix.constraint)
 		return ix, err
 	})
+}
+
+// loaded is the number of finished jobs schema name holds already (0: none
+// loaded); a history of another size is an error.
+func loaded(ctx context.Context, c *pgx.Conn, name string, size Size, logf func(string, ...any)) (int64, error) {
+	var have int64
+	err := c.QueryRow(ctx, `SELECT finished FROM scale_info`).Scan(&have)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("scale: read scale_info: %w", err)
+	case have != int64(size.Finished):
+		return 0, fmt.Errorf("scale: %s holds %d finished jobs, not %d: drop it first (DROP SCHEMA %s CASCADE)",
+			name, have, size.Finished, ident.Quote(name))
+	}
+	logf("scale: %s already holds %d finished jobs: reusing them", name, have)
+	return have, nil
 }
 
 // load writes the history: the indexes dropped, every table copied, the

@@ -511,7 +511,13 @@ func (m *machine) settleFinalizeOf(rt *rapid.T, names []string) {
 		}
 		return
 	}
-	j.record = &record{gen: e.gen, state: recPending, pending: names, usage: ents}
+	// A table without generations keys its record at generation 0,
+	// whatever the execution carried.
+	recGen := e.gen
+	if !m.ref.fenced {
+		recGen = 0
+	}
+	j.record = &record{gen: recGen, state: recPending, pending: names, usage: ents}
 	settled := j.settleRun()
 	want := okay
 	if !settled {

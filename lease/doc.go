@@ -75,6 +75,8 @@
 //	go func() { <-l.Lost(); cancel() }() // lost: stop every execution
 //	// ... run jobs, each owned by l.ID() ...
 //
-// A reclaimer asks the other side of the question with Workers.Live, a
-// predicate to put inside its own conditional UPDATE, or Workers.Dead.
+// A reclaimer asks the other side of the question with Workers.DeadLocked,
+// a predicate to put inside its own conditional UPDATE (it locks the
+// expired lease rows it finds, so that no renewal under way revives one),
+// or Workers.Dead; Workers.Live is for reads that act on nothing.
 package lease

@@ -131,12 +131,14 @@ func (w Workers) DeadLocked(owner string) (string, error) {
 // moment later; one that is dead stays dead, as a lease is never renewed
 // after it expired.
 func (w Workers) Dead(ctx context.Context, db DB, ids []string) ([]string, error) {
-	live, err := w.Live("u.id")
+	// DeadLocked, not NOT Live: a renewal under way (written, not yet
+	// committed) would revive a lease Live's snapshot found expired.
+	expired, err := w.DeadLocked("u.id")
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.Query(ctx, `SELECT u.id FROM unnest($1::text[]) WITH ORDINALITY AS u(id, n) WHERE NOT `+
-		live+` ORDER BY u.n`, ids)
+	rows, err := db.Query(ctx, `SELECT u.id FROM unnest($1::text[]) WITH ORDINALITY AS u(id, n) WHERE `+
+		expired+` ORDER BY u.n`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("lease: dead: %w", err)
 	}

@@ -247,9 +247,14 @@
 // ended (jobset's Settled; at most 10 seconds, the time the markers and
 // notices of a commit get), and announces and counts what it finds
 // reclaimed, or rescued, as if it had heard the commit; the sweep's error
-// is still the write's. When the read-back fails too (the path to the
-// server is gone), nothing is announced, the error says so, and the
-// watchers' periodic check and the database reason remain.
+// is still the write's. The rows tell what was done to them, not who did
+// it: every execution that lost its job is told, and the counts are the
+// rows' word — a job another reclaimer rescued meanwhile counts here too,
+// and a job a worker started again before the read-back counts nowhere. A
+// row another transaction still holds is left out (half of that time at
+// most). When the read-back fails too (the path to the server is gone),
+// nothing is announced, the error says so, and the watchers' periodic
+// check and the database reason remain.
 //
 // # Usage
 //

@@ -378,6 +378,9 @@ type typeInfo struct {
 	kind    byte   // pg_type.typtype: b base, e enum, d domain, ...
 	typeOID int64
 	notNull bool // pg_attribute.attnotnull
+	// notNullBelow names a partition or inheriting table (at any depth)
+	// whose column of the same name is NOT NULL; "" when none is.
+	notNullBelow string
 	// collation names the column's collation when it is nondeterministic;
 	// "" otherwise.
 	collation string
@@ -528,6 +531,10 @@ func checkColumns(t Table, name string, cat catalog) error {
 		case c.notNull.cleared && ti.notNull:
 			errs = append(errs, fmt.Errorf("column %q (%s) of %s is NOT NULL, but the guard clears it (Retry, a rescue, an orphan's reset, a start without an owner); "+
 				"fix it with: ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL", c.name, c.field, name, name, ident.Quote(c.name)))
+		case c.notNull.cleared && ti.notNullBelow != "":
+			errs = append(errs, fmt.Errorf("column %q (%s) is NOT NULL in %s, a partition or inheriting table of %s, but the guard clears it "+
+				"(Retry, a rescue, an orphan's reset, a start without an owner); fix it with: ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL",
+				c.name, c.field, ti.notNullBelow, name, ti.notNullBelow, ident.Quote(c.name)))
 		case c.notNull.exact && ti.collation != "":
 			errs = append(errs, fmt.Errorf("column %q (%s) of %s has the nondeterministic collation %q: two spellings of a lease id "+
 				"could name one worker; give the column a deterministic collation (COLLATE \"C\", or the database's default)",
@@ -579,7 +586,12 @@ func readColumns(ctx context.Context, db DB, name string) (catalog, error) {
 SELECT a.attname, t.typname, n.nspname, t.typtype::text, t.oid::int8, a.attnotnull,
 	coalesce((SELECT c.collname::text FROM pg_collation c WHERE c.oid = a.attcollation AND NOT c.collisdeterministic), ''),
 	format_type(a.atttypid, a.atttypmod),
-	CASE WHEN t.typname IN ('varchar', 'bpchar') AND a.atttypmod >= 4 THEN a.atttypmod - 4 ELSE 0 END
+	CASE WHEN t.typname IN ('varchar', 'bpchar') AND a.atttypmod >= 4 THEN a.atttypmod - 4 ELSE 0 END,
+	coalesce((WITH RECURSIVE below(oid) AS (
+			SELECT inhrelid FROM pg_inherits WHERE inhparent = a.attrelid
+			UNION SELECT i.inhrelid FROM pg_inherits i JOIN below ON i.inhparent = below.oid)
+		SELECT min(b.oid::regclass::text) FROM below b
+		JOIN pg_attribute c ON c.attrelid = b.oid AND c.attname = a.attname AND NOT c.attisdropped AND c.attnotnull), '')
 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid JOIN pg_namespace n ON n.oid = t.typnamespace
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, name)
 	if err != nil {
@@ -588,7 +600,7 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, nam
 	cat := catalog{columns: map[string]typeInfo{}}
 	var col, kind string
 	var ti typeInfo
-	_, err = pgx.ForEachRow(rows, []any{&col, &ti.name, &ti.schema, &kind, &ti.typeOID, &ti.notNull, &ti.collation, &ti.full, &ti.maxChars}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&col, &ti.name, &ti.schema, &kind, &ti.typeOID, &ti.notNull, &ti.collation, &ti.full, &ti.maxChars, &ti.notNullBelow}, func() error {
 		ti.kind = kind[0]
 		cat.columns[col] = ti
 		return nil

@@ -105,7 +105,9 @@ func (r *Reclaimer) writeAll(ctx context.Context, chosen []jobset.Job) (outcome,
 // returns the jobs set aside because their rule failed.
 func (r *Reclaimer) writePage(ctx context.Context, p *pass, chosen []jobset.Job, typeOf map[string]string) (out outcome, aside []jobset.Job, err error) {
 	for batch := chosen; len(batch) > 0; {
+		var pid uint32
 		err := pgx.BeginFunc(ctx, r.cfg.DB, func(tx pgx.Tx) error {
+			pid = tx.Conn().PgConn().PID()
 			var err error
 			batch, err = r.writeBatch(ctx, tx, p, batch, typeOf, &out, &aside)
 			return err
@@ -113,8 +115,33 @@ func (r *Reclaimer) writePage(ctx context.Context, p *pass, chosen []jobset.Job,
 		if re := asRuleError(err); err != nil && (re == nil || !re.broken || ctx.Err() != nil) {
 			return outcome{}, nil, err
 		}
+		if err != nil {
+			// The broken transaction's connection was closed, but its
+			// server process may not have seen it yet, and holds the page's
+			// rows until it does: the next transaction would skip them as
+			// held by another.
+			r.awaitGone(ctx, p, pid)
+		}
 	}
 	return out, aside, nil
+}
+
+// awaitGone waits, within what is left of the pass's wait budget, until
+// the server process pid has ended.
+func (r *Reclaimer) awaitGone(ctx context.Context, p *pass, pid uint32) {
+	until := time.Now().Add(r.waitLeft(ctx, p, 0))
+	for pause := time.Millisecond; time.Now().Before(until); pause = min(2*pause, 50*time.Millisecond) {
+		var alive bool
+		err := r.cfg.DB.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)`, int64(pid)).Scan(&alive)
+		if err != nil || !alive {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+	}
 }
 
 // writeBatch attempts batch in tx, setting the jobs of a rule that fails

@@ -61,17 +61,22 @@ func (r *Reclaimer) settleReclaims(ctx context.Context, chosen, committed []jobs
 	return out, err
 }
 
-// settled is jobset's Settled within half of what is left of ctx (the
-// after-commit context), so that a row another transaction holds leaves
-// the other half to the markers and notices of what did commit.
+// settled is jobset's Settled within what is left of ctx (the after-commit
+// context) but announceReserve, so that a row another transaction holds
+// leaves time to the markers and notices of what did commit.
 func settled(ctx context.Context, g *jobguard.Guard, db jobguard.DB, ids []string) (map[string]jobset.Job, error) {
 	if deadline, ok := ctx.Deadline(); ok {
+		left := time.Until(deadline)
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Until(deadline)/2)
+		ctx, cancel = context.WithTimeout(ctx, max(left-announceReserve, left/2))
 		defer cancel()
 	}
 	return jobset.New(g).Settled(ctx, db, ids)
 }
+
+// announceReserve is the part of the after-commit time a read-back leaves
+// to the markers and notices that follow it.
+const announceReserve = 2 * time.Second
 
 // settleRescues reads back, once the transactions holding them have ended,
 // the rows of the orphans of page whose rescue is in doubt. It returns

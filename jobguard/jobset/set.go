@@ -165,6 +165,11 @@ func (s *Set) Settled(ctx context.Context, db jobguard.DB, ids []string) (map[st
 	left, pause := ids, 10*time.Millisecond
 	for {
 		held, err := s.settledOnce(ctx, db, left, out)
+		if err != nil && ctx.Err() != nil {
+			// The context ended during a read: the rows read before stand,
+			// the others are as good as held.
+			return out, fmt.Errorf("jobguard: settled: %w: %d of %d rows unread: %w", ErrHeld, len(ids)-len(out), len(ids), err)
+		}
 		if err != nil {
 			return out, fmt.Errorf("jobguard: settled: %w", err)
 		}

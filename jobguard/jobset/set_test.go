@@ -472,7 +472,6 @@ func TestSettled_ReadsARowAsItsHoldingTransactionCommitsIt(t *testing.T) {
 	})
 }
 
-
 // BeginFailIfUnchanged leaves its write in an open transaction: rolled
 // back, nothing changed; committed, the job is failed.
 func TestBeginFailIfUnchanged_WriteIsTheTransactionsFirstStatement(t *testing.T) {

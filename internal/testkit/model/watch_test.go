@@ -173,7 +173,7 @@ func (m *machine) checkWatched(rt *rapid.T) {
 		}
 		// The check says when the job went back to the queue; the
 		// heartbeat's refusal too; a notice never does.
-		if want := v.via == watch.ViaCheck && m.ref.fenced && v.status == queued.String() && v.seen > e.gen; v.via != watch.ViaHeartbeat && lost.Requeued != want {
+		if want := v.via == watch.ViaCheck && m.ref.fenced && v.status == m.w.statusWord(queued) && v.seen > e.gen; v.via != watch.ViaHeartbeat && lost.Requeued != want {
 			rt.Fatalf("the lost execution of job %q generation %d: requeued %v, want %v (%v)", j.id, e.gen, lost.Requeued, want, cause)
 		}
 		got := fmt.Sprintf("%s g%d via %v seen %d status %q cancelled %v (ErrCancelled %v)", lost.JobID, lost.Generation, lost.Via,

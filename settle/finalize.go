@@ -13,6 +13,7 @@ import (
 	"github.com/jobguard/jobguard/internal/pgarray"
 	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/internal/safe"
+	"github.com/jobguard/jobguard/internal/txbatch"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/usage"
 )
@@ -262,40 +263,23 @@ func (s *Settler) mark(ctx context.Context, exec jobguard.Execution, name string
 // left open.
 func (s *Settler) beginConfirm(ctx context.Context, fin jobguard.Finalized, at time.Time) (tx pgx.Tx, raw *string, inserted []string, err error) {
 	exec := fin.Execution()
-	var b pgx.Batch
-	b.BeginTx(pgx.TxOptions{})
-	b.Queue(s.sql.confirm, exec.JobID, exec.Generation, fin.TableKey(), exec.JobID, exec.Generation, at)
-	br := s.cfg.DB.SendBatch(ctx, &b)
-	tx = br.Tx()
-	var pe pgx.ErrPreprocessingBatch
-	if _, err = br.Exec(); err != nil && errors.As(err, &pe) && pe.SQL() == s.sql.confirm {
-		// pgx prepares the batch's statements first and reports a failure
-		// to prepare on the first result: the confirmation's, not BEGIN's.
-		err = fmt.Errorf("settle: bill: confirm: %w", err)
-	} else if err != nil {
-		err = fmt.Errorf("settle: bill: begin: %w", err)
-	} else {
+	tx, err = txbatch.BeginQueryRow(ctx, s.cfg.DB, func(row pgx.Row) error {
 		var usage string
-		switch err = br.QueryRow().Scan(&usage, &inserted); {
+		switch err := row.Scan(&usage, &inserted); {
 		case err == nil:
 			raw = &usage
+			return nil
 		case errors.Is(err, pgx.ErrNoRows):
-			err = nil
+			return nil
 		default:
-			err = fmt.Errorf("settle: bill: confirm: %w", err)
+			return err
 		}
-	}
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("settle: bill: confirm: %w", cerr)
-	}
-	if err == nil && tx == nil {
-		err = errors.New("settle: bill: begin: no transaction")
+	}, s.sql.confirm, exec.JobID, exec.Generation, fin.TableKey(), exec.JobID, exec.Generation, at)
+	if be := (*txbatch.BeginError)(nil); errors.As(err, &be) {
+		return nil, nil, nil, fmt.Errorf("settle: bill: %w", err)
 	}
 	if err != nil {
-		if tx != nil {
-			_ = tx.Rollback(ctx)
-		}
-		return nil, nil, nil, err
+		return nil, nil, nil, fmt.Errorf("settle: bill: confirm: %w", err)
 	}
 	return tx, raw, inserted, nil
 }

@@ -48,16 +48,47 @@ func (e *BeginError) Unwrap() error { return e.Err }
 // left open: the transaction has been rolled back, and a failure of BEGIN
 // itself is a *BeginError.
 func BeginExec(ctx context.Context, db DB, sql string, args ...any) (pgx.Tx, pgconn.CommandTag, error) {
+	var tag pgconn.CommandTag
+	tx, err := begin(ctx, db, sql, args,
+		func(br pgx.BatchResults) (err error) { tag, err = br.Exec(); return err },
+		func(tx pgx.Tx) (err error) { tag, err = tx.Exec(ctx, sql, args...); return err })
+	return tx, tag, err
+}
+
+// BeginQueryRow is BeginExec for a statement that returns a row: scan
+// reads it (and may take pgx.ErrNoRows for an answer, returning nil: the
+// transaction is then open as on any success). An error of scan's rolls the
+// transaction back, as a failed statement does.
+func BeginQueryRow(ctx context.Context, db DB, scan func(pgx.Row) error, sql string, args ...any) (pgx.Tx, error) {
+	return begin(ctx, db, sql, args,
+		func(br pgx.BatchResults) error { return scan(br.QueryRow()) },
+		func(tx pgx.Tx) error { return scan(tx.QueryRow(ctx, sql, args...)) })
+}
+
+// begin begins a transaction on db whose first statement is sql: with
+// BEGIN in one batch where db allows (inBatch reads the statement's
+// result), else Begin then inTx. On an error the transaction is rolled
+// back; a failure of BEGIN itself is a *BeginError.
+func begin(ctx context.Context, db DB, sql string, args []any, inBatch func(pgx.BatchResults) error, inTx func(pgx.Tx) error) (pgx.Tx, error) {
 	sb, ok := db.(batcher)
 	if !ok || txstate.Of(db) != txstate.Own {
-		return beginThenExec(ctx, db, sql, args...)
+		tx, err := db.Begin(ctx)
+		if err != nil {
+			return nil, &BeginError{Err: err}
+		}
+		if err := inTx(tx); err != nil {
+			if rerr := tx.Rollback(ctx); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			return nil, err
+		}
+		return tx, nil
 	}
 	var b pgx.Batch
 	b.BeginTx(pgx.TxOptions{})
 	b.Queue(sql, args...)
 	br := sb.SendBatch(ctx, &b)
 	tx := br.Tx()
-	var tag pgconn.CommandTag
 	_, err := br.Exec()
 	var pe pgx.ErrPreprocessingBatch
 	switch {
@@ -68,7 +99,7 @@ func BeginExec(ctx context.Context, db DB, sql string, args ...any) (pgx.Tx, pgc
 	case err != nil:
 		err = &BeginError{Err: err}
 	default:
-		tag, err = br.Exec()
+		err = inBatch(br)
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = cerr
@@ -79,22 +110,7 @@ func BeginExec(ctx context.Context, db DB, sql string, args ...any) (pgx.Tx, pgc
 		if rerr := tx.Rollback(ctx); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
 			err = errors.Join(err, rerr)
 		}
-		return nil, tag, err
+		return nil, err
 	}
-	return tx, tag, nil
-}
-
-func beginThenExec(ctx context.Context, db DB, sql string, args ...any) (pgx.Tx, pgconn.CommandTag, error) {
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return nil, pgconn.CommandTag{}, &BeginError{Err: err}
-	}
-	tag, err := tx.Exec(ctx, sql, args...)
-	if err != nil {
-		if rerr := tx.Rollback(ctx); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-		return nil, tag, err
-	}
-	return tx, tag, nil
+	return tx, nil
 }

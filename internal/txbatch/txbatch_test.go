@@ -2,8 +2,10 @@ package txbatch_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -165,4 +167,25 @@ func TestBeginExec_ACancelledContextRunsNothing(t *testing.T) {
 	require.Nil(t, tx)
 	require.Equal(t, int32(0), b.pool.Stat().AcquiredConns())
 	require.Equal(t, 0, b.count(t))
+}
+
+// BeginQueryRow hands the statement's row to scan, inside the transaction
+// it opened with it; a statement that cannot even be prepared is the
+// statement's failure, not BEGIN's, and leaves nothing open.
+func TestBeginQueryRow_ReadsTheRowAndNamesAStatementThatFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	var got int
+	tx, err := txbatch.BeginQueryRow(ctx, env.Pool, func(r pgx.Row) error { return r.Scan(&got) }, `SELECT 41 + 1`)
+	require.NoError(t, err)
+	require.Equal(t, 42, got)
+	require.NoError(t, tx.Commit(ctx))
+
+	_, err = txbatch.BeginQueryRow(ctx, env.Pool, func(r pgx.Row) error { return r.Scan(&got) }, `SELECT n FROM no_such_table`)
+	require.ErrorContains(t, err, "no_such_table")
+	var be *txbatch.BeginError
+	require.False(t, errors.As(err, &be), "the statement failed, not BEGIN: %v", err)
+	require.Eventually(t, func() bool { return env.Pool.Stat().AcquiredConns() == 0 }, testenv.Patience, 10*time.Millisecond,
+		"nothing is left open")
 }

@@ -17,7 +17,8 @@
 //   - The bound: a process's death is visible within TTL of the last
 //     renewal the database executed. A process renews every Renew, so one
 //     killed at time D is dead to Workers.Live and Workers.Dead by D + TTL
-//     (a renewal it sent just before dying may land a moment after), and
+//     (a renewal it sent just before dying may land a moment after; to
+//     Workers.Dead and the rescue, once no transaction holds its row), and
 //     a process stopped or cut off from the database the same. A clean
 //     Stop makes it dead at once.
 //   - An expired lease stays expired. A renewal is conditional on the row

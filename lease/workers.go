@@ -102,9 +102,11 @@ func (w Workers) Live(owner string) (string, error) {
 // owner is not live, and stays so until the statement's transaction
 // ends", for a statement that acts on the answer (a rescue): the owner has
 // no row, or its row expired by now() and is locked FOR SHARE. A row that
-// a renewal holds is skipped, and the lease taken for live; a renewal
-// that comes after the lock waits for it, then finds the lease expired
-// and is refused. Live alone cannot promise this: a renewal that began
+// another transaction holds (a renewal; also a release or a Prune, for
+// as long as their statement's transaction lasts) is skipped, and the
+// lease taken for live: a rescue is delayed to a later sweep, never made
+// twice. A renewal that comes after the lock waits for it, then finds the
+// lease expired and is refused. Live alone cannot promise this: a renewal that began
 // before the expiry and commits after a reader's snapshot would revive a
 // lease the reader judged dead.
 func (w Workers) DeadLocked(owner string) (string, error) {
@@ -127,9 +129,12 @@ func (w Workers) DeadLocked(owner string) (string, error) {
 //
 // The bound: a process that stops renewing (killed, stopped, cut off from
 // the database) is dead to Dead within its lease's TTL of the last renewal
-// the database executed. A process that is live by this answer may die a
-// moment later; one that is dead stays dead, as a lease is never renewed
-// after it expired.
+// the database executed, once no transaction holds its row: a row that a
+// renewal, a release or a Prune is writing is taken for live until that
+// transaction ends (DeadLocked). A process that is live by this answer may
+// die a moment later; one that is dead stays dead, as a lease is never
+// renewed after it expired. Dead locks the rows it reports (FOR SHARE), so
+// it cannot run in a read-only transaction or on a standby.
 func (w Workers) Dead(ctx context.Context, db DB, ids []string) ([]string, error) {
 	// DeadLocked, not NOT Live: a renewal under way (written, not yet
 	// committed) would revive a lease Live's snapshot found expired.

@@ -252,7 +252,8 @@
 // rows' word — a job another reclaimer rescued meanwhile counts here too,
 // and a job a worker started again before the read-back counts nowhere. A
 // row another transaction still holds is left out (it is polled until two
-// seconds of that time are left, to announce the rest). When the read-back
+// seconds of that time are left, or half of it when less than four are,
+// to announce the rest). When the read-back
 // fails too (the path to the server is gone), nothing is announced, the
 // error says so, and the watchers' periodic
 // check and the database reason remain.

@@ -327,14 +327,17 @@ func (s *Settler) bill(ctx context.Context, fin jobguard.Finalized) (billing, er
 	}
 	var b billing
 	for _, e := range entries {
-		inc := s.cfg.Increments[e.Meter]
-		if inc == nil {
+		if !s.billable(e.Meter) {
 			return billing{}, fmt.Errorf("settle: bill: %w for meter %q", ErrUnregistered, e.Meter)
 		}
-		acc, err := s.ledger.Accrued(ctx, tx, fin, e, fresh[e.Meter], at, func(ctx context.Context, tx pgx.Tx) error {
-			// A panic fails the billing, which rolls back, as an error does.
-			return safe.Call(func() error { return inc(ctx, tx, exec, e) })
-		})
+		var increment func(ctx context.Context, tx pgx.Tx) error // a counted meter's total is in already
+		if inc := s.cfg.Increments[e.Meter]; inc != nil {
+			increment = func(ctx context.Context, tx pgx.Tx) error {
+				// A panic fails the billing, which rolls back, as an error does.
+				return safe.Call(func() error { return inc(ctx, tx, exec, e) })
+			}
+		}
+		acc, err := s.ledger.Accrued(ctx, tx, fin, e, fresh[e.Meter], at, increment)
 		delete(fresh, e.Meter)
 		if err != nil {
 			return billing{}, fmt.Errorf("settle: bill: meter %s: %w", e.Meter, err)

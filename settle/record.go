@@ -140,8 +140,8 @@ func (s *Settler) storeUsage(entries []usage.Entry) ([]storedEntry, error) {
 			return nil, fmt.Errorf("Usage[%d]: %w", i, err)
 		}
 		switch {
-		case s.cfg.Increments[e.Meter] == nil:
-			return nil, fmt.Errorf("Usage[%d]: %w for meter %q (Config.Increments)", i, ErrUnregistered, e.Meter)
+		case !s.billable(e.Meter):
+			return nil, fmt.Errorf("Usage[%d]: %w for meter %q (Config.Increments, or a counter of Config.Ledger)", i, ErrUnregistered, e.Meter)
 		case meters[e.Meter]:
 			return nil, fmt.Errorf("Usage[%d]: Meter %q is billed twice; the ledger keeps one row per (job, meter)", i, e.Meter)
 		}

@@ -59,7 +59,8 @@ var ErrPending = errors.New("settle: completed; the rest is left to the settle s
 var ErrGivenUp = errors.New("settle: record was given up")
 
 // ErrUnregistered is returned, wrapped, when a spec or a record names an
-// update or a meter that has no handler in Config. A spec that names one
+// update or a meter that has no handler in Config (for a meter: no
+// increment, and no counter in Config.Ledger). A spec that names one
 // is refused before anything is written; a record that names one (written
 // by a process with other handlers) fails its attempt, visibly, and is
 // given up in the end like any record that keeps failing.
@@ -120,7 +121,10 @@ type Config struct {
 	// none.
 	Handlers map[string]Handler
 	// Increments bill usage, by meter. A finalize may bill only these
-	// meters. Defaults to none.
+	// meters and those that Ledger counts (usage.Config.Counters): a
+	// counted meter's totals are added in the statement that confirms the
+	// record, and an increment of the same meter runs after them.
+	// Defaults to none.
 	Increments map[string]Increment
 	// Ledger records the accruals. Defaults to usage's default ledger
 	// (usage_ledger through search_path).
@@ -263,10 +267,16 @@ func New(ctx context.Context, cfg Config) (*Settler, error) {
 		pol:       policy{maxAttempts: cfg.MaxAttempts, backoffMin: cfg.BackoffMin, backoffMax: cfg.BackoffMax},
 		log:       cfg.Logger,
 		ledger:    ledger,
-		sql:       buildStatements(tbl, cfg.Guard.TableKey(), ledger.Insert),
+		sql:       buildStatements(tbl, cfg.Guard.TableKey(), ledger),
 		met:       newSettleMetrics(cfg.MeterProvider),
 		retention: retentionRule(tbl, cfg.Guard.TableKey()),
 	}, nil
+}
+
+// billable reports whether a finalize may bill meter: an increment bills
+// it, or the ledger counts it.
+func (s *Settler) billable(meter string) bool {
+	return s.cfg.Increments[meter] != nil || s.ledger.Counted(meter)
 }
 
 // validate checks what New cannot default, naming the field.
@@ -365,9 +375,10 @@ func (cfg Config) withDefaults() (Config, error) {
 // tables share one records table and each Settler reads, takes and writes
 // only its own table's.
 //
-// ledger is the ledger's insert (ledgerlink.Ledger.Insert), which the
-// billing runs in the statement that confirms the record.
-func buildStatements(tbl, jobs string, ledger func(source string, first int) string) statements {
+// ledger is the ledger's side of the billing: its insert and its counters
+// (ledgerlink.Ledger.Insert and Count), which the billing runs in the
+// statement that confirms the record.
+func buildStatements(tbl, jobs string, ledger ledgerlink.Ledger) statements {
 	const (
 		now = `statement_timestamp()`
 	)
@@ -421,11 +432,12 @@ func buildStatements(tbl, jobs string, ledger func(source string, first int) str
 	// the confirmation returned: none when it matched nothing (confirmed or
 	// given up already), so a record is billed only by the transaction
 	// that confirms it. An entry whose ledger row exists already is left
-	// out of the meters returned, and judged a duplicate.
+	// out of the meters returned, and judged a duplicate. The totals of the
+	// ledger's counters go in with the new rows, in the same statement.
 	s.confirm = `WITH confirmed AS (UPDATE ` + tbl + ` SET state = 'confirmed', pending = '{}', last_error = NULL, settled_at = ` + now +
 		`, updated_at = ` + now + pk + ` AND state = 'pending' RETURNING usage), billed AS (` +
-		ledger(`confirmed, jsonb_to_recordset(confirmed.usage) AS e(account text, meter text, quantity int8, attributes jsonb)`, 3) +
-		`) SELECT confirmed.usage::text, ARRAY(SELECT meter FROM billed) FROM confirmed`
+		ledger.Insert(`confirmed, jsonb_to_recordset(confirmed.usage) AS e(account text, meter text, quantity int8, attributes jsonb)`, 3) +
+		`)` + ledger.Count(`billed`) + ` SELECT confirmed.usage::text, ARRAY(SELECT meter FROM billed) FROM confirmed`
 	s.state = `SELECT state FROM ` + tbl + pk
 	// A sweep takes the most overdue pending record that no other
 	// transaction holds, and pushes it a lease ahead in the same statement,

@@ -244,7 +244,7 @@ func (s *Settler) run(ctx context.Context, c claimed, res *attemptResult) (outco
 		todo = append(todo, c.updates[i])
 	}
 	for _, e := range c.usage {
-		if s.cfg.Increments[e.Meter] == nil {
+		if !s.billable(e.Meter) {
 			missing = append(missing, "meter "+e.Meter)
 		}
 	}

@@ -113,11 +113,12 @@ func (l *Ledger) Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finali
 		return Accrual{}, fmt.Errorf("usage: accrue: %w: db is %v; pass its pgx.Tx, or a connection outside any transaction", jobguard.ErrInTransaction, s)
 	}
 	at := l.now()
-	args := l.insertArgs(fin, entry, attrs, at)
+	insert, args := l.insertFor(fin, entry, attrs, at)
 	if s == txstate.Own && increment == nil {
-		// The ledger row alone is one statement, which is atomic by
-		// itself: no transaction needs to stand around it.
-		tag, err := db.Exec(ctx, l.insert, args...)
+		// The ledger row (and its counter's total) is one statement,
+		// which is atomic by itself: no transaction needs to stand around
+		// it.
+		tag, err := db.Exec(ctx, insert, args...)
 		if err != nil {
 			return Accrual{}, fmt.Errorf("usage: accrue: insert: %w", err)
 		}
@@ -129,7 +130,7 @@ func (l *Ledger) Accrue(ctx context.Context, db jobguard.DB, fin jobguard.Finali
 	}
 	// BEGIN travels with the ledger row: only the row's answer decides
 	// whether the increment runs.
-	tx, tag, err := txbatch.BeginExec(ctx, db, l.insert, args...)
+	tx, tag, err := txbatch.BeginExec(ctx, db, insert, args...)
 	if be := (*txbatch.BeginError)(nil); errors.As(err, &be) {
 		return Accrual{}, fmt.Errorf("usage: accrue: begin: %w", be.Err)
 	}
@@ -199,7 +200,8 @@ func (l *Ledger) admit(ctx context.Context, fin jobguard.Finalized, entry Entry)
 // counted.
 func (l *Ledger) write(ctx context.Context, tx pgx.Tx, fin jobguard.Finalized, entry Entry, attrs *string, increment func(ctx context.Context, tx pgx.Tx) error) (Accrual, error) {
 	at := l.now()
-	tag, err := tx.Exec(ctx, l.insert, l.insertArgs(fin, entry, attrs, at)...)
+	insert, args := l.insertFor(fin, entry, attrs, at)
+	tag, err := tx.Exec(ctx, insert, args...)
 	if err != nil {
 		return Accrual{}, fmt.Errorf("usage: accrue: insert: %w", err)
 	}
@@ -228,8 +230,10 @@ func init() {
 	ledgerlink.Of = func(ledger any) ledgerlink.Ledger {
 		l := ledger.(*Ledger)
 		return ledgerlink.Ledger{
-			Insert: l.insertFrom,
-			Now:    l.now,
+			Insert:  l.insertFrom,
+			Counted: func(meter string) bool { _, ok := l.counters[meter]; return ok },
+			Count:   l.countFrom,
+			Now:     l.now,
 			Accrued: func(ctx context.Context, tx pgx.Tx, fin jobguard.Finalized, entry any, inserted bool, at time.Time,
 				increment func(ctx context.Context, tx pgx.Tx) error) (any, error) {
 				e := entry.(Entry)
@@ -246,12 +250,19 @@ func init() {
 	}
 }
 
-// insertArgs are the ledger insert's arguments for fin's job. The job is
-// keyed by its jobs table and its canonical id, as fin names them
-// (jobguard's Finalize and Resume canonicalize the id).
-func (l *Ledger) insertArgs(fin jobguard.Finalized, entry Entry, attrs *string, at time.Time) []any {
+// insertFor returns the statement that inserts entry's ledger row for
+// fin's job, and adds to its counter's total when its meter has one, and
+// the statement's arguments. The job is keyed by its jobs table and its
+// canonical id, as fin names them (jobguard's Finalize and Resume
+// canonicalize the id).
+func (l *Ledger) insertFor(fin jobguard.Finalized, entry Entry, attrs *string, at time.Time) (string, []any) {
 	exec := fin.Execution()
-	return []any{exec.JobID, entry.Meter, exec.Generation, entry.Account, entry.Quantity, attrs, at, fin.TableKey()}
+	args := make([]any, 0, 9) // room for a counter's key
+	args = append(args, exec.JobID, entry.Meter, exec.Generation, entry.Account, entry.Quantity, attrs, at, fin.TableKey())
+	if sql, ok := l.counted[entry.Meter]; ok {
+		return sql, append(args, entry.Account)
+	}
+	return l.insert, args
 }
 
 // inserted judges the ledger insert's answer: a new row is this call's

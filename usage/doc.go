@@ -59,6 +59,23 @@
 //   - Increments on other databases or services are not in the transaction;
 //     only what increment writes through its pgx.Tx is.
 //
+// Counters: most increments add the quantity to a running total per
+// account. Named in Config.Counters, by meter, that total is written by
+// the ledger row's own statement (a data-modifying common table
+// expression), so Accrue with no increment is one statement and one round
+// trip, atomic by itself: the row and the total commit together or not at
+// all, and a duplicate adds nothing. Package settle adds a counted meter's
+// totals in the statement that confirms its record, and needs no
+// Increment for it.
+//
+//	ledger, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{
+//		"video_seconds": {Table: "accounts", Key: "id", Column: "video_seconds"},
+//	}})
+//	...
+//	_, err = ledger.Accrue(ctx, pool, fin, usage.Entry{
+//		Account: accountID, Meter: "video_seconds", Quantity: seconds,
+//	}, nil)
+//
 // The ledger table comes from Migration (usage_ledger); NewLedger points a
 // Ledger at a table of another name or schema with the same columns. The
 // package-level Accrue uses the default table through search_path. The

@@ -70,3 +70,51 @@ func ExampleNewLedger() {
 	// true <nil>
 	// true
 }
+
+func ExampleCounter() {
+	tb, done := testenv.ExampleTB()
+	defer done()
+	env := testenv.New(tb)
+	jobs := fixture.Create(tb, env, fixture.Default)
+	ctx := context.Background()
+	pool := env.Pool
+	env.Exec(usage.Migration)
+	env.Exec(`CREATE TABLE accounts (id text PRIMARY KEY, video_seconds bigint NOT NULL DEFAULT 0)`)
+
+	// The meter video_seconds is totalled per account in accounts: the
+	// ledger row and the total are one statement, and the account's row
+	// is inserted by its first accrual.
+	ledger, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{
+		"video_seconds": {Table: "accounts", Key: "id", Column: "video_seconds"},
+	}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, seconds := range []int64{90, 30} {
+		exec := jobguard.Execution{JobID: jobs.Insert(tb, fixture.Job{Generation: 1}), Generation: 1}
+		fin, err := jobs.Guard.Finalize(ctx, pool, exec, jobguard.FinalizeSpec{})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		entry := usage.Entry{Account: "acct-1", Meter: "video_seconds", Quantity: seconds}
+		for range 2 { // a replay adds nothing
+			acc, err := ledger.Accrue(ctx, pool, fin, entry, nil)
+			if err != nil {
+				fmt.Println(err)
+				return
+			}
+			fmt.Println("accrued:", acc.Accrued)
+		}
+	}
+	var seconds int64
+	_ = pool.QueryRow(ctx, `SELECT video_seconds FROM accounts WHERE id = 'acct-1'`).Scan(&seconds)
+	fmt.Println("billed seconds:", seconds)
+	// Output:
+	// accrued: true
+	// accrued: false
+	// accrued: true
+	// accrued: false
+	// billed seconds: 120
+}

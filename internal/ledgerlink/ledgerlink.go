@@ -23,10 +23,19 @@ type Ledger struct {
 	// a FROM list in which e names each entry, with the columns meter
 	// (text), account (text), quantity (int8) and attributes (jsonb). It
 	// skips an entry whose (job, meter) has a row already (ON CONFLICT DO
-	// NOTHING) and returns the meter of each row it inserts. Its
-	// parameters, numbered from first: the jobs table, the job id, the
-	// generation, the time recorded.
+	// NOTHING) and returns the meter, the account and the quantity of
+	// each row it inserts. Its parameters, numbered from first: the jobs
+	// table, the job id, the generation, the time recorded.
 	Insert func(source string, first int) string
+	// Counted reports whether meter has a counter (usage.Config.Counters):
+	// its rows are totalled by Count's expressions, and need no increment.
+	Counted func(meter string) bool
+	// Count is the counters' part of the statement in which Insert is the
+	// data-modifying common table expression named billed: more
+	// expressions (", name AS (...)"), to follow billed's, that add each
+	// new row of a counted meter to its account's total. Empty without
+	// counters.
+	Count func(billed string) string
 	// Now is the ledger's clock, for the time recorded.
 	Now func() time.Time
 	// Accrued judges one entry, a usage.Entry, once Insert has run in tx

@@ -1,0 +1,158 @@
+package settle_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/settle"
+	"github.com/jobguard/jobguard/usage"
+)
+
+// countedSettler is a Settler whose ledger counts video_ms into a table
+// keyed by typ (names that need quoting), with no increment for it, and
+// counts tokens into the same table's other column. total reads an
+// account's video_ms (-1 without a row).
+func (b *bundle) countedSettler(t *testing.T, typ string) (s *settle.Settler, total func(account string) int64) {
+	t.Helper()
+	b.env.Exec(fmt.Sprintf(`CREATE TABLE "Totals ""x""" ("Account Id" %s PRIMARY KEY, "Video Ms" numeric NOT NULL DEFAULT 0,
+		"Tokens" bigint NOT NULL DEFAULT 0, plan text NOT NULL DEFAULT 'free')`, typ))
+	counter := func(col string) usage.Counter {
+		return usage.Counter{Schema: b.env.Schema, Table: `Totals "x"`, Key: "Account Id", Column: col}
+	}
+	ledger, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{
+		"video_ms": counter("Video Ms"), "tokens": counter("Tokens")}})
+	require.NoError(t, err)
+	s = b.settler(t, quick(settle.Config{Ledger: ledger, Increments: map[string]settle.Increment{}}))
+	return s, func(account string) int64 {
+		t.Helper()
+		var n int64 = -1
+		err := b.env.Pool.QueryRow(context.Background(),
+			fmt.Sprintf(`SELECT "Video Ms" FROM "Totals ""x""" WHERE "Account Id" = $1::text::%s`, typ), account).Scan(&n)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			require.NoError(t, err)
+		}
+		return n
+	}
+}
+
+func TestFinalize_CountedMeterIsTotalledOnceWhateverTheKeyType(t *testing.T) {
+	t.Parallel()
+	// other spells the account another way, where its type has another
+	// way: one row all the same.
+	for _, tc := range []struct{ typ, account, other string }{
+		{"text", "Acct 'two' ✓", "Acct 'two' ✓"},
+		{"uuid", "6F9619FF-8B86-D011-B42D-00C04FC964FF", "{6f9619ff8b86d011b42d00c04fc964ff}"},
+		{"bigint", "-42", " -042"},
+	} {
+		t.Run("key="+tc.typ, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			s, total := b.countedSettler(t, tc.typ)
+			ctx := context.Background()
+
+			// Billed at once by the finalize, and by the sweep after a
+			// failed update; each once, the account's row inserted by the
+			// first.
+			var want int64
+			for i, fail := range []bool{false, true} {
+				exec, spec := b.video(t, int64(1000*(i+1)))
+				spec.Usage = []usage.Entry{{Account: tc.account, Meter: "video_ms", Quantity: int64(1000 * (i + 1))},
+					{Account: tc.other, Meter: "tokens", Quantity: 7}}
+				if fail {
+					b.faults.set("content", 1)
+				}
+				res, err := s.Finalize(ctx, b.env.Pool, exec, spec)
+				if fail {
+					require.Error(t, err)
+					require.False(t, res.Settled)
+					b.settleAll(t, s)
+				} else {
+					require.NoError(t, err)
+					require.True(t, res.Settled)
+					require.Len(t, res.Accruals, 2)
+					require.True(t, res.Accruals[0].Accrued)
+				}
+				want += int64(1000 * (i + 1))
+				require.Equal(t, want, total(tc.account))
+				rep, err := s.Sweep(ctx)
+				require.NoError(t, err)
+				require.Zero(t, rep.Taken)
+				require.Equal(t, want, total(tc.account), "a settled record is never totalled again")
+			}
+			var tokens int64
+			require.NoError(t, b.env.Pool.QueryRow(ctx, fmt.Sprintf(`SELECT "Tokens" FROM "Totals ""x""" WHERE "Account Id" = $1::text::%s`, tc.typ),
+				tc.account).Scan(&tokens))
+			require.Equal(t, int64(14), tokens)
+		})
+	}
+}
+
+// A meter billed already (by Accrue, through the same ledger) is a
+// duplicate: its total is not added again.
+func TestFinalize_CountedMeterBilledAlreadyIsNotTotalledAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, total := b.countedSettler(t, "text")
+	ctx := context.Background()
+	exec, spec := b.video(t, 500)
+	spec.Usage = []usage.Entry{{Account: "acct-9", Meter: "video_ms", Quantity: 500}}
+	b.env.Exec(`INSERT INTO usage_ledger (jobs_table, job_id, meter, generation, account, quantity) VALUES ($1, $2, 'video_ms', 1, 'acct-9', 500)`,
+		b.jobs.Guard.TableKey(), exec.JobID)
+	res, err := s.Finalize(ctx, b.env.Pool, exec, spec)
+	require.NoError(t, err)
+	require.True(t, res.Settled)
+	require.False(t, res.Accruals[0].Accrued)
+	require.Equal(t, int64(-1), total("acct-9"))
+}
+
+// A counter the statement cannot use fails the billing: the record stays
+// pending with no ledger row, and bills once when the counter is fixed.
+func TestFinalize_CounterThatCannotBeUsedLeavesTheRecordPending(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.env.Exec(`CREATE TABLE totals (account uuid PRIMARY KEY, ms bigint NOT NULL DEFAULT 0)`)
+	ledger, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{
+		"video_ms": {Table: "totals", Key: "account", Column: "ms"}}})
+	require.NoError(t, err)
+	s := b.settler(t, quick(settle.Config{Ledger: ledger, Increments: map[string]settle.Increment{}}))
+	ctx := context.Background()
+	exec, spec := b.video(t, 700)
+	spec.Usage = []usage.Entry{{Account: "not-a-uuid", Meter: "video_ms", Quantity: 700}}
+	res, err := s.Finalize(ctx, b.env.Pool, exec, spec)
+	var pe *pgconn.PgError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "22P02", pe.Code)
+	require.False(t, res.Settled)
+	rec, ok := b.record(t, exec)
+	require.True(t, ok)
+	require.Equal(t, "pending", rec.State)
+	require.Zero(t, b.billed(t, exec).LedgerRows)
+
+	b.env.Exec(`DROP TABLE totals; CREATE TABLE totals (account text PRIMARY KEY, ms bigint NOT NULL DEFAULT 0)`)
+	b.settleAll(t, s)
+	var ms int64
+	require.NoError(t, b.env.Pool.QueryRow(ctx, `SELECT ms FROM totals WHERE account = 'not-a-uuid'`).Scan(&ms))
+	require.Equal(t, int64(700), ms)
+	require.Equal(t, 1, b.billed(t, exec).LedgerRows)
+}
+
+// A meter neither counted nor given an increment is refused before
+// anything is written, as before counters.
+func TestFinalize_MeterNeitherCountedNorIncrementedIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, _ := b.countedSettler(t, "text")
+	exec, spec := b.video(t, 100)
+	spec.Usage = []usage.Entry{{Account: "a", Meter: "frames", Quantity: 1}}
+	_, err := s.Finalize(context.Background(), b.env.Pool, exec, spec)
+	require.ErrorIs(t, err, settle.ErrUnregistered)
+	_, ok := b.record(t, exec)
+	require.False(t, ok)
+	require.Equal(t, "PROCESSING", b.jobs.Read(t, exec.JobID).Status)
+}

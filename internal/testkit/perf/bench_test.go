@@ -47,22 +47,30 @@ func BenchmarkLifecycle(b *testing.B) {
 			w := newWorld(b, m, 1)
 			serial(b, w, w.guarded)
 		})
+		b.Run("op=guarded-increment/markers="+m.String(), func(b *testing.B) {
+			w := newWorld(b, m, 1)
+			serial(b, w, w.guardedInc)
+		})
 		b.Run("op=settled/markers="+m.String(), func(b *testing.B) {
 			w := newWorld(b, m, 1)
 			serial(b, w, w.settled)
+		})
+		b.Run("op=settled-increment/markers="+m.String(), func(b *testing.B) {
+			w := newWorld(b, m, 1)
+			serial(b, w, w.settledInc)
 		})
 	}
 }
 
 // BenchmarkLifecycleThroughput runs K workers on a pool of K connections
 // (K = 8 and 32). Each round (one b.N) is ten turns; in each turn the
-// plain, the guarded and the settled lifecycle finish 100 jobs each, one
-// after the other, in an order that turns from turn to turn. A round's
-// rate of each is its jobs over its time summed across the turns, so that
-// a burst of other load on the machine falls on all three alike. It
-// reports each one's median rate over the rounds and the median ratio of
-// guarded and settled to plain, with its range. On a shared machine ask
-// for several rounds:
+// plain, the guarded and the settled lifecycle, each of the last two with
+// a counter and with an increment func, finish 100 jobs each, one after
+// the other, in an order that turns from turn to turn. A round's rate of
+// each is its jobs over its time summed across the turns, so that a burst
+// of other load on the machine falls on all of them alike. It reports each
+// one's median rate over the rounds and its median ratio to plain, with
+// its range. On a shared machine ask for several rounds:
 //
 //	go test -run '^$' -bench LifecycleThroughput -benchtime 5x ./internal/testkit/perf/
 func BenchmarkLifecycleThroughput(b *testing.B) {
@@ -71,7 +79,7 @@ func BenchmarkLifecycleThroughput(b *testing.B) {
 		for _, m := range markerBackends {
 			b.Run(fmt.Sprintf("workers=%d/markers=%s", k, m), func(b *testing.B) {
 				w := newWorld(b, m, k)
-				lives := []lifecycle{w.plain, w.guarded, w.settled}
+				lives := []lifecycle{w.plain, w.guarded, w.guardedInc, w.settled, w.settledInc}
 				for _, life := range lives { // every connection caches its statements
 					run(b, life, w.queued(b, 8*k), k)
 				}
@@ -97,7 +105,7 @@ func BenchmarkLifecycleThroughput(b *testing.B) {
 				}
 				b.StopTimer()
 				b.ReportMetric(median(rates[0]), "plain-jobs/s")
-				for n, name := range []string{"", "guarded", "settled"} {
+				for n, name := range []string{"", "guarded", "guarded-increment", "settled", "settled-increment"} {
 					if n == 0 {
 						continue
 					}

@@ -86,12 +86,19 @@ type world struct {
 	plain lifecycle
 	// guarded goes through the public API: StartGuard.Start,
 	// Heartbeat.Beat, Guard.Finalize (Complete inserts the child row, one
-	// Update the metadata), usage.Accrue.
+	// Update the metadata), Ledger.Accrue, whose ledger counts the meter
+	// into the account's row (usage.Counter).
 	guarded lifecycle
+	// guardedInc is guarded with the account's counter written by an
+	// increment func instead, in Accrue's transaction.
+	guardedInc lifecycle
 	// settled is guarded with settle's Finalize in place of Finalize and
 	// Accrue: the same work, made durable by a record that a sweep
-	// finishes should the worker die.
+	// finishes should the worker die. Its ledger counts the meter.
 	settled lifecycle
+	// settledInc is settled with the counter written by a
+	// settle.Increment instead, in the billing transaction.
+	settledInc lifecycle
 }
 
 // newWorld builds a world whose pool and Redis client hold conns
@@ -133,72 +140,93 @@ CREATE TABLE accounts (id text PRIMARY KEY, seconds bigint NOT NULL DEFAULT 0)`)
 	hb := heartbeat.New(guard, heartbeat.Config{})
 	pool := w.pool
 
-	w.guarded = func(ctx context.Context, id string) error {
-		exec, err := sg.Start(ctx, pool, id)
-		if err != nil {
-			return err
-		}
-		defer hb.Forget(exec.JobID)
-		if res, err := hb.Beat(ctx, pool, exec, heartbeat.Progress(50)); res != heartbeat.Written {
-			return fmt.Errorf("beat: %v %w", res, err)
-		}
-		fin, err := guard.Finalize(ctx, pool, exec, jobguard.FinalizeSpec{
-			Complete: func(ctx context.Context, tx pgx.Tx) error {
-				_, err := tx.Exec(ctx, `INSERT INTO children (job_id, n) VALUES ($1, 1)`, exec.JobID)
-				return err
-			},
-			Updates: []jobguard.Update{{Name: "video", Run: func(ctx context.Context) error {
-				_, err := pool.Exec(ctx, `UPDATE videos SET ready = true WHERE job_id = $1`, exec.JobID)
-				return err
-			}}},
-		})
-		if err != nil {
-			return err
-		}
-		acc, err := usage.Accrue(ctx, pool, fin, usage.Entry{Account: exec.JobID, Meter: "seconds", Quantity: 90},
-			func(ctx context.Context, tx pgx.Tx) error { return bill(ctx, tx, exec.JobID, 90) })
-		if err == nil && !acc.Accrued {
-			err = fmt.Errorf("job %s was not billed", exec.JobID)
-		}
-		return err
+	counted, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{
+		"seconds": {Table: "accounts", Key: "id", Column: "seconds"}}})
+	if err != nil {
+		tb.Fatal(err)
 	}
+	accrue := func(ctx context.Context, fin jobguard.Finalized, account string) (usage.Accrual, error) {
+		return counted.Accrue(ctx, pool, fin, usage.Entry{Account: account, Meter: "seconds", Quantity: 90}, nil)
+	}
+	accrueInc := func(ctx context.Context, fin jobguard.Finalized, account string) (usage.Accrual, error) {
+		return usage.Accrue(ctx, pool, fin, usage.Entry{Account: account, Meter: "seconds", Quantity: 90},
+			func(ctx context.Context, tx pgx.Tx) error { return bill(ctx, tx, account, 90) })
+	}
+	guarded := func(accrue func(ctx context.Context, fin jobguard.Finalized, account string) (usage.Accrual, error)) lifecycle {
+		return func(ctx context.Context, id string) error {
+			exec, err := sg.Start(ctx, pool, id)
+			if err != nil {
+				return err
+			}
+			defer hb.Forget(exec.JobID)
+			if res, err := hb.Beat(ctx, pool, exec, heartbeat.Progress(50)); res != heartbeat.Written {
+				return fmt.Errorf("beat: %v %w", res, err)
+			}
+			fin, err := guard.Finalize(ctx, pool, exec, jobguard.FinalizeSpec{
+				Complete: func(ctx context.Context, tx pgx.Tx) error {
+					_, err := tx.Exec(ctx, `INSERT INTO children (job_id, n) VALUES ($1, 1)`, exec.JobID)
+					return err
+				},
+				Updates: []jobguard.Update{{Name: "video", Run: func(ctx context.Context) error {
+					_, err := pool.Exec(ctx, `UPDATE videos SET ready = true WHERE job_id = $1`, exec.JobID)
+					return err
+				}}},
+			})
+			if err != nil {
+				return err
+			}
+			acc, err := accrue(ctx, fin, exec.JobID)
+			if err == nil && !acc.Accrued {
+				err = fmt.Errorf("job %s was not billed", exec.JobID)
+			}
+			return err
+		}
+	}
+	w.guarded, w.guardedInc = guarded(accrue), guarded(accrueInc)
 
 	video := func(ctx context.Context, exec jobguard.Execution, _ json.RawMessage) error {
 		_, err := pool.Exec(ctx, `UPDATE videos SET ready = true WHERE job_id = $1`, exec.JobID)
 		return err
 	}
-	st, err := settle.New(context.Background(), settle.Config{
-		Guard: guard, DB: pool,
-		Handlers: map[string]settle.Handler{"video": video},
+	settler := func(cfg settle.Config) *settle.Settler {
+		cfg.Guard, cfg.DB = guard, pool
+		cfg.Handlers = map[string]settle.Handler{"video": video}
+		st, err := settle.New(context.Background(), cfg)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return st
+	}
+	settled := func(st *settle.Settler) lifecycle {
+		return func(ctx context.Context, id string) error {
+			exec, err := sg.Start(ctx, pool, id)
+			if err != nil {
+				return err
+			}
+			defer hb.Forget(exec.JobID)
+			if res, err := hb.Beat(ctx, pool, exec, heartbeat.Progress(50)); res != heartbeat.Written {
+				return fmt.Errorf("beat: %v %w", res, err)
+			}
+			res, err := st.Finalize(ctx, pool, exec, settle.Spec{
+				Complete: func(ctx context.Context, tx pgx.Tx) error {
+					_, err := tx.Exec(ctx, `INSERT INTO children (job_id, n) VALUES ($1, 1)`, exec.JobID)
+					return err
+				},
+				Updates: []settle.Update{{Name: "video"}},
+				Usage:   []usage.Entry{{Account: exec.JobID, Meter: "seconds", Quantity: 90}},
+			})
+			if err == nil && !res.Settled {
+				err = fmt.Errorf("job %s was not settled", exec.JobID)
+			}
+			return err
+		}
+	}
+	w.settled = settled(settler(settle.Config{Ledger: counted}))
+	w.settledInc = settled(settler(settle.Config{
 		Increments: map[string]settle.Increment{"seconds": func(ctx context.Context, tx pgx.Tx, _ jobguard.Execution, e usage.Entry) error {
 			return bill(ctx, tx, e.Account, e.Quantity)
 		}},
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	w.settled = func(ctx context.Context, id string) error {
-		exec, err := sg.Start(ctx, pool, id)
-		if err != nil {
-			return err
-		}
-		defer hb.Forget(exec.JobID)
-		if res, err := hb.Beat(ctx, pool, exec, heartbeat.Progress(50)); res != heartbeat.Written {
-			return fmt.Errorf("beat: %v %w", res, err)
-		}
-		res, err := st.Finalize(ctx, pool, exec, settle.Spec{
-			Complete: func(ctx context.Context, tx pgx.Tx) error {
-				_, err := tx.Exec(ctx, `INSERT INTO children (job_id, n) VALUES ($1, 1)`, exec.JobID)
-				return err
-			},
-			Updates: []settle.Update{{Name: "video"}},
-			Usage:   []usage.Entry{{Account: exec.JobID, Meter: "seconds", Quantity: 90}},
-		})
-		if err == nil && !res.Settled {
-			err = fmt.Errorf("job %s was not settled", exec.JobID)
-		}
-		return err
-	}
+	}))
 
 	key := guard.TableKey()
 	w.plain = func(ctx context.Context, id string) error {

@@ -446,7 +446,7 @@ func (m *machine) finalize(rt *rapid.T) {
 	}
 	confirmed := won && allOK
 	for _, en := range ents {
-		acc, err := usage.Accrue(m.ctx, m.w.env.Pool, fin, usage.Entry{Account: "acct", Meter: en.meter, Quantity: en.qty},
+		acc, err := m.w.ledger.Accrue(m.ctx, m.w.env.Pool, fin, usage.Entry{Account: "acct", Meter: en.meter, Quantity: en.qty},
 			func(ctx context.Context, tx pgx.Tx) error {
 				_, err := tx.Exec(ctx, `INSERT INTO bills (job_id, meter, quantity) VALUES ($1, $2, $3)`,
 					fin.Execution().JobID, en.meter, en.qty)
@@ -1152,6 +1152,19 @@ func (m *machine) check(rt *rapid.T) {
 	// Usage exactly once per confirmed finalize: one increment per ledger
 	// row, under the job's one identity.
 	inv(mapsEqual(bills, ledger), "bills %v differ from the ledger %v", bills, ledger)
+	// And each counter's total is its meter's ledger rows of the jobs
+	// table, summed: a row never without its total, nor a total twice.
+	sums, _, err := w.pairs(ctx, `SELECT account || '/' || meter, sum(quantity)::text FROM usage_ledger
+		WHERE jobs_table = $1 GROUP BY account, meter HAVING sum(quantity) <> 0`, w.guard.TableKey())
+	if err != nil {
+		rt.Fatalf("read the ledger's sums: %v", err)
+	}
+	totals, _, err := w.pairs(ctx, `SELECT account || '/tokens', tokens::text FROM totals WHERE tokens <> 0
+		UNION ALL SELECT account || '/seconds', seconds::text FROM totals WHERE seconds <> 0`)
+	if err != nil {
+		rt.Fatalf("read the totals: %v", err)
+	}
+	inv(mapsEqual(totals, sums), "counters' totals %v differ from the ledger's sums %v", totals, sums)
 	for k := range ledger {
 		if strings.HasPrefix(k, "twin:") {
 			continue

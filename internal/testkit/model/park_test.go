@@ -55,7 +55,7 @@ func (w *world) parkSettler(ctx context.Context) (*settle.Settler, error) {
 		hs[n] = park
 	}
 	return settle.New(ctx, settle.Config{
-		Guard: w.guard, DB: w.env.Pool, Logger: quiet, Handlers: hs, Increments: w.increments,
+		Guard: w.guard, DB: w.env.Pool, Logger: quiet, Handlers: hs, Increments: w.increments, Ledger: w.ledger,
 		Grace: time.Microsecond, UpdateTimeout: time.Hour, MaxAttempts: 1,
 		BackoffMin: time.Microsecond, BackoffMax: time.Microsecond, Concurrency: 1, MaxPerSweep: 1,
 	})

@@ -31,13 +31,16 @@ import (
 
 // sideSchema is what every table shape gets beside its jobs table: the
 // parents (a course, a video), the product rows a completion writes, the
-// metadata the settle handlers write, and the bills the increments add.
+// metadata the settle handlers write, the bills the increments add, and
+// the totals the ledger's counters add (numeric: quantities reach
+// MaxInt64).
 const sideSchema = `
 CREATE TABLE parents (id text PRIMARY KEY, status text NOT NULL DEFAULT 'GENERATING');
 CREATE TABLE products (job_id text NOT NULL, generation bigint NOT NULL);
 CREATE TABLE meta (job_id text NOT NULL, name text NOT NULL, PRIMARY KEY (job_id, name));
 CREATE TABLE bills (job_id text NOT NULL, meter text NOT NULL, quantity bigint NOT NULL);
 CREATE TABLE things (ref text PRIMARY KEY);
+CREATE TABLE totals (account text PRIMARY KEY, tokens numeric NOT NULL DEFAULT 0, seconds numeric NOT NULL DEFAULT 0);
 `
 
 // world is one table shape in its own schema, kept for a whole run: each
@@ -57,6 +60,9 @@ type world struct {
 	parker     *settle.Settler
 	parking    *parking
 	increments map[string]settle.Increment
+	// ledger counts both meters into totals, beside the increments'
+	// bills: Accrue and the settlers of the jobs table bill through it.
+	ledger *usage.Ledger
 	// arts are the artifacts of the two workers and of the compensate
 	// sweeper (compensate_test.go); none for a table without generations.
 	arts [3]*compensate.Artifacts
@@ -156,8 +162,14 @@ func newWorld(t *testing.T, v fixture.Variant, simple bool, zone string) *world 
 	}
 	increment := incrementOf("")
 	w.increments = map[string]settle.Increment{"tokens": increment, "seconds": increment}
+	if w.ledger, err = usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{
+		"tokens":  {Table: "totals", Key: "account", Column: "tokens"},
+		"seconds": {Table: "totals", Key: "account", Column: "seconds"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
 	w.settler, err = settle.New(ctx, settle.Config{
-		Guard: w.guard, DB: env.Pool, Logger: quiet,
+		Guard: w.guard, DB: env.Pool, Logger: quiet, Ledger: w.ledger,
 		Handlers: map[string]settle.Handler{
 			"ok": handler("ok"), "flaky": handler("flaky"), "broken": handler("broken"), "panicky": handler("panicky"),
 		},
@@ -266,7 +278,7 @@ func (w *world) reset(ctx context.Context) error {
 	w.calls, w.repaired, w.poisoned = map[string]int{}, map[string]bool{}, map[string]bool{}
 	w.mu.Unlock()
 	_, err := w.env.Pool.Exec(ctx, `TRUNCATE `+w.table.QualifiedName()+
-		`, twin, parents, products, meta, bills, things, job_artifacts, usage_ledger, job_settlements, job_type_limits, jobguard_workers`)
+		`, twin, parents, products, meta, bills, things, totals, job_artifacts, usage_ledger, job_settlements, job_type_limits, jobguard_workers`)
 	if err != nil {
 		return err
 	}

@@ -134,7 +134,10 @@ func TestFinalize_CounterThatCannotBeUsedLeavesTheRecordPending(t *testing.T) {
 	require.Equal(t, "pending", rec.State)
 	require.Zero(t, b.billed(t, exec).LedgerRows)
 
+	// Fixed, and the settler built again (New reads the key's type): the
+	// sweep bills the record, once.
 	b.env.Exec(`DROP TABLE totals; CREATE TABLE totals (account text PRIMARY KEY, ms bigint NOT NULL DEFAULT 0)`)
+	s = b.settler(t, quick(settle.Config{Ledger: ledger, Increments: map[string]settle.Increment{}}))
 	b.settleAll(t, s)
 	var ms int64
 	require.NoError(t, b.env.Pool.QueryRow(ctx, `SELECT ms FROM totals WHERE account = 'not-a-uuid'`).Scan(&ms))
@@ -155,4 +158,40 @@ func TestFinalize_MeterNeitherCountedNorIncrementedIsRefused(t *testing.T) {
 	_, ok := b.record(t, exec)
 	require.False(t, ok)
 	require.Equal(t, "PROCESSING", b.jobs.Read(t, exec.JobID).Status)
+}
+
+// settle puts every counter in the statement that confirms every record:
+// New refuses, by name, a counter that statement could not use, rather
+// than fail every billing.
+func TestNew_ACounterItCannotUseIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := usage.Counter{Table: "totals", Key: "account", Column: "ms"}
+	for _, tc := range []struct{ table, want string }{
+		{"", `Counters["video_ms"]: table "totals" does not exist`},
+		{`CREATE TABLE totals (acct text PRIMARY KEY, ms bigint)`, `table "totals" has no column "account" (Key)`},
+		{`CREATE TABLE totals (account text PRIMARY KEY, seconds bigint)`, `table "totals" has no column "ms" (Column)`},
+		{`CREATE TABLE totals (account text, ms bigint)`, `no unique index on "account" alone`},
+		{`CREATE TABLE totals (account text, ms bigint); CREATE UNIQUE INDEX ON totals (account) WHERE ms > 0`, `no unique index on "account" alone`},
+		{`CREATE TABLE totals (account text, ms bigint, UNIQUE (account, ms))`, `no unique index on "account" alone`},
+		{`CREATE TABLE totals (account text, ms bigint); CREATE UNIQUE INDEX ON totals (lower(account))`, `no unique index on "account" alone`},
+	} {
+		b.env.Exec(`DROP TABLE IF EXISTS totals`)
+		if tc.table != "" {
+			b.env.Exec(tc.table)
+		}
+		ledger, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{"video_ms": c}})
+		require.NoError(t, err)
+		_, err = settle.New(context.Background(), quick(settle.Config{Guard: b.jobs.Guard, DB: b.env.Pool, Ledger: ledger}))
+		require.ErrorContains(t, err, tc.want, tc.table)
+		require.ErrorContains(t, err, "settle: new: Ledger: ")
+	}
+	b.env.Exec(`DROP TABLE totals; CREATE TABLE totals (account text, ms bigint NOT NULL DEFAULT 0, UNIQUE (account) INCLUDE (ms))`)
+	ledger, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{"video_ms": c}})
+	require.NoError(t, err)
+	s := b.settler(t, quick(settle.Config{Ledger: ledger, Increments: map[string]settle.Increment{}}))
+	exec, spec := b.video(t, 300)
+	res, err := s.Finalize(context.Background(), b.env.Pool, exec, spec)
+	require.NoError(t, err)
+	require.True(t, res.Settled)
 }

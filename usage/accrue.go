@@ -230,10 +230,17 @@ func init() {
 	ledgerlink.Of = func(ledger any) ledgerlink.Ledger {
 		l := ledger.(*Ledger)
 		return ledgerlink.Ledger{
-			Insert:  l.insertFrom,
-			Counted: func(meter string) bool { _, ok := l.counters[meter]; return ok },
-			Count:   l.countFrom,
-			Now:     l.now,
+			Insert: l.insertFrom,
+			Counters: func() map[string]ledgerlink.Counter {
+				out := make(map[string]ledgerlink.Counter, len(l.counters))
+				for meter, c := range l.counters {
+					tbl, _, _, _ := c.names() // checked by NewLedger
+					out[meter] = ledgerlink.Counter{Table: tbl, Key: c.Key, Column: c.Column}
+				}
+				return out
+			}(),
+			Count: l.countFrom,
+			Now:   l.now,
 			Accrued: func(ctx context.Context, tx pgx.Tx, fin jobguard.Finalized, entry any, inserted bool, at time.Time,
 				increment func(ctx context.Context, tx pgx.Tx) error) (any, error) {
 				e := entry.(Entry)

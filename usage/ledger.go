@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/ledgerlink"
 )
 
 // LedgerTableDefault is the ledger table of the bundled migration.
@@ -49,12 +50,17 @@ type Config struct {
 //	ON CONFLICT (Key) DO UPDATE SET Column = c.Column + excluded.Column
 //
 // An account's first accrual inserts its row, so the table's other
-// columns need defaults. Key needs a unique index or constraint of its
-// own (its primary key will do), and takes the account converted to its
-// type (text, uuid, bigint...); Column is a number column. A table, a key
-// or a column the statement cannot use fails the accrual with the
-// database's error, and the ledger row, in the same statement, is not
-// written: a later call, once the counter is fixed, bills it.
+// columns need defaults. Key needs a unique index of its own, on it alone
+// and whole (its primary key will do: what ON CONFLICT (Key) infers), and
+// takes the account converted to its type (text, uuid, bigint, a domain;
+// a length it cannot hold is refused, never cut); Column is a number
+// column. Through Accrue, a table, a key or a column the statement cannot
+// use fails the accrual with the database's error, and the ledger row, in
+// the same statement, is not written: a later call, once the counter is
+// fixed, bills it. Package settle checks its ledger's counters when it is
+// built (settle.New) and refuses one it could not use; it reads the key's
+// type then, so a counter table changed later needs a new Settler. Name a
+// table the same way in every counter that uses it, with one Key.
 type Counter struct {
 	// Schema holds Table. Defaults to "", which resolves the table
 	// through the connection's search_path.
@@ -145,17 +151,20 @@ func NewLedger(cfg Config) (*Ledger, error) {
 			return nil, fmt.Errorf("usage: new ledger: Counters[%q] and Counters[%q]: table %s is keyed by %q and by %q; a table's counters share one key",
 				first, meter, ctbl, other.Key, c.Key)
 		}
-		// The counter's insert is the statement's own: its rows affected
-		// are the ledger row's, one when the row is new and none when it
-		// is a duplicate (an upsert affects its one row either way).
-		counted[meter] = `WITH l AS (` + insert + ` RETURNING quantity) ` + upsert(ctbl, key, []string{col}, `$9`, []string{`l.quantity`}, `l`)
+		// The statement's rows are the ledger insert's: one when the row
+		// is new, none when it is a duplicate. Not the upsert's rows
+		// affected, which a trigger that skips an update changing nothing
+		// (suppress_redundant_updates_trigger, a quantity of 0) would make
+		// none for a new row.
+		counted[meter] = `WITH l AS (` + insert + ` RETURNING quantity), c AS (` +
+			upsert(ctbl, key, []string{col}, `$9`, []string{`l.quantity`}, `l`) + `) SELECT FROM l`
 	}
 	return &Ledger{
 		now:      cfg.Now,
 		met:      newLedgerMetrics(cfg.MeterProvider),
 		insert:   insert,
 		counted:  counted,
-		counters: cfg.Counters,
+		counters: maps.Clone(cfg.Counters), // the ledger counts what it was built with
 		insertFrom: func(source string, first int) string {
 			p := func(i int) string { return fmt.Sprintf("$%d", first+i) }
 			return `INSERT INTO ` + tbl + ` (jobs_table, job_id, meter, generation, account, quantity, attributes, recorded_at)` +
@@ -170,44 +179,56 @@ func NewLedger(cfg Config) (*Ledger, error) {
 // countFrom is the counters' part of a statement whose data-modifying
 // common table expression named billed returns the new ledger rows
 // (meter, account, quantity): one more expression per counter table, that
-// adds each new row of a counted meter to its account's total. A table's
-// counters are one upsert, each account's row written once, since a
-// statement cannot change a row twice. The account is text there, so it
-// is converted to the key column's type through the table's row type
-// (jsonb_populate_record reads it with the column's own input function),
-// and two spellings of one key are one row. It is empty without counters;
+// adds each new row of a counted meter to its account's total. resolved
+// names, for each counted meter, its table as the database knows it and
+// its key column's type (ledgerlink.Resolved). A table's counters are one
+// upsert, each account's row written once, since a statement cannot change
+// a row twice: the table is the one resolved, however its counters spell
+// it, and the account is converted to the key's type before it is grouped,
+// so two spellings of one key are one row. It is empty without counters;
 // its text is the same every time.
-func (l *Ledger) countFrom(billed string) string {
+func (l *Ledger) countFrom(billed string, resolved map[string]ledgerlink.Resolved) (string, error) {
 	type table struct {
-		key, rawKey string
-		cols        map[string][]string // column → the meters added to it
+		name, key, rawKey, keyType string
+		first                      string              // the first meter counted in it, for errors
+		cols                       map[string][]string // column → the meters added to it
 	}
-	tables := map[string]*table{}
-	for meter, c := range l.counters {
+	tables := map[uint32]*table{}
+	for _, meter := range slices.Sorted(maps.Keys(l.counters)) {
+		c := l.counters[meter]
 		tbl, key, col, _ := c.names() // checked by NewLedger
-		t := tables[tbl]
-		if t == nil {
-			t = &table{key: key, rawKey: c.Key, cols: map[string][]string{}}
-			tables[tbl] = t
+		r, ok := resolved[meter]
+		if !ok {
+			return "", fmt.Errorf("Counters[%q]: table %s not resolved", meter, tbl)
+		}
+		t := tables[r.Table]
+		switch {
+		case t == nil:
+			t = &table{name: tbl, key: key, rawKey: c.Key, keyType: r.KeyType, first: meter, cols: map[string][]string{}}
+			tables[r.Table] = t
+		case t.rawKey != c.Key:
+			return "", fmt.Errorf("Counters[%q] and Counters[%q]: tables %s and %s are one table, keyed by %q and by %q; a table's counters share one key",
+				t.first, meter, t.name, tbl, t.rawKey, c.Key)
 		}
 		t.cols[col] = append(t.cols[col], ident.Literal(meter))
 	}
 	var b strings.Builder
-	for i, tbl := range slices.Sorted(maps.Keys(tables)) {
-		t := tables[tbl]
+	for i, oid := range slices.Sorted(maps.Keys(tables)) {
+		t := tables[oid]
 		cols := slices.Sorted(maps.Keys(t.cols))
 		var vals, all []string
 		for _, col := range cols {
-			meters := slices.Sorted(slices.Values(t.cols[col]))
+			meters := t.cols[col] // sorted: the meters were taken in order
 			vals = append(vals, `coalesce(sum(b.quantity) FILTER (WHERE b.meter IN (`+strings.Join(meters, `, `)+`)), 0)`)
 			all = append(all, meters...)
 		}
 		slices.Sort(all)
-		from := billed + ` AS b CROSS JOIN LATERAL (SELECT (jsonb_populate_record(NULL::` + tbl + `, jsonb_build_object(` +
-			ident.Literal(t.rawKey) + `, b.account))).` + t.key + `) AS k(v) WHERE b.meter IN (` + strings.Join(all, `, `) + `) GROUP BY k.v`
-		fmt.Fprintf(&b, `, counted%d AS (%s)`, i, upsert(tbl, t.key, cols, `k.v`, vals, from))
+		// The key's type is format_type's, which quotes what needs it.
+		from := billed + ` AS b CROSS JOIN LATERAL (SELECT b.account::` + t.keyType + `) AS k(v) WHERE b.meter IN (` +
+			strings.Join(all, `, `) + `) GROUP BY k.v`
+		fmt.Fprintf(&b, `, counted%d AS (%s)`, i, upsert(t.name, t.key, cols, `k.v`, vals, from))
 	}
-	return b.String()
+	return b.String(), nil
 }
 
 // defaultLedger is the bundled migration's table, used by Accrue.

@@ -27,15 +27,19 @@ type Ledger struct {
 	// each row it inserts. Its parameters, numbered from first: the jobs
 	// table, the job id, the generation, the time recorded.
 	Insert func(source string, first int) string
-	// Counted reports whether meter has a counter (usage.Config.Counters):
-	// its rows are totalled by Count's expressions, and need no increment.
-	Counted func(meter string) bool
+	// Counters are the meters the ledger counts (usage.Config.Counters),
+	// each with its counter's table (quoted) and its key and column (as
+	// configured): a counted meter's rows are totalled by Count's
+	// expressions, and need no increment.
+	Counters map[string]Counter
 	// Count is the counters' part of the statement in which Insert is the
 	// data-modifying common table expression named billed: more
 	// expressions (", name AS (...)"), to follow billed's, that add each
-	// new row of a counted meter to its account's total. Empty without
-	// counters.
-	Count func(billed string) string
+	// new row of a counted meter to its account's total. resolved holds,
+	// for each meter of Counters, what the database says of its table.
+	// Empty without counters; an error when two counters of one table
+	// disagree on its key.
+	Count func(billed string, resolved map[string]Resolved) (string, error)
 	// Now is the ledger's clock, for the time recorded.
 	Now func() time.Time
 	// Accrued judges one entry, a usage.Entry, once Insert has run in tx
@@ -46,6 +50,23 @@ type Ledger struct {
 	// error, roll tx back.
 	Accrued func(ctx context.Context, tx pgx.Tx, fin jobguard.Finalized, entry any, inserted bool, at time.Time,
 		increment func(ctx context.Context, tx pgx.Tx) error) (any, error)
+}
+
+// Counter is one counted meter's counter, as configured.
+type Counter struct {
+	// Table is the table's name, quoted (and its schema, when one is
+	// configured): what to_regclass resolves.
+	Table string
+	// Key and Column are the column names, as configured.
+	Key, Column string
+}
+
+// Resolved is what the database says of a counter's table: its oid, which
+// tells two spellings of one table apart from two tables, and the key
+// column's type as format_type prints it.
+type Resolved struct {
+	Table   uint32
+	KeyType string
 }
 
 // Of returns ledger's (a *usage.Ledger) side of a billing. Package usage

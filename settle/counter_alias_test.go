@@ -12,12 +12,9 @@ import (
 	"github.com/jobguard/jobguard/usage"
 )
 
-// NewLedger keeps the caller's Config.Counters map. Its Accrue uses
-// the statements NewLedger built from the map as it was; settle reads the
-// map as it is (Counted, Count). A counter added to the map afterwards (the
-// map reused to build a second ledger) is counted by settle through the
-// first ledger, which never had it, and not by that ledger's own Accrue:
-// one Ledger, one meter, a ledger row with its total and one without.
+// A Ledger counts the meters it was built with: a counter added to the
+// caller's map afterwards (the map reused to build a second ledger) is
+// counted neither by the first ledger's Accrue nor by settle through it.
 func TestCounters_LedgerCountsWhatItWasBuiltWithWhateverTheCallerDoesToTheMap(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -12,12 +12,9 @@ import (
 	"github.com/jobguard/jobguard/usage"
 )
 
-// a counter table whose other column has a default, as the Counter
-// doc asks, but whose type is a NOT NULL domain. Accrue's counter inserts
-// and adds to its rows; settle's statement converts the account through
-// jsonb_populate_record(NULL::table, ...), which runs every absent column
-// of a NULL base record through its input function, and the domain refuses
-// the NULL. The record fails every attempt and is given up: never billed.
+// A counter table whose other column has a default, as the Counter doc
+// asks, of a NOT NULL domain type: settle inserts the account's row and
+// adds to it, as Accrue does.
 func TestCounters_CounterTableWithANotNullDomainColumnBillsThroughSettle(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -12,14 +12,9 @@ import (
 	"github.com/jobguard/jobguard/usage"
 )
 
-// two counters of one table and one key, one naming the table
-// through search_path (Schema "", its documented default) and one with its
-// schema. NewLedger accepts them, and Accrue totals each. countFrom groups a
-// ledger's counters by the quoted name, so settle's statement has two
-// upserts of the same table, and a record billing both meters for one
-// account changes the account's row twice in one statement: "ON CONFLICT
-// DO UPDATE command cannot affect row a second time", on every attempt,
-// until the record is given up.
+// Two counters of one table and one key, one naming the table through
+// search_path (Schema "", its default) and one with its schema: a record
+// billing both meters for one account adds each to the account's one row.
 func TestCounters_CountersOfOneTableSpelledWithAndWithoutItsSchemaBillThroughSettle(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -160,38 +160,59 @@ func TestFinalize_MeterNeitherCountedNorIncrementedIsRefused(t *testing.T) {
 	require.Equal(t, "PROCESSING", b.jobs.Read(t, exec.JobID).Status)
 }
 
-// settle puts every counter in the statement that confirms every record:
-// New refuses, by name, a counter that statement could not use, rather
-// than fail every billing.
-func TestNew_ACounterItCannotUseIsRefused(t *testing.T) {
+// A counter the billing cannot use fails the billing of the records that
+// bill its meter, with the database's error, and nothing of theirs is
+// billed: they stay pending, for the sweep. A record that bills only
+// other meters is billed.
+func TestFinalize_ACounterItCannotUseFailsOnlyTheBillingOfItsMeter(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	c := usage.Counter{Table: "totals", Key: "account", Column: "ms"}
-	for _, tc := range []struct{ table, want string }{
-		{"", `Counters["video_ms"]: table "totals" does not exist`},
-		{`CREATE TABLE totals (acct text PRIMARY KEY, ms bigint)`, `table "totals" has no column "account" (Key)`},
-		{`CREATE TABLE totals (account text PRIMARY KEY, seconds bigint)`, `table "totals" has no column "ms" (Column)`},
-		{`CREATE TABLE totals (account text, ms bigint)`, `no unique index on "account" alone`},
-		{`CREATE TABLE totals (account text, ms bigint); CREATE UNIQUE INDEX ON totals (account) WHERE ms > 0`, `no unique index on "account" alone`},
-		{`CREATE TABLE totals (account text, ms bigint, UNIQUE (account, ms))`, `no unique index on "account" alone`},
-		{`CREATE TABLE totals (account text, ms bigint); CREATE UNIQUE INDEX ON totals (lower(account))`, `no unique index on "account" alone`},
+	for _, tc := range []struct {
+		name   string
+		table  []string
+		column string
+		code   string // the SQLSTATE
+	}{
+		{"missing table", nil, "tokens", "42P01"},
+		{"missing key", []string{`CREATE TABLE token_totals (acct text PRIMARY KEY, tokens bigint NOT NULL DEFAULT 0)`}, "tokens", "42703"},
+		{"missing column", []string{`CREATE TABLE token_totals (account text PRIMARY KEY, n bigint NOT NULL DEFAULT 0)`}, "tokens", "42703"},
+		{"no unique index", []string{`CREATE TABLE token_totals (account text, tokens bigint NOT NULL DEFAULT 0)`}, "tokens", "42P10"},
+		{"partial unique index", []string{`CREATE TABLE token_totals (account text, tokens bigint NOT NULL DEFAULT 0)`,
+			`CREATE UNIQUE INDEX ON token_totals (account) WHERE tokens > 0`}, "tokens", "42P10"},
+		{"unique with another column", []string{`CREATE TABLE token_totals (account text, tokens bigint NOT NULL DEFAULT 0, UNIQUE (account, tokens))`}, "tokens", "42P10"},
+		{"deferrable primary key", []string{`CREATE TABLE token_totals (account text PRIMARY KEY DEFERRABLE, tokens bigint NOT NULL DEFAULT 0)`}, "tokens", "55000"},
+		{"text column", []string{`CREATE TABLE token_totals (account text PRIMARY KEY, tokens text NOT NULL DEFAULT '0')`}, "tokens", "42883"},
+		{"column is the key", []string{`CREATE TABLE token_totals (account text PRIMARY KEY, tokens bigint NOT NULL DEFAULT 0)`}, "account", "42701"},
+		{"generated column", []string{`CREATE TABLE token_totals (account text PRIMARY KEY, tokens bigint GENERATED ALWAYS AS (0) STORED)`}, "tokens", "428C9"},
 	} {
-		b.env.Exec(`DROP TABLE IF EXISTS totals`)
-		if tc.table != "" {
-			b.env.Exec(tc.table)
-		}
-		ledger, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{"video_ms": c}})
-		require.NoError(t, err)
-		_, err = settle.New(context.Background(), quick(settle.Config{Guard: b.jobs.Guard, DB: b.env.Pool, Ledger: ledger}))
-		require.ErrorContains(t, err, tc.want, tc.table)
-		require.ErrorContains(t, err, "settle: new: Ledger: ")
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			for _, sql := range tc.table {
+				b.env.Exec(sql)
+			}
+			ctx := context.Background()
+			ledger, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{
+				"tokens": {Table: "token_totals", Key: "account", Column: tc.column}}})
+			require.NoError(t, err)
+			s := b.settler(t, quick(settle.Config{Ledger: ledger}))
+
+			only, spec := b.video(t, 700) // video_ms alone, billed by its increment
+			res, err := s.Finalize(ctx, b.env.Pool, only, spec)
+			require.NoError(t, err)
+			require.True(t, res.Settled)
+
+			both, spec := b.video(t, 300)
+			spec.Usage = append(spec.Usage, usage.Entry{Account: "acct-1", Meter: "tokens", Quantity: 5})
+			res, err = s.Finalize(ctx, b.env.Pool, both, spec)
+			var pe *pgconn.PgError
+			require.ErrorAs(t, err, &pe)
+			require.Equal(t, tc.code, pe.Code, pe.Message)
+			require.False(t, res.Settled)
+			rec, ok := b.record(t, both)
+			require.True(t, ok)
+			require.Equal(t, "pending", rec.State)
+			require.Zero(t, b.billed(t, both).LedgerRows, "nothing of the record is billed")
+			require.Equal(t, int64(700), b.billed(t, only).AccountMS, "nor its increment run")
+		})
 	}
-	b.env.Exec(`DROP TABLE totals; CREATE TABLE totals (account text, ms bigint NOT NULL DEFAULT 0, UNIQUE (account) INCLUDE (ms))`)
-	ledger, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{"video_ms": c}})
-	require.NoError(t, err)
-	s := b.settler(t, quick(settle.Config{Ledger: ledger, Increments: map[string]settle.Increment{}}))
-	exec, spec := b.video(t, 300)
-	res, err := s.Finalize(context.Background(), b.env.Pool, exec, spec)
-	require.NoError(t, err)
-	require.True(t, res.Settled)
 }

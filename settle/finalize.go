@@ -330,12 +330,18 @@ func (s *Settler) bill(ctx context.Context, fin jobguard.Finalized) (billing, er
 		if !s.billable(e.Meter) {
 			return billing{}, fmt.Errorf("settle: bill: %w for meter %q", ErrUnregistered, e.Meter)
 		}
-		var increment func(ctx context.Context, tx pgx.Tx) error // a counted meter's total is in already
-		if inc := s.cfg.Increments[e.Meter]; inc != nil {
-			increment = func(ctx context.Context, tx pgx.Tx) error {
-				// A panic fails the billing, which rolls back, as an error does.
-				return safe.Call(func() error { return inc(ctx, tx, exec, e) })
+		inc, counted := s.cfg.Increments[e.Meter], s.ledger.Counted(e.Meter)
+		increment := func(ctx context.Context, tx pgx.Tx) error {
+			if counted {
+				if err := s.ledger.Count(ctx, tx, e); err != nil {
+					return err
+				}
 			}
+			if inc == nil {
+				return nil
+			}
+			// A panic fails the billing, which rolls back, as an error does.
+			return safe.Call(func() error { return inc(ctx, tx, exec, e) })
 		}
 		acc, err := s.ledger.Accrued(ctx, tx, fin, e, fresh[e.Meter], at, increment)
 		delete(fresh, e.Meter)

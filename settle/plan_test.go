@@ -29,7 +29,7 @@ func TestClaim_GenericPlanReadsOnlyItsOwnTablesDueRecords(t *testing.T) {
 	env.Exec(`ANALYZE job_settlements`)
 	ledger, err := usage.NewLedger(usage.Config{})
 	require.NoError(t, err)
-	s := buildStatements("job_settlements", `"s"."tasks"`, ledgerlink.Of(ledger).Insert, "")
+	s := buildStatements("job_settlements", `"s"."tasks"`, ledgerlink.Of(ledger).Insert)
 
 	tx, err := env.Pool.Begin(ctx)
 	require.NoError(t, err)

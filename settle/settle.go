@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -124,9 +122,10 @@ type Config struct {
 	Handlers map[string]Handler
 	// Increments bill usage, by meter. A finalize may bill only these
 	// meters and those that Ledger counts (usage.Config.Counters): a
-	// counted meter's totals are added in the statement that confirms the
-	// record, and an increment of the same meter runs after them.
-	// Defaults to none.
+	// counted meter's new ledger row adds its quantity to its account's
+	// total in the billing transaction, with the statement Accrue's makes
+	// (before the meter's increment, when it has one too). Defaults to
+	// none.
 	Increments map[string]Increment
 	// Ledger records the accruals. Defaults to usage's default ledger
 	// (usage_ledger through search_path).
@@ -264,16 +263,12 @@ func New(ctx context.Context, cfg Config) (*Settler, error) {
 		return nil, fmt.Errorf("settle: new: Table: %s has no enabled trigger %s (apply every file of MigrationFiles)", tbl, claimTrigger)
 	}
 	ledger := ledgerlink.Of(cfg.Ledger)
-	count, err := counters(ctx, cfg.DB, ledger)
-	if err != nil {
-		return nil, fmt.Errorf("settle: new: Ledger: %w", err)
-	}
 	return &Settler{
 		cfg:       cfg,
 		pol:       policy{maxAttempts: cfg.MaxAttempts, backoffMin: cfg.BackoffMin, backoffMax: cfg.BackoffMax},
 		log:       cfg.Logger,
 		ledger:    ledger,
-		sql:       buildStatements(tbl, cfg.Guard.TableKey(), ledger.Insert, count),
+		sql:       buildStatements(tbl, cfg.Guard.TableKey(), ledger.Insert),
 		met:       newSettleMetrics(cfg.MeterProvider),
 		retention: retentionRule(tbl, cfg.Guard.TableKey()),
 	}, nil
@@ -282,52 +277,7 @@ func New(ctx context.Context, cfg Config) (*Settler, error) {
 // billable reports whether a finalize may bill meter: an increment bills
 // it, or the ledger counts it.
 func (s *Settler) billable(meter string) bool {
-	_, counted := s.ledger.Counters[meter]
-	return s.cfg.Increments[meter] != nil || counted
-}
-
-// counters asks the database what it needs of the ledger's counters, and
-// returns their part of the billing statement (ledgerlink.Ledger.Count).
-// Every counter's upsert is in the one statement that confirms every
-// record, so a counter it cannot use would fail every billing: it is
-// refused here instead, by name. A counter needs its table, its key and
-// column, and a unique index on the key alone (what ON CONFLICT (key)
-// infers); the table is told by its oid, so that two spellings of one
-// table are one upsert, and the key's type is read without its modifier,
-// so that converting an account never truncates it (the insert checks its
-// length, as Accrue's does).
-func counters(ctx context.Context, db *pgxpool.Pool, ledger ledgerlink.Ledger) (string, error) {
-	resolved := make(map[string]ledgerlink.Resolved, len(ledger.Counters))
-	for _, meter := range slices.Sorted(maps.Keys(ledger.Counters)) {
-		c := ledger.Counters[meter]
-		var oid *uint32
-		var keyType *string
-		var unique, column bool
-		err := db.QueryRow(ctx, `SELECT to_regclass($1)::oid, format_type(k.atttypid, NULL),
-	EXISTS (SELECT FROM pg_index i WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indpred IS NULL
-		AND i.indexprs IS NULL AND i.indnkeyatts = 1 AND i.indkey[0] = k.attnum),
-	EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attname = $3 AND a.attnum > 0 AND NOT a.attisdropped)
-FROM (SELECT) AS one LEFT JOIN pg_attribute k ON k.attrelid = to_regclass($1) AND k.attname = $2 AND k.attnum > 0 AND NOT k.attisdropped`,
-			c.Table, c.Key, c.Column).Scan(&oid, &keyType, &unique, &column)
-		switch {
-		case err != nil:
-			return "", fmt.Errorf("Counters[%q]: %w", meter, err)
-		case oid == nil:
-			return "", fmt.Errorf("Counters[%q]: table %s does not exist", meter, c.Table)
-		case keyType == nil:
-			return "", fmt.Errorf("Counters[%q]: table %s has no column %q (Key)", meter, c.Table, c.Key)
-		case !column:
-			return "", fmt.Errorf("Counters[%q]: table %s has no column %q (Column)", meter, c.Table, c.Column)
-		case !unique:
-			return "", fmt.Errorf("Counters[%q]: table %s has no unique index on %q alone (Key)", meter, c.Table, c.Key)
-		}
-		resolved[meter] = ledgerlink.Resolved{Table: *oid, KeyType: *keyType}
-	}
-	count, err := ledger.Count(`billed`, resolved)
-	if err != nil {
-		return "", err
-	}
-	return count, nil
+	return s.cfg.Increments[meter] != nil || s.ledger.Counted(meter)
 }
 
 // validate checks what New cannot default, naming the field.
@@ -426,10 +376,9 @@ func (cfg Config) withDefaults() (Config, error) {
 // tables share one records table and each Settler reads, takes and writes
 // only its own table's.
 //
-// insert is the ledger's insert (ledgerlink.Ledger.Insert) and count its
-// counters' part (ledgerlink.Ledger.Count over the CTE named billed),
-// which the billing runs in the statement that confirms the record.
-func buildStatements(tbl, jobs string, insert func(source string, first int) string, count string) statements {
+// ledger is the ledger's insert (ledgerlink.Ledger.Insert), which the
+// billing runs in the statement that confirms the record.
+func buildStatements(tbl, jobs string, ledger func(source string, first int) string) statements {
 	const (
 		now = `statement_timestamp()`
 	)
@@ -483,12 +432,11 @@ func buildStatements(tbl, jobs string, insert func(source string, first int) str
 	// the confirmation returned: none when it matched nothing (confirmed or
 	// given up already), so a record is billed only by the transaction
 	// that confirms it. An entry whose ledger row exists already is left
-	// out of the meters returned, and judged a duplicate. The totals of the
-	// ledger's counters go in with the new rows, in the same statement.
+	// out of the meters returned, and judged a duplicate.
 	s.confirm = `WITH confirmed AS (UPDATE ` + tbl + ` SET state = 'confirmed', pending = '{}', last_error = NULL, settled_at = ` + now +
 		`, updated_at = ` + now + pk + ` AND state = 'pending' RETURNING usage), billed AS (` +
-		insert(`confirmed, jsonb_to_recordset(confirmed.usage) AS e(account text, meter text, quantity int8, attributes jsonb)`, 3) +
-		`)` + count + ` SELECT confirmed.usage::text, ARRAY(SELECT meter FROM billed) FROM confirmed`
+		ledger(`confirmed, jsonb_to_recordset(confirmed.usage) AS e(account text, meter text, quantity int8, attributes jsonb)`, 3) +
+		`) SELECT confirmed.usage::text, ARRAY(SELECT meter FROM billed) FROM confirmed`
 	s.state = `SELECT state FROM ` + tbl + pk
 	// A sweep takes the most overdue pending record that no other
 	// transaction holds, and pushes it a lease ahead in the same statement,

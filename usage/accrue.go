@@ -230,17 +230,16 @@ func init() {
 	ledgerlink.Of = func(ledger any) ledgerlink.Ledger {
 		l := ledger.(*Ledger)
 		return ledgerlink.Ledger{
-			Insert: l.insertFrom,
-			Counters: func() map[string]ledgerlink.Counter {
-				out := make(map[string]ledgerlink.Counter, len(l.counters))
-				for meter, c := range l.counters {
-					tbl, _, _, _ := c.names() // checked by NewLedger
-					out[meter] = ledgerlink.Counter{Table: tbl, Key: c.Key, Column: c.Column}
+			Insert:  l.insertFrom,
+			Counted: func(meter string) bool { _, ok := l.totals[meter]; return ok },
+			Count: func(ctx context.Context, tx pgx.Tx, entry any) error {
+				e := entry.(Entry)
+				if _, err := tx.Exec(ctx, l.totals[e.Meter], e.Account, e.Quantity); err != nil {
+					return fmt.Errorf("usage: counter of meter %s: %w", e.Meter, err)
 				}
-				return out
-			}(),
-			Count: l.countFrom,
-			Now:   l.now,
+				return nil
+			},
+			Now: l.now,
 			Accrued: func(ctx context.Context, tx pgx.Tx, fin jobguard.Finalized, entry any, inserted bool, at time.Time,
 				increment func(ctx context.Context, tx pgx.Tx) error) (any, error) {
 				e := entry.(Entry)

@@ -291,10 +291,6 @@ func TestNewLedger_RefusesACounterItCannotName(t *testing.T) {
 		_, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{tc.meter: tc.c}})
 		require.ErrorContains(t, err, tc.want, "%q %+v", tc.meter, tc.c)
 	}
-	// A table's counters are one upsert of its rows: they share its key.
-	_, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{
-		"a": ok, "b": {Table: "totals", Key: "owner", Column: "tokens"}, "c": {Schema: "s", Table: "totals", Key: "owner", Column: "x"}}})
-	require.ErrorContains(t, err, `Counters["a"] and Counters["b"]: table "totals" is keyed by "account" and by "owner"`)
 }
 
 type tripCounter struct{ n atomic.Int64 }

@@ -12,14 +12,12 @@ import (
 	"github.com/jobguard/jobguard/usage"
 )
 
-// a counter table guarded by PostgreSQL's own
+// A counter table guarded by PostgreSQL's own
 // suppress_redundant_updates_trigger (a BEFORE UPDATE trigger that skips an
-// update that changes nothing). A quantity of 0 for an account that has its
-// row already is such an update: the upsert affects no row, so the counted
-// statement's rows affected are 0 although the ledger row is new, and
-// Accrue judges the new row a duplicate. Entry.Quantity's doc: "Zero is a
-// quantity like any other: its ledger row says the job used none, and its
-// increment runs once."
+// update that changes nothing): a quantity of 0 for an account that has its
+// row already changes nothing, and its ledger row is new all the same:
+// accrued, and its increment run once (Entry.Quantity: "Zero is a quantity
+// like any other").
 func TestCounters_CounterZeroQuantityIsAccruedEvenWhenTheTotalDoesNotChange(t *testing.T) {
 	t.Parallel()
 	for _, withIncrement := range []bool{false, true} {

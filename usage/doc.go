@@ -64,9 +64,8 @@
 // the ledger row's own statement (a data-modifying common table
 // expression), so Accrue with no increment is one statement and one round
 // trip, atomic by itself: the row and the total commit together or not at
-// all, and a duplicate adds nothing. Package settle adds a counted meter's
-// totals in the statement that confirms its record, and needs no
-// Increment for it.
+// all, and a duplicate adds nothing. Package settle runs the same upsert
+// in its billing transaction, and needs no Increment for a counted meter.
 //
 //	ledger, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{
 //		"video_seconds": {Table: "accounts", Key: "id", Column: "video_seconds"},

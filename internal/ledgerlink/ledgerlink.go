@@ -23,23 +23,17 @@ type Ledger struct {
 	// a FROM list in which e names each entry, with the columns meter
 	// (text), account (text), quantity (int8) and attributes (jsonb). It
 	// skips an entry whose (job, meter) has a row already (ON CONFLICT DO
-	// NOTHING) and returns the meter, the account and the quantity of
-	// each row it inserts. Its parameters, numbered from first: the jobs
-	// table, the job id, the generation, the time recorded.
+	// NOTHING) and returns the meter of each row it inserts. Its
+	// parameters, numbered from first: the jobs table, the job id, the
+	// generation, the time recorded.
 	Insert func(source string, first int) string
-	// Counters are the meters the ledger counts (usage.Config.Counters),
-	// each with its counter's table (quoted) and its key and column (as
-	// configured): a counted meter's rows are totalled by Count's
-	// expressions, and need no increment.
-	Counters map[string]Counter
-	// Count is the counters' part of the statement in which Insert is the
-	// data-modifying common table expression named billed: more
-	// expressions (", name AS (...)"), to follow billed's, that add each
-	// new row of a counted meter to its account's total. resolved holds,
-	// for each meter of Counters, what the database says of its table.
-	// Empty without counters; an error when two counters of one table
-	// disagree on its key.
-	Count func(billed string, resolved map[string]Resolved) (string, error)
+	// Counted reports whether the ledger counts meter (usage.Config.Counters).
+	Counted func(meter string) bool
+	// Count adds entry's quantity (a usage.Entry of a counted meter) to
+	// its account's total, in tx: the upsert that Accrue's statement
+	// makes, for a new ledger row only. When it returns an error, roll tx
+	// back.
+	Count func(ctx context.Context, tx pgx.Tx, entry any) error
 	// Now is the ledger's clock, for the time recorded.
 	Now func() time.Time
 	// Accrued judges one entry, a usage.Entry, once Insert has run in tx
@@ -50,23 +44,6 @@ type Ledger struct {
 	// error, roll tx back.
 	Accrued func(ctx context.Context, tx pgx.Tx, fin jobguard.Finalized, entry any, inserted bool, at time.Time,
 		increment func(ctx context.Context, tx pgx.Tx) error) (any, error)
-}
-
-// Counter is one counted meter's counter, as configured.
-type Counter struct {
-	// Table is the table's name, quoted (and its schema, when one is
-	// configured): what to_regclass resolves.
-	Table string
-	// Key and Column are the column names, as configured.
-	Key, Column string
-}
-
-// Resolved is what the database says of a counter's table: its oid, which
-// tells two spellings of one table apart from two tables, and the key
-// column's type as format_type prints it.
-type Resolved struct {
-	Table   uint32
-	KeyType string
 }
 
 // Of returns ledger's (a *usage.Ledger) side of a billing. Package usage

@@ -325,23 +325,32 @@ func (s *Settler) bill(ctx context.Context, fin jobguard.Finalized) (billing, er
 	for _, m := range inserted {
 		fresh[m] = true
 	}
+	// The counted meters' totals go first, all of them, in the ledger's one
+	// order rather than the record's: two records that bill one account's
+	// rows in opposite orders would otherwise lock them in opposite orders
+	// and deadlock each other.
+	var totals []any
+	seen := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		if fresh[e.Meter] && !seen[e.Meter] && s.ledger.Counted(e.Meter) {
+			totals = append(totals, e)
+		}
+		seen[e.Meter] = true
+	}
+	if err := s.ledger.Count(ctx, tx, totals); err != nil {
+		return billing{}, fmt.Errorf("settle: bill: %w", err)
+	}
 	var b billing
 	for _, e := range entries {
 		if !s.billable(e.Meter) {
 			return billing{}, fmt.Errorf("settle: bill: %w for meter %q", ErrUnregistered, e.Meter)
 		}
-		inc, counted := s.cfg.Increments[e.Meter], s.ledger.Counted(e.Meter)
-		increment := func(ctx context.Context, tx pgx.Tx) error {
-			if counted {
-				if err := s.ledger.Count(ctx, tx, e); err != nil {
-					return err
-				}
+		var increment func(ctx context.Context, tx pgx.Tx) error // a counted meter's total is in already
+		if inc := s.cfg.Increments[e.Meter]; inc != nil {
+			increment = func(ctx context.Context, tx pgx.Tx) error {
+				// A panic fails the billing, which rolls back, as an error does.
+				return safe.Call(func() error { return inc(ctx, tx, exec, e) })
 			}
-			if inc == nil {
-				return nil
-			}
-			// A panic fails the billing, which rolls back, as an error does.
-			return safe.Call(func() error { return inc(ctx, tx, exec, e) })
 		}
 		acc, err := s.ledger.Accrued(ctx, tx, fin, e, fresh[e.Meter], at, increment)
 		delete(fresh, e.Meter)

@@ -1,10 +1,12 @@
 package usage
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -232,14 +234,8 @@ func init() {
 		return ledgerlink.Ledger{
 			Insert:  l.insertFrom,
 			Counted: func(meter string) bool { _, ok := l.totals[meter]; return ok },
-			Count: func(ctx context.Context, tx pgx.Tx, entry any) error {
-				e := entry.(Entry)
-				if _, err := tx.Exec(ctx, l.totals[e.Meter], e.Account, e.Quantity); err != nil {
-					return fmt.Errorf("usage: counter of meter %s: %w", e.Meter, err)
-				}
-				return nil
-			},
-			Now: l.now,
+			Count:   l.count,
+			Now:     l.now,
 			Accrued: func(ctx context.Context, tx pgx.Tx, fin jobguard.Finalized, entry any, inserted bool, at time.Time,
 				increment func(ctx context.Context, tx pgx.Tx) error) (any, error) {
 				e := entry.(Entry)
@@ -254,6 +250,26 @@ func init() {
 			},
 		}
 	}
+}
+
+// count adds each entry's quantity (usage.Entry values of counted meters)
+// to its account's total, in tx, in one order whatever the order given:
+// by counter table, then account. Concurrent billings then take the rows
+// they share in the same order, and do not deadlock each other.
+func (l *Ledger) count(ctx context.Context, tx pgx.Tx, entries []any) error {
+	es := make([]Entry, len(entries))
+	for i, e := range entries {
+		es[i] = e.(Entry)
+	}
+	slices.SortStableFunc(es, func(a, b Entry) int {
+		return cmp.Or(cmp.Compare(l.tables[a.Meter], l.tables[b.Meter]), cmp.Compare(a.Account, b.Account))
+	})
+	for _, e := range es {
+		if _, err := tx.Exec(ctx, l.totals[e.Meter], e.Account, e.Quantity); err != nil {
+			return fmt.Errorf("counter of meter %s: %w", e.Meter, err)
+		}
+	}
+	return nil
 }
 
 // insertFor returns the statement that inserts entry's ledger row for

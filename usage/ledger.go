@@ -109,6 +109,9 @@ type Ledger struct {
 	// its column. Package settle runs it for each new ledger row of the
 	// meter.
 	totals map[string]string
+	// tables is each counted meter's counter table, quoted: the order in
+	// which settle's billing takes their rows.
+	tables map[string]string
 	// insertFrom is insert for the entries of a source (ledgerlink.Ledger.Insert).
 	insertFrom func(source string, first int) string
 	read       string // $1 job_id, $2 meter, $3 jobs_table → generation, account, quantity, attributes, recorded_at
@@ -130,6 +133,7 @@ func NewLedger(cfg Config) (*Ledger, error) {
 		` VALUES ($8, $1, $2, $3, $4, $5, $6::jsonb, $7) ON CONFLICT (jobs_table, job_id, meter) DO NOTHING`
 	counted := make(map[string]string, len(cfg.Counters))
 	totals := make(map[string]string, len(cfg.Counters))
+	tables := make(map[string]string, len(cfg.Counters))
 	for meter, c := range cfg.Counters {
 		if err := CheckMeter(meter); err != nil {
 			return nil, fmt.Errorf("usage: new ledger: Counters[%q]: %w", meter, err)
@@ -147,6 +151,7 @@ func NewLedger(cfg Config) (*Ledger, error) {
 		counted[meter] = `WITH l AS (` + insert + ` RETURNING quantity), c AS (` +
 			upsert(ctbl, key, col, `SELECT $9, l.quantity FROM l`) + `) SELECT FROM l`
 		totals[meter] = upsert(ctbl, key, col, `VALUES ($1, $2)`)
+		tables[meter] = ctbl
 	}
 	return &Ledger{
 		now:     cfg.Now,
@@ -154,6 +159,7 @@ func NewLedger(cfg Config) (*Ledger, error) {
 		insert:  insert,
 		counted: counted,
 		totals:  totals,
+		tables:  tables,
 		insertFrom: func(source string, first int) string {
 			p := func(i int) string { return fmt.Sprintf("$%d", first+i) }
 			return `INSERT INTO ` + tbl + ` (jobs_table, job_id, meter, generation, account, quantity, attributes, recorded_at)` +

@@ -29,11 +29,13 @@ type Ledger struct {
 	Insert func(source string, first int) string
 	// Counted reports whether the ledger counts meter (usage.Config.Counters).
 	Counted func(meter string) bool
-	// Count adds entry's quantity (a usage.Entry of a counted meter) to
-	// its account's total, in tx: the upsert that Accrue's statement
-	// makes, for a new ledger row only. When it returns an error, roll tx
-	// back.
-	Count func(ctx context.Context, tx pgx.Tx, entry any) error
+	// Count adds each entry's quantity (usage.Entry values of counted
+	// meters, each a new ledger row) to its account's total, in tx, with
+	// the upsert that Accrue's statement makes, in one order whatever the
+	// order given (counter table, then account), so that concurrent
+	// billings do not deadlock on the rows they share. When it returns an
+	// error, roll tx back.
+	Count func(ctx context.Context, tx pgx.Tx, entries []any) error
 	// Now is the ledger's clock, for the time recorded.
 	Now func() time.Time
 	// Accrued judges one entry, a usage.Entry, once Insert has run in tx

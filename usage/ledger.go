@@ -56,7 +56,7 @@ type Config struct {
 // not written: a later call, once the counter is fixed, bills it; settle
 // retries the record, and gives it up visibly after its attempts, as it
 // does a failing increment. A counter fails only the accruals of its own
-// meter.
+// meter (in settle, the billing of each record that bills it, whole).
 type Counter struct {
 	// Schema holds Table. Defaults to "", which resolves the table
 	// through the connection's search_path.

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobguard/jobguard/internal/testkit/benchkit"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/usage"
@@ -254,7 +255,7 @@ func TestCounter_AloneIsOneStatement(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	l, total := b.counted(t, "text")
-	trips := &tripCounter{}
+	trips := &benchkit.RoundTrips{}
 	cfg, err := pgxpool.ParseConfig(b.env.DatabaseURL)
 	require.NoError(t, err)
 	cfg.ConnConfig.Tracer = trips
@@ -264,11 +265,11 @@ func TestCounter_AloneIsOneStatement(t *testing.T) {
 	ctx := context.Background()
 	fin, err := b.finalize(t, "PROCESSING")
 	require.NoError(t, err)
-	before := trips.n.Load()
+	before := trips.Load()
 	acc, err := l.Accrue(ctx, pool, fin, usage.Entry{Account: "acct-1", Meter: "video_seconds", Quantity: 4}, nil)
 	require.NoError(t, err)
 	require.True(t, acc.Accrued)
-	require.Equal(t, int64(1), trips.n.Load()-before, "round trips")
+	require.Equal(t, int64(1), trips.Load()-before, "round trips")
 	require.Equal(t, int64(4), total("acct-1"))
 }
 
@@ -292,17 +293,3 @@ func TestNewLedger_RefusesACounterItCannotName(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, "%q %+v", tc.meter, tc.c)
 	}
 }
-
-type tripCounter struct{ n atomic.Int64 }
-
-func (c *tripCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *tripCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *tripCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *tripCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *tripCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}

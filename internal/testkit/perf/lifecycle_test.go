@@ -152,7 +152,9 @@ CREATE TABLE accounts (id text PRIMARY KEY, seconds bigint NOT NULL DEFAULT 0)`)
 		return usage.Accrue(ctx, pool, fin, usage.Entry{Account: account, Meter: "seconds", Quantity: 90},
 			func(ctx context.Context, tx pgx.Tx) error { return bill(ctx, tx, account, 90) })
 	}
-	guarded := func(accrue func(ctx context.Context, fin jobguard.Finalized, account string) (usage.Accrual, error)) lifecycle {
+	// worked starts the job and writes its heartbeat, then finishes it
+	// with finish: the part every guarded life shares.
+	worked := func(finish func(ctx context.Context, exec jobguard.Execution) error) lifecycle {
 		return func(ctx context.Context, id string) error {
 			exec, err := sg.Start(ctx, pool, id)
 			if err != nil {
@@ -162,6 +164,11 @@ CREATE TABLE accounts (id text PRIMARY KEY, seconds bigint NOT NULL DEFAULT 0)`)
 			if res, err := hb.Beat(ctx, pool, exec, heartbeat.Progress(50)); res != heartbeat.Written {
 				return fmt.Errorf("beat: %v %w", res, err)
 			}
+			return finish(ctx, exec)
+		}
+	}
+	guarded := func(accrue func(ctx context.Context, fin jobguard.Finalized, account string) (usage.Accrual, error)) lifecycle {
+		return worked(func(ctx context.Context, exec jobguard.Execution) error {
 			fin, err := guard.Finalize(ctx, pool, exec, jobguard.FinalizeSpec{
 				Complete: func(ctx context.Context, tx pgx.Tx) error {
 					_, err := tx.Exec(ctx, `INSERT INTO children (job_id, n) VALUES ($1, 1)`, exec.JobID)
@@ -180,7 +187,7 @@ CREATE TABLE accounts (id text PRIMARY KEY, seconds bigint NOT NULL DEFAULT 0)`)
 				err = fmt.Errorf("job %s was not billed", exec.JobID)
 			}
 			return err
-		}
+		})
 	}
 	w.guarded, w.guardedInc = guarded(accrue), guarded(accrueInc)
 
@@ -198,15 +205,7 @@ CREATE TABLE accounts (id text PRIMARY KEY, seconds bigint NOT NULL DEFAULT 0)`)
 		return st
 	}
 	settled := func(st *settle.Settler) lifecycle {
-		return func(ctx context.Context, id string) error {
-			exec, err := sg.Start(ctx, pool, id)
-			if err != nil {
-				return err
-			}
-			defer hb.Forget(exec.JobID)
-			if res, err := hb.Beat(ctx, pool, exec, heartbeat.Progress(50)); res != heartbeat.Written {
-				return fmt.Errorf("beat: %v %w", res, err)
-			}
+		return worked(func(ctx context.Context, exec jobguard.Execution) error {
 			res, err := st.Finalize(ctx, pool, exec, settle.Spec{
 				Complete: func(ctx context.Context, tx pgx.Tx) error {
 					_, err := tx.Exec(ctx, `INSERT INTO children (job_id, n) VALUES ($1, 1)`, exec.JobID)
@@ -219,7 +218,7 @@ CREATE TABLE accounts (id text PRIMARY KEY, seconds bigint NOT NULL DEFAULT 0)`)
 				err = fmt.Errorf("job %s was not settled", exec.JobID)
 			}
 			return err
-		}
+		})
 	}
 	w.settled = settled(settler(settle.Config{Ledger: counted}))
 	w.settledInc = settled(settler(settle.Config{

@@ -11,7 +11,6 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/jobguard"
-	"github.com/jobguard/jobguard/lease"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
@@ -51,25 +50,18 @@ func TestSweep_ReclaimCommittedUnheardBesideALockedRowIsAnnounced(t *testing.T) 
 func TestSweep_RescueCommittedUnheardBesideALockedRowIsAnnounced(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := rescueSetup(t)
-	dead := b.startLease(t, lease.Config{})
-	first := b.startUnder(t, dead)
-	second := b.startUnder(t, dead)
-	require.NoError(t, dead.Stop(ctx))
-	gate := commitgate.New(t, b.env, "jobs")
-	notes := &recorder{}
-	r, logs := newReclaimer(t, b.jobs, reclaim.Config{DB: gate.Pool, Workers: &lease.Workers{}, Notices: notes,
-		Limits: reclaim.StaticLimits{"chapter": time.Hour}})
+	u := newUnheardRescue(t, 2)
+	first, second := u.orphans[0], u.orphans[1]
 
-	save, err := b.env.Pool.Begin(ctx)
+	save, err := u.env.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = save.Rollback(ctx) }()
 	_, err = save.Exec(ctx, `SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE`, second.JobID)
 	require.NoError(t, err)
 
-	rep, err := sweepThroughGate(t, gate, r, false)
+	rep, err := sweepThroughGate(t, u.gate, u.r, false)
 	require.Error(t, err, "the sweep's context ended during its commit")
-	require.Equal(t, b.jobs.Table.Statuses.Queued, b.jobs.Read(t, first.JobID).Status, "the server committed the rescue")
-	require.Equal(t, []string{first.JobID}, rep.RescuedIDs, logs.String())
-	require.Equal(t, []jobguard.Execution{first}, notes.execs)
+	require.Equal(t, u.jobs.Table.Statuses.Queued, u.jobs.Read(t, first.JobID).Status, "the server committed the rescue")
+	require.Equal(t, []string{first.JobID}, rep.RescuedIDs, u.logs.String())
+	require.Equal(t, []jobguard.Execution{first}, u.notes.execs)
 }

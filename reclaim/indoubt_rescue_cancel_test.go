@@ -3,13 +3,8 @@ package reclaim_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/jobguard/jobguard/internal/testkit/commitgate"
-	"github.com/jobguard/jobguard/lease"
-	"github.com/jobguard/jobguard/reclaim"
 )
 
 // A rescue that committed unheard counts only the jobs it rescued: an
@@ -18,15 +13,9 @@ import (
 func TestSweep_RescueCommittedUnheardCountsNoJobCancelledMeanwhile(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := rescueSetup(t)
-	dead := b.startLease(t, lease.Config{})
-	first := b.startUnder(t, dead)
-	second := b.startUnder(t, dead)
-	require.NoError(t, dead.Stop(ctx))
-	gate := commitgate.New(t, b.env, "jobs")
-	notes := &recorder{}
-	r, logs := newReclaimer(t, b.jobs, reclaim.Config{DB: gate.Pool, Workers: &lease.Workers{}, Notices: notes,
-		Limits: reclaim.StaticLimits{"chapter": time.Hour}})
+	u := newUnheardRescue(t, 2)
+	b, gate, r, logs := u.rescueBundle, u.gate, u.r, u.logs
+	first, second := u.orphans[0], u.orphans[1]
 
 	// The operator's cancel of the second orphan holds its row through the
 	// rescue, and commits while the rescue's COMMIT is unheard. Only the

@@ -30,6 +30,32 @@ func sweepThroughGate(t *testing.T, gate *commitgate.Gate, r *reclaim.Reclaimer,
 	return rep, err
 }
 
+// unheardRescue is a rescue's stage: n orphans of a worker whose lease
+// has ended, and a rescuing reclaimer whose COMMIT goes through a gate
+// (sweepThroughGate), with its notices recorded.
+type unheardRescue struct {
+	rescueBundle
+	orphans []jobguard.Execution
+	gate    *commitgate.Gate
+	notes   *recorder
+	r       *reclaim.Reclaimer
+	logs    *testenv.Logs
+}
+
+func newUnheardRescue(t *testing.T, n int) unheardRescue {
+	t.Helper()
+	u := unheardRescue{rescueBundle: rescueSetup(t), notes: &recorder{}}
+	dead := u.startLease(t, lease.Config{})
+	for range n {
+		u.orphans = append(u.orphans, u.startUnder(t, dead))
+	}
+	require.NoError(t, dead.Stop(context.Background()))
+	u.gate = commitgate.New(t, u.env, "jobs")
+	u.r, u.logs = newReclaimer(t, u.jobs, reclaim.Config{DB: u.gate.Pool, Workers: &lease.Workers{}, Notices: u.notes,
+		Limits: reclaim.StaticLimits{"chapter": time.Hour}})
+	return u
+}
+
 // A reclaim whose COMMIT reached the server while the sweep's context
 // ended, so that the sweep never heard it commit, is announced all the
 // same: the sweep reads the rows back once that transaction has ended, and
@@ -82,22 +108,15 @@ func TestSweep_ReclaimCommittedUnheardInATransactionIsAnnounced(t *testing.T) {
 // notice names the generation that lost the job.
 func TestSweep_RescueCommittedUnheardIsAnnounced(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	b := rescueSetup(t)
-	dead := b.startLease(t, lease.Config{})
-	orphan := b.startUnder(t, dead)
-	require.NoError(t, dead.Stop(ctx))
-	gate := commitgate.New(t, b.env, "jobs")
-	notes := &recorder{}
-	r, logs := newReclaimer(t, b.jobs, reclaim.Config{DB: gate.Pool, Workers: &lease.Workers{}, Notices: notes,
-		Limits: reclaim.StaticLimits{"chapter": time.Hour}})
+	u := newUnheardRescue(t, 1)
+	orphan := u.orphans[0]
 
-	rep, err := sweepThroughGate(t, gate, r, false)
+	rep, err := sweepThroughGate(t, u.gate, u.r, false)
 	require.Error(t, err, "the sweep's context ended during its commit")
-	require.Eventually(t, func() bool { return b.jobs.Read(t, orphan.JobID).Status == b.jobs.Table.Statuses.Queued },
+	require.Eventually(t, func() bool { return u.jobs.Read(t, orphan.JobID).Status == u.jobs.Table.Statuses.Queued },
 		30*time.Second, 10*time.Millisecond, "the server commits the rescue")
-	require.Equal(t, []string{orphan.JobID}, rep.RescuedIDs, logs.String())
-	require.Equal(t, []jobguard.Execution{orphan}, notes.execs)
+	require.Equal(t, []string{orphan.JobID}, rep.RescuedIDs, u.logs.String())
+	require.Equal(t, []jobguard.Execution{orphan}, u.notes.execs)
 }
 
 // A reclaim whose COMMIT the sweep gave up on, and that then failed, is

@@ -8,8 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobguard/jobguard/internal/testkit/benchkit"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
 )
@@ -215,4 +217,42 @@ func TestFinalize_ACounterItCannotUseFailsOnlyTheBillingOfItsMeter(t *testing.T)
 			require.Equal(t, int64(700), b.billed(t, only).AccountMS, "nor its increment run")
 		})
 	}
+}
+
+// A record's counted meters are totalled in one round trip, however many:
+// the billing of two counted meters costs what the billing of one does.
+func TestFinalize_CountedMetersAreTotalledInOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.env.Exec(`CREATE TABLE totals (account text PRIMARY KEY, ms bigint NOT NULL DEFAULT 0, tokens bigint NOT NULL DEFAULT 0)`)
+	ledger, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{
+		"video_ms": {Table: "totals", Key: "account", Column: "ms"},
+		"tokens":   {Table: "totals", Key: "account", Column: "tokens"}}})
+	require.NoError(t, err)
+	trips := &benchkit.RoundTrips{}
+	cfg, err := pgxpool.ParseConfig(b.env.DatabaseURL)
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = trips
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s := b.settler(t, quick(settle.Config{DB: pool, Ledger: ledger, Increments: map[string]settle.Increment{}}))
+
+	finalize := func(usage []usage.Entry) int64 {
+		t.Helper()
+		exec, spec := b.video(t, 700)
+		spec.Updates, spec.Usage = nil, usage
+		before := trips.Load()
+		res, err := s.Finalize(context.Background(), pool, exec, spec)
+		require.NoError(t, err)
+		require.True(t, res.Settled)
+		return trips.Load() - before
+	}
+	one := finalize([]usage.Entry{{Account: "a", Meter: "video_ms", Quantity: 1}})
+	two := finalize([]usage.Entry{{Account: "a", Meter: "video_ms", Quantity: 1}, {Account: "b", Meter: "tokens", Quantity: 2}})
+	require.Equal(t, one, two, "round trips of a finalize billing one counted meter, and two")
+	var ms, tokens int64
+	require.NoError(t, b.env.Pool.QueryRow(context.Background(), `SELECT (SELECT ms FROM totals WHERE account = 'a'),
+		(SELECT tokens FROM totals WHERE account = 'b')`).Scan(&ms, &tokens))
+	require.Equal(t, []int64{2, 2}, []int64{ms, tokens})
 }

@@ -255,7 +255,8 @@ func init() {
 // count adds each entry's quantity (usage.Entry values of counted meters)
 // to its account's total, in tx, in one order whatever the order given:
 // by counter table, then account. Concurrent billings then take the rows
-// they share in the same order, and do not deadlock each other.
+// they share in the same order, and do not deadlock each other. The
+// upserts go as one batch.
 func (l *Ledger) count(ctx context.Context, tx pgx.Tx, entries []any) error {
 	es := make([]Entry, len(entries))
 	for i, e := range entries {
@@ -264,12 +265,23 @@ func (l *Ledger) count(ctx context.Context, tx pgx.Tx, entries []any) error {
 	slices.SortStableFunc(es, func(a, b Entry) int {
 		return cmp.Or(cmp.Compare(l.tables[a.Meter], l.tables[b.Meter]), cmp.Compare(a.Account, b.Account))
 	})
+	if len(es) == 0 {
+		return nil
+	}
+	// The upserts need no answer between them: one batch, one round trip,
+	// run in the order queued.
+	var b pgx.Batch
 	for _, e := range es {
-		if _, err := tx.Exec(ctx, l.totals[e.Meter], e.Account, e.Quantity); err != nil {
+		b.Queue(l.totals[e.Meter], e.Account, e.Quantity)
+	}
+	br := tx.SendBatch(ctx, &b)
+	for _, e := range es {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
 			return fmt.Errorf("counter of meter %s: %w", e.Meter, err)
 		}
 	}
-	return nil
+	return br.Close()
 }
 
 // insertFor returns the statement that inserts entry's ledger row for

@@ -182,7 +182,7 @@ func TestFinalize_ACounterItCannotUseFailsOnlyTheBillingOfItsMeter(t *testing.T)
 			`CREATE UNIQUE INDEX ON token_totals (account) WHERE tokens > 0`}, "tokens", "42P10"},
 		{"unique with another column", []string{`CREATE TABLE token_totals (account text, tokens bigint NOT NULL DEFAULT 0, UNIQUE (account, tokens))`}, "tokens", "42P10"},
 		{"deferrable primary key", []string{`CREATE TABLE token_totals (account text PRIMARY KEY DEFERRABLE, tokens bigint NOT NULL DEFAULT 0)`}, "tokens", "55000"},
-		{"text column", []string{`CREATE TABLE token_totals (account text PRIMARY KEY, tokens text NOT NULL DEFAULT '0')`}, "tokens", "42883"},
+		{"text column", []string{`CREATE TABLE token_totals (account text PRIMARY KEY, tokens text NOT NULL DEFAULT '0')`}, "tokens", "42804"},
 		{"column is the key", []string{`CREATE TABLE token_totals (account text PRIMARY KEY, tokens bigint NOT NULL DEFAULT 0)`}, "account", "42701"},
 		{"generated column", []string{`CREATE TABLE token_totals (account text PRIMARY KEY, tokens bigint GENERATED ALWAYS AS (0) STORED)`}, "tokens", "428C9"},
 	} {

@@ -293,3 +293,27 @@ func TestNewLedger_RefusesACounterItCannotName(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, "%q %+v", tc.meter, tc.c)
 	}
 }
+
+// An account row whose total is NULL (a nullable column, a row inserted
+// before the counter existed) is counted from zero, through Accrue and
+// through AccrueTx: NULL plus a quantity would stay NULL, and the total
+// would silently never move.
+func TestCounter_ANullTotalCountsFromZero(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.env.Exec(`CREATE TABLE totals (account text PRIMARY KEY, seconds bigint);
+		INSERT INTO totals VALUES ('acct-1', NULL)`)
+	l, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{
+		"video_seconds": {Table: "totals", Key: "account", Column: "seconds"}}})
+	require.NoError(t, err)
+	ctx := context.Background()
+	fin, err := b.finalize(t, "PROCESSING")
+	require.NoError(t, err)
+	acc, err := l.Accrue(ctx, b.env.Pool, fin, usage.Entry{Account: "acct-1", Meter: "video_seconds", Quantity: 5}, nil)
+	require.NoError(t, err)
+	require.True(t, acc.Accrued)
+	var total *int64
+	require.NoError(t, b.env.Pool.QueryRow(ctx, `SELECT seconds FROM totals WHERE account = 'acct-1'`).Scan(&total))
+	require.NotNil(t, total, "the total stayed NULL")
+	require.Equal(t, int64(5), *total)
+}

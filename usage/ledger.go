@@ -43,20 +43,21 @@ type Config struct {
 // of the meter, as this statement would add it:
 //
 //	INSERT INTO Schema.Table AS c (Key, Column) VALUES (account, quantity)
-//	ON CONFLICT (Key) DO UPDATE SET Column = c.Column + excluded.Column
+//	ON CONFLICT (Key) DO UPDATE SET Column = coalesce(c.Column, 0) + excluded.Column
 //
-// An account's first accrual inserts its row, so the table's other
-// columns need defaults. Key needs a unique index of its own, on it alone
-// and whole (its primary key will do: what ON CONFLICT (Key) infers), and
-// takes the account converted to its type (text, uuid, bigint, a domain;
-// a length it cannot hold is refused, never cut); Column is a number
-// column. A table, a key or a column the statement cannot use fails the
-// accrual with the database's error, and the ledger row, written in the
-// same statement (Accrue) or the same transaction (settle's billing), is
-// not written: a later call, once the counter is fixed, bills it; settle
-// retries the record, and gives it up visibly after its attempts, as it
-// does a failing increment. A counter fails only the accruals of its own
-// meter (in settle, the billing of each record that bills it, whole).
+// An account's first accrual inserts its row, so the table's other columns
+// need defaults; a total that is NULL counts from zero. Key needs a unique
+// index of its own, on it alone and whole (its primary key will do: what
+// ON CONFLICT (Key) infers), and takes the account converted to its type
+// (text, uuid, bigint, a domain; a length it cannot hold is refused, never
+// cut); Column is a number column. A table, a key or a column the
+// statement cannot use fails the accrual with the database's error, and
+// the ledger row, written in the same statement (Accrue) or the same
+// transaction (settle's billing), is not written: a later call, once the
+// counter is fixed, bills it; settle retries the record, and gives it up
+// visibly after its attempts, as it does a failing increment. A counter
+// fails only the accruals of its own meter (in settle, the billing of each
+// record that bills it, whole).
 type Counter struct {
 	// Schema holds Table. Defaults to "", which resolves the table
 	// through the connection's search_path.
@@ -85,11 +86,11 @@ func (c Counter) names() (tbl, key, col string, err error) {
 
 // upsert is the statement that adds the quantity to the total in column
 // col of the row of tbl whose key is the account, inserting the row when
-// it is missing, for the row (account, quantity) of rows. The names are
-// quoted already.
+// it is missing, for the row (account, quantity) of rows. A NULL total
+// counts from zero. The names are quoted already.
 func upsert(tbl, key, col, rows string) string {
 	return `INSERT INTO ` + tbl + ` AS c (` + key + `, ` + col + `) ` + rows +
-		` ON CONFLICT (` + key + `) DO UPDATE SET ` + col + ` = c.` + col + ` + excluded.` + col
+		` ON CONFLICT (` + key + `) DO UPDATE SET ` + col + ` = coalesce(c.` + col + `, 0) + excluded.` + col
 }
 
 // Ledger records accruals in one table, at most one per (job, meter). A job

@@ -62,7 +62,11 @@ type Shared struct {
 	// to QUEUED with a new generation. It must not start with
 	// ReclaimedReason: the start guard would refuse the rescued job. It
 	// says why the last attempt ended; the next Start leaves it, and
-	// Retry clears it. Defaults to RescuedReasonDefault.
+	// Retry clears it. It is read back whole (a sweep that did not hear
+	// its rescue commit counts the rows that carry it), so New refuses
+	// one the failure reason column would cut or trim, as it refuses such
+	// a ReclaimedReason or CancelledReason. Defaults to
+	// RescuedReasonDefault.
 	RescuedReason string
 	// CancelledReason begins the failure reason Guard.Cancel writes, as
 	// "<CancelledReason>: <the operator's reason>". The start guard refuses
@@ -243,11 +247,15 @@ func NewWithConfig(ctx context.Context, db DB, table Table, cfg GuardConfig) (*G
 	}
 	// The start guard and the watcher know a reclaim and a cancel by their
 	// reasons' beginnings: cut to fit the column, or read back without a
-	// trailing space, every such job would look merely failed to them.
+	// trailing space, every such job would look merely failed to them. A
+	// rescue is known by its reason read back whole (a sweep that did not
+	// hear its rescue commit counts what it reads; an operator looks for
+	// it): cut or trimmed, it would be known by none.
 	col := g.cat.columns[g.table.FailureReasonColumn]
 	for _, r := range []struct{ field, value, what string }{
 		{"ReclaimedReason", shared.ReclaimedReason, "a reclaim"},
 		{"CancelledReason", shared.CancelledReason, "a cancel"},
+		{"RescuedReason", shared.RescuedReason, "a rescue"},
 	} {
 		if err := g.reasonFits(col, r.field, r.value, r.what); err != nil {
 			return nil, err

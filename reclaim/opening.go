@@ -14,16 +14,34 @@ import (
 
 // opening is what a sweep over the jobs table reads before its first
 // page, in one round trip: the limits and modes (when they are a
-// TableLimits on the source's handle) and the active types. The count of
-// the running jobs without a start is not among them: a server answers a
+// TableLimits on the source's handle), the active types, and the count of
+// the running jobs without a start when it is quick. A server answers a
 // batch whole, so a slow count would hold the limits and the types back
-// and take the listing's time; it is read after the reclaims.
+// and take the listing's time: the count in the batch runs under a
+// statement timeout of countBudget, and one that runs out (or fails) is
+// read again after the reclaims, with the sweep's time.
 type opening struct {
 	// limits and modes are nil when the limits were not read with the rest.
 	limits map[string]time.Duration
 	modes  map[string]Mode
 	types  []string
+	// unstarted is the count, when counted.
+	unstarted int
+	counted   bool
 }
+
+// countBudget is how long the count in the opening batch may run (the
+// session's statement timeout when that is shorter): the longest a slow
+// count holds back the limits, the types and so the listing.
+const countBudget = 50 * time.Millisecond
+
+// budgetSQL sets the statement timeout to $1 milliseconds, or keeps the
+// session's when that is shorter, until the batch's implicit transaction
+// ends: the statements queued after it run under it, and the session's
+// own comes back with the batch's end.
+const budgetSQL = `SELECT set_config('statement_timeout',` +
+	` (CASE WHEN s.ms > 0 AND s.ms < $1::int8 THEN s.ms ELSE $1::int8 END)::text, true)` +
+	` FROM (SELECT ceil(extract(epoch FROM current_setting('statement_timeout')::interval) * 1000)::int8 AS ms) AS s`
 
 // batcher is a handle that sends batches: a pool, a connection, a pgx.Tx.
 type batcher interface {
@@ -32,7 +50,8 @@ type batcher interface {
 
 // openTable reads what src's sweep needs before its first page as one
 // batch: the reads have no data between them, so the round trips of the
-// limits and the types become one.
+// limits, the types and the count become one. The count is read last,
+// under its budget, so that its failure leaves the others read.
 //
 // It reports false, having read nothing the sweep uses, when the handle
 // cannot send a batch or is inside a transaction (a failed read would
@@ -53,13 +72,18 @@ func (r *Reclaimer) openTable(ctx context.Context, src *TableSource, withLimits 
 	if sql.Types != "" {
 		b.Queue(sql.Types)
 	}
+	withCount := sql.Unstarted != ""
+	if withCount {
+		b.Queue(budgetSQL, min(countBudget, r.cfg.SweepTimeout/10).Milliseconds())
+		b.Queue(sql.Unstarted)
+	}
 	br := sb.SendBatch(ctx, &b)
-	o, ok := readOpening(br, withLimits, sql.Types != "")
+	o, ok := readOpening(br, withLimits, sql.Types != "", withCount)
 	cerr := br.Close()
 	if !ok {
 		return nil, false
 	}
-	if cerr != nil {
+	if cerr != nil && o.counted {
 		return nil, false
 	}
 	if withLimits {
@@ -80,7 +104,7 @@ func (r *Reclaimer) limitsWith(src *TableSource) bool {
 }
 
 // readOpening reads openTable's batch in the order it was queued.
-func readOpening(br pgx.BatchResults, withLimits, withTypes bool) (*opening, bool) {
+func readOpening(br pgx.BatchResults, withLimits, withTypes, withCount bool) (*opening, bool) {
 	o := &opening{types: []string{""}}
 	if withLimits {
 		rows, err := br.Query()
@@ -98,6 +122,12 @@ func readOpening(br pgx.BatchResults, withLimits, withTypes bool) (*opening, boo
 		}
 		if o.types, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 			return nil, false
+		}
+	}
+	if withCount {
+		var n int64
+		if _, err := br.Exec(); err == nil && br.QueryRow().Scan(&n) == nil {
+			o.unstarted, o.counted = int(n), true
 		}
 	}
 	return o, true

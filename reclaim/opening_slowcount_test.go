@@ -3,6 +3,7 @@ package reclaim_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,17 +12,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobguard/jobguard/internal/ident"
+	"github.com/jobguard/jobguard/internal/testkit/benchkit"
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
 // slowCountingPool is a pool on env's schema, as a role that is not a
-// superuser, whose count of the running jobs without a start takes until
-// its statement is cancelled, as a count over a loaded table does: every
-// row the count reads passes a row policy that sleeps while the statement
-// is that count. Every other statement reads the rows at once.
-func slowCountingPool(t *testing.T, env *testenv.Env) *pgxpool.Pool {
+// superuser, whose count of the running jobs without a start takes secs
+// seconds a row it reads (3600: until its statement is cancelled), as a
+// count over a loaded table does: every row the count reads passes a row
+// policy that sleeps while the statement is that count. Every other
+// statement reads the rows at once. Its round trips are counted.
+func slowCountingPool(t *testing.T, env *testenv.Env, secs float64) (*pgxpool.Pool, *benchkit.RoundTrips) {
 	t.Helper()
 	ctx := context.Background()
 	role := strings.ToLower("jgt_slow_" + env.Schema)
@@ -35,7 +38,7 @@ func slowCountingPool(t *testing.T, env *testenv.Env) *pgxpool.Pool {
 	env.Exec(`CREATE FUNCTION count_is_slow() RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
 		BEGIN
 			IF current_query() LIKE '%count(*)%' AND current_query() LIKE '% IS NULL AND %' THEN
-				PERFORM pg_sleep(3600);
+				PERFORM pg_sleep(` + strconv.FormatFloat(secs, 'f', -1, 64) + `);
 			END IF;
 			RETURN true;
 		END $$`)
@@ -44,10 +47,12 @@ func slowCountingPool(t *testing.T, env *testenv.Env) *pgxpool.Pool {
 	cfg, err := pgxpool.ParseConfig(env.DatabaseURL)
 	require.NoError(t, err)
 	cfg.ConnConfig.User = role
+	trips := &benchkit.RoundTrips{}
+	cfg.ConnConfig.Tracer = trips
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	return pool
+	return pool, trips
 }
 
 // The count of the running jobs without a start is noted when it fails,
@@ -62,7 +67,7 @@ func TestSweep_UnstartedCountThatRunsIntoTheDeadlineStillReclaims(t *testing.T) 
 	unstarted := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
 	env.Exec(fmt.Sprintf("UPDATE %s SET %s = NULL WHERE id = $1", jobs.Table.QualifiedName(),
 		ident.Quote(jobs.Table.StartedAtColumn)), unstarted)
-	pool := slowCountingPool(t, env)
+	pool, _ := slowCountingPool(t, env, 3600)
 	table, err := reclaim.NewTableSource(jobs.Guard, pool)
 	require.NoError(t, err)
 	r, _ := newReclaimer(t, jobs, reclaim.Config{Source: table, SweepTimeout: 2 * time.Second})
@@ -71,4 +76,29 @@ func TestSweep_UnstartedCountThatRunsIntoTheDeadlineStillReclaims(t *testing.T) 
 	require.Equal(t, []string{stalled}, rep.ReclaimedIDs, "report %+v; error %v", rep, err)
 	require.Equal(t, "FAILED", jobs.Read(t, stalled).Status)
 	require.Equal(t, "PROCESSING", jobs.Read(t, unstarted).Status)
+}
+
+// The count travels in the opening batch only while it is quick: one
+// slower than its budget there (a fifth of a second here, for the one row
+// without a start) is cancelled, so that it holds the listing back no
+// longer than the budget, and is read again after the reclaims, which
+// takes one more round trip and gives the same number.
+func TestSweep_UnstartedCountOverItsBudgetInTheBatchIsReadAfterTheReclaims(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	stalled := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
+	unstarted := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
+	env.Exec(fmt.Sprintf("UPDATE %s SET %s = NULL WHERE id = $1", jobs.Table.QualifiedName(),
+		ident.Quote(jobs.Table.StartedAtColumn)), unstarted)
+	pool, trips := slowCountingPool(t, env, 0.2)
+	table, err := reclaim.NewTableSource(jobs.Guard, pool)
+	require.NoError(t, err)
+	r, _ := newReclaimer(t, jobs, reclaim.Config{DB: pool, Source: table})
+
+	before := trips.Load()
+	rep, err := r.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, reclaim.Report{Scanned: 1, Reclaimed: 1, NoStartTime: 1, ReclaimedIDs: []string{stalled}}, rep)
+	require.Equal(t, int64(4), trips.Load()-before, "the batch, the page, the write, the count again")
 }

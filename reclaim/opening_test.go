@@ -36,9 +36,9 @@ func tracedPool(t *testing.T, env *testenv.Env, simple bool) (*pgxpool.Pool, *be
 }
 
 // Over the jobs table with the limits in a table on the same handle, a
-// sweep reads the limits and modes and the active types in one round
-// trip, then the overdue page, then writes, then counts the running jobs
-// without a start: four round trips with markers in Redis, where each read
+// sweep reads the limits and modes, the active types and the count of the
+// running jobs without a start in one round trip, then the overdue page,
+// then writes: three round trips with markers in Redis, where each read
 // was one of its own before (five). The report is what the reads say: the
 // limit and the mode of each type, a type without a limit reported, the
 // jobs without a start counted; a plan and a shadow sweep read the same.
@@ -74,7 +74,7 @@ func TestSweep_TableLimitsAndTypesTravelInOneRoundTrip(t *testing.T) {
 			before := trips.Load()
 			rep, err := r.Sweep(ctx)
 			require.NoError(t, err)
-			require.Equal(t, int64(4), trips.Load()-before, "the batch, the page, the write, the count")
+			require.Equal(t, int64(3), trips.Load()-before, "the batch, the page, the write")
 			require.Equal(t, reclaim.Report{Scanned: 3, NoStartTime: 2, UnknownType: 1, Paused: 1, Reclaimed: 1,
 				ReclaimedIDs: []string{chapter}}, rep)
 
@@ -128,4 +128,65 @@ func TestSweep_LimitsOutsideTheBatchReadAsBefore(t *testing.T) {
 	require.ErrorContains(t, err, "not positive")
 	require.Zero(t, rep.Reclaimed)
 	require.Equal(t, "PROCESSING", jobs.Read(t, id).Status)
+}
+
+// The count's budget is the session's statement timeout when that is
+// shorter, never a longer one, and it ends with the batch: a sweep over a
+// source on one connection counts in the batch and leaves the
+// connection's own timeout as it was, in either protocol.
+func TestSweep_CountBudgetKeepsAShorterTimeoutAndEndsWithTheBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	for session, want := range map[string]string{"0": "10min", "5min": "5min", "1500ms": "1500ms",
+		"10min": "10min", "1h": "10min", "2d": "10min"} {
+		err := pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)", session); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, reclaim.BudgetSQL, (10 * time.Minute).Milliseconds()); err != nil {
+				return err
+			}
+			var got string
+			if err := tx.QueryRow(ctx, "SHOW statement_timeout").Scan(&got); err != nil {
+				return err
+			}
+			require.Equal(t, want, got, "session %s", session)
+			return nil
+		})
+		require.NoError(t, err, session)
+	}
+
+	unstarted := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
+	env.Exec(fmt.Sprintf("UPDATE %s SET %s = NULL WHERE id = $1", jobs.Table.QualifiedName(),
+		ident.Quote(jobs.Table.StartedAtColumn)), unstarted)
+	for _, simple := range []bool{false, true} {
+		cfg, err := pgx.ParseConfig(env.DatabaseURL)
+		require.NoError(t, err)
+		trips := &benchkit.RoundTrips{}
+		cfg.Tracer = trips
+		if simple {
+			cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+		}
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close(context.Background()) })
+		_, err = conn.Exec(ctx, "SET statement_timeout = '5min'")
+		require.NoError(t, err)
+		stalled := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
+		table, err := reclaim.NewTableSource(jobs.Guard, conn)
+		require.NoError(t, err)
+		r, _ := newReclaimer(t, jobs, reclaim.Config{Source: table})
+
+		before := trips.Load()
+		rep, err := r.Sweep(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []string{stalled}, rep.ReclaimedIDs, "simple=%v", simple)
+		require.Equal(t, 1, rep.NoStartTime, "simple=%v", simple)
+		require.Equal(t, int64(2), trips.Load()-before, "simple=%v: the batch and the page on the source's connection", simple)
+		var got string
+		require.NoError(t, conn.QueryRow(ctx, "SHOW statement_timeout").Scan(&got))
+		require.Equal(t, "5min", got, "simple=%v", simple)
+	}
 }

@@ -115,7 +115,8 @@ var (
 // UnstartedCounter is a Source that never lists some active jobs because
 // they have no start time, as TableSource does, and can count them. A
 // sweep (and a plan) asks it once, after the listings (a TableSource's
-// own count travels in one batch with the sweep's first reads instead),
+// own count travels in one batch with the sweep's first reads instead,
+// while it is quick; see Reclaimer.Sweep),
 // and adds the count to Report.NoStartTime, so that jobs no sweep can ever reclaim are seen
 // at every sweep, in its summary line and in jobguard.reclaim.decisions.
 type UnstartedCounter interface {

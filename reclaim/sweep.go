@@ -29,8 +29,9 @@ import (
 // beside the limits (and a TableSource's active types) read once per sweep,
 // and the count of the running jobs when a share cap of the brake could
 // bind. Over a TableSource, the limits (a TableLimits on the source's
-// handle) and the active types are one batch, one round trip, sent
-// outside any transaction;
+// handle), the active types and the count of the jobs without a start
+// (see below) are one batch, one round trip, sent outside any
+// transaction;
 // parent rules add the transaction's BEGIN and COMMIT, its lock_timeout, a
 // savepoint, for each rule a savepoint of its own with its timeouts set
 // before it and statement_timeout set back after it (four statements),
@@ -54,11 +55,14 @@ import (
 // says so.
 //
 // A source that never lists the active jobs without a start time (an
-// UnstartedCounter, as TableSource is) is asked for their number after the
-// pages, which goes into Report.NoStartTime when the listing succeeded: no
-// sweep can reclaim them, and every sweep says how many there are. A count
-// that fails is named in the summary line, at warn, and does not fail the
-// sweep.
+// UnstartedCounter, as TableSource is) is asked for their number, which
+// goes into Report.NoStartTime when the listing succeeded: no sweep can
+// reclaim them, and every sweep says how many there are. A TableSource's
+// count travels in the opening batch under a statement timeout of 50 ms
+// (the session's when shorter), so that a slow count holds the listing
+// back no longer; one that runs out of it there, like any other source's,
+// is counted after the reclaims, with the sweep's time. A count that fails
+// is named in the summary line, at warn, and does not fail the sweep.
 //
 // With Config.Shadow set, the sweep decides the same and writes nothing: the
 // jobs it would reclaim are counted in Report.WouldReclaim and logged.
@@ -188,6 +192,10 @@ func (r *Reclaimer) list(ctx context.Context, p *pass) error {
 	if err != nil {
 		return err
 	}
+	if open != nil && open.counted {
+		p.rep.NoStartTime += open.unstarted
+		return nil
+	}
 	r.countUnstarted(ctx, p)
 	return nil
 }
@@ -218,9 +226,10 @@ func (r *Reclaimer) open(ctx context.Context, p *pass, table *TableSource) (limi
 	return limits, open, err
 }
 
-// countUnstarted adds the jobs the source never lists for want of a start:
-// counted after the reclaims, which matter more, and a count that fails is
-// noted, not the sweep's failure.
+// countUnstarted adds the jobs the source never lists for want of a start,
+// when the opening batch did not count them: counted after the reclaims,
+// which matter more, and a count that fails is noted, not the sweep's
+// failure.
 func (r *Reclaimer) countUnstarted(ctx context.Context, p *pass) {
 	c, ok := r.cfg.Source.(UnstartedCounter)
 	if !ok {

@@ -306,8 +306,15 @@ func buildStatements(cfg Config, cat catalogFacts) statements {
 		` SET state = 'rejected', recheck_at = NULL, updated_at = $5 WHERE a.state IN ('done', 'rejected')`+
 		` RETURNING a.state`,
 		refLock("pg_advisory_xact_lock", 3, 4), art, jobsKey, norm(1))
+	// Keeping reaches the execution's artifacts through its key. The
+	// state is compared under the C collation (the same result for this
+	// label), so that it implies no partial index's predicate: the index
+	// of the open artifacts leads with the jobs table and the state, and
+	// the planner, with few pending artifacts or none analyzed, finds it as
+	// cheap as the key, though a scan of it reads every pending artifact
+	// of the jobs table to find the execution's own.
 	s.keep = `UPDATE ` + art + ` a SET state = 'kept', updated_at = $3` +
-		` WHERE ` + mine + ` AND a.job_id = ` + norm(1) + ` AND a.generation = $2 AND a.state = 'pending'`
+		` WHERE ` + mine + ` AND a.job_id = ` + norm(1) + ` AND a.generation = $2 AND a.state COLLATE "C" = 'pending'`
 	// A rejected completion owes compensation for the execution's artifacts,
 	// unless the job row shows this very execution completed (a finalize
 	// retried after a lost commit acknowledgement). Those compensated

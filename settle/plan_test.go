@@ -53,3 +53,47 @@ func TestClaim_GenericPlanReadsOnlyItsOwnTablesDueRecords(t *testing.T) {
 	require.Regexp(t, `Index Cond: \(\(jobs_table = '"s"."tasks"'::text\) AND \(next_attempt_at <= `, plan)
 	require.NotContains(t, plan, "Rows Removed by Filter", "no other table's record is read:\n"+plan)
 }
+
+// A record's own statements reach its row through the primary key, never
+// through the due index or the settled index, under custom and generic
+// plans, before the table was analyzed and after: a scan of the due index
+// reads every pending record of the jobs table, and every dead entry the
+// confirmed ones left, to find one, so that each finalize and each retry
+// would cost what the backlog does.
+func TestRecordStatements_ReachTheRowByItsPrimaryKey(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	env.Exec(usage.Migration)
+	env.Exec(Migration)
+	env.Exec(`INSERT INTO job_settlements (jobs_table, job_id, generation, state, settled_at, next_attempt_at)
+		SELECT '"s"."tasks"', g::text, 1, (ARRAY['pending', 'confirmed', 'given_up'])[g % 3 + 1],
+		       CASE WHEN g % 3 > 0 THEN now() END, now() - interval '1 hour'
+		FROM generate_series(1, 30000) AS g`)
+	ledger, err := usage.NewLedger(usage.Config{})
+	require.NoError(t, err)
+	s := buildStatements("job_settlements", `"s"."tasks"`, ledgerlink.Of(ledger).Insert)
+	// Each statement with arguments for the record '3000' (pending) or
+	// '3002' (given up).
+	stmts := map[string]struct{ sql, args string }{
+		"mark":        {s.mark, `'3000', 1, 'video'`},
+		"retry":       {s.retry, `'3000', 1, 'err', 1000000, 0, 0`},
+		"unconfirmed": {s.unconfirmed, `'3000', 1, 'err', 1000000, 0, 0, '{video}'`},
+		"giveUp":      {s.giveUp, `'3000', 1, 'err', 0, 0`},
+		"handBack":    {s.handBack, `'3000', 1, 0, 0`},
+		"confirm":     {s.confirm, `'3000', 1, '"s"."tasks"', '3000', 1, now()`},
+		"state":       {s.state, `'3000', 1`},
+		"reopen":      {s.reopen, `'3002', 1`},
+	}
+	for _, analyzed := range []bool{false, true} {
+		if analyzed {
+			env.Exec(`ANALYZE job_settlements`)
+		}
+		for name, st := range stmts {
+			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+				plan := env.Explain(st.sql, st.args, mode)
+				require.Contains(t, plan, "job_settlements_pkey", "%s, %s, analyzed %v:\n%s", name, mode, analyzed, plan)
+				require.NotRegexp(t, `Rows Removed by Filter: [1-9]`, plan, "%s, %s, analyzed %v:\n%s", name, mode, analyzed, plan)
+			}
+		}
+	}
+}

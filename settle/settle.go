@@ -385,6 +385,14 @@ func buildStatements(tbl, jobs string, ledger func(source string, first int) str
 	later := func(n int) string { return now + ` + ` + interval.Param(fmt.Sprintf("$%d", n)) } // $n: micros
 	table := ident.Literal(jobs)
 	pk := ` WHERE jobs_table = ` + table + ` AND job_id = $1 AND generation = $2`
+	// A record's own statements reach its row through the primary key
+	// alone. The state they require is compared under the C collation
+	// (the same result for these labels), so that it implies the predicate
+	// of no partial index: with few pending records, or none analyzed, the
+	// planner finds the due index as cheap as the primary key, and a scan
+	// of it reads every pending record of the jobs table, and every dead
+	// entry the confirmed ones left, to find one.
+	pending := ` AND state COLLATE "C" = 'pending'`
 	var s statements
 	// first is the same for every completion of one jobs table: the
 	// statement is built once per value.
@@ -414,18 +422,18 @@ func buildStatements(tbl, jobs string, ledger func(source string, first int) str
 	// as well, as that older version's own fence is.
 	fence := func(n int) string { return fmt.Sprintf(` AND claim = $%d AND attempts = $%d`, n, n+1) }
 	s.mark = `UPDATE ` + tbl + ` SET pending = array_remove(pending, $3), updated_at = ` + now +
-		pk + ` AND state = 'pending'`
+		pk + pending
 	s.retry = `UPDATE ` + tbl + ` SET last_error = $3, next_attempt_at = ` + later(4) +
-		`, updated_at = ` + now + pk + ` AND state = 'pending'` + fence(5)
+		`, updated_at = ` + now + pk + pending + fence(5)
 	s.unconfirmed = `UPDATE ` + tbl + ` SET pending = ARRAY(SELECT u.name FROM unnest(pending) WITH ORDINALITY AS u(name, n)` +
 		` WHERE u.name = ANY($7::text[]) ORDER BY u.n), last_error = $3, next_attempt_at = ` + later(4) +
-		`, updated_at = ` + now + pk + ` AND state = 'pending'` + fence(5)
+		`, updated_at = ` + now + pk + pending + fence(5)
 	// A record given up is settled too: settled_at dates it for retention
 	// (Retention), as confirming does.
 	s.giveUp = `UPDATE ` + tbl + ` SET state = 'given_up', last_error = $3, settled_at = ` + now + `, updated_at = ` + now +
-		pk + ` AND state = 'pending'` + fence(4)
+		pk + pending + fence(4)
 	s.handBack = `UPDATE ` + tbl + ` SET attempts = attempts - 1, next_attempt_at = ` + now +
-		`, updated_at = ` + now + pk + ` AND state = 'pending'` + fence(3)
+		`, updated_at = ` + now + pk + pending + fence(3)
 	// Confirming takes the record's row lock for the billing transaction:
 	// a second biller waits, then finds the record no longer pending. The
 	// ledger rows of the record's usage go in with it, read from the row
@@ -434,7 +442,7 @@ func buildStatements(tbl, jobs string, ledger func(source string, first int) str
 	// that confirms it. An entry whose ledger row exists already is left
 	// out of the meters returned, and judged a duplicate.
 	s.confirm = `WITH confirmed AS (UPDATE ` + tbl + ` SET state = 'confirmed', pending = '{}', last_error = NULL, settled_at = ` + now +
-		`, updated_at = ` + now + pk + ` AND state = 'pending' RETURNING usage), billed AS (` +
+		`, updated_at = ` + now + pk + pending + ` RETURNING usage), billed AS (` +
 		ledger(`confirmed, jsonb_to_recordset(confirmed.usage) AS e(account text, meter text, quantity int8, attributes jsonb)`, 3) +
 		`) SELECT confirmed.usage::text, ARRAY(SELECT meter FROM billed) FROM confirmed`
 	s.state = `SELECT state FROM ` + tbl + pk
@@ -453,7 +461,7 @@ func buildStatements(tbl, jobs string, ledger func(source string, first int) str
 	// Reopening starts the attempts over; the trigger moves the claim on,
 	// so the next claim takes a number no earlier attempt had.
 	s.reopen = `UPDATE ` + tbl + ` SET state = 'pending', attempts = 0, last_error = NULL, settled_at = NULL, next_attempt_at = ` + now +
-		`, updated_at = ` + now + pk + ` AND state = 'given_up'`
+		`, updated_at = ` + now + pk + ` AND state COLLATE "C" = 'given_up'`
 	return s
 }
 

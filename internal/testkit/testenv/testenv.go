@@ -17,7 +17,9 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,6 +56,8 @@ type Env struct {
 	Prefix string
 
 	t testing.TB
+	// explained numbers the statements Explain prepares.
+	explained atomic.Int64
 }
 
 // Config tunes New.
@@ -214,6 +218,41 @@ func (e *Env) Exec(sql string, args ...any) {
 	if _, err := e.Pool.Exec(context.Background(), sql, args...); err != nil {
 		e.t.Fatalf("testenv: %v\n%s", err, sql)
 	}
+}
+
+// Explain runs sql once, as a prepared statement executed with args (SQL
+// literals, as EXECUTE takes them) under plan_cache_mode mode
+// ("force_custom_plan" or "force_generic_plan"), in a transaction it rolls
+// back, and returns the plan it ran: EXPLAIN ANALYZE without costs or
+// timings, so that a test can tell which index served a statement and how
+// many rows it read to find its own.
+func (e *Env) Explain(sql, args, mode string) string {
+	e.t.Helper()
+	ctx := context.Background()
+	tx, err := e.Pool.Begin(ctx)
+	if err != nil {
+		e.t.Fatalf("testenv: explain: %v", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// A prepared statement outlives the transaction: each gets a name of
+	// its own.
+	name := fmt.Sprintf("explained_%d", e.explained.Add(1))
+	var lines []string
+	_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = `+mode)
+	if err == nil {
+		_, err = tx.Exec(ctx, `PREPARE `+name+` AS `+sql)
+	}
+	if err == nil {
+		var rows pgx.Rows
+		rows, err = tx.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE `+name+`(`+args+`)`)
+		if err == nil {
+			lines, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+	}
+	if err != nil {
+		e.t.Fatalf("testenv: explain: %v\n%s", err, sql)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // Audit records every row written to tables (SQL names, quoted as

@@ -1,6 +1,10 @@
 package reclaim
 
-import "time"
+import (
+	"time"
+
+	"github.com/jobguard/jobguard/internal/interval"
+)
 
 // RunningSQL is the statement of s.CountRunning, for a test that pins its
 // plan.
@@ -12,3 +16,12 @@ func SetElapsedClock(r *Reclaimer, now func() time.Time) { r.elapsed = now }
 
 // BudgetSQL is the statement that sets the opening batch's count budget.
 const BudgetSQL = budgetSQL
+
+// SetCountBudget sets how long r's count of the jobs without a start may
+// run in the opening batch, so that a test that counts round trips is not
+// at the mercy of a loaded machine.
+func SetCountBudget(r *Reclaimer, d time.Duration) { r.budget = d }
+
+// BudgetArg is the statement timeout, in milliseconds, r's opening batch
+// gives its count.
+func BudgetArg(r *Reclaimer) string { return interval.Millis(r.countBudget()) }

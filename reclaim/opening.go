@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobguard/jobguard/internal/guardlink"
+	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
 )
@@ -20,6 +21,14 @@ import (
 // and take the listing's time: the count in the batch runs under a
 // statement timeout of countBudget, and one that runs out (or fails) is
 // read again after the reclaims, with the sweep's time.
+//
+// A failed batch costs more than its round trip: pgx drops every
+// statement of it from the connection's caches, to be prepared again. So
+// a count that ran out of its budget once stays out of the batch, read
+// after the reclaims, until it takes under half the budget there
+// (Reclaimer.countApart): a count that stays slow costs its one round
+// trip a sweep, as it did before it joined the batch, and one near the
+// budget does not go in and out at every sweep.
 type opening struct {
 	// limits and modes are nil when the limits were not read with the rest.
 	limits map[string]time.Duration
@@ -31,12 +40,17 @@ type opening struct {
 }
 
 // countBudget is how long the count in the opening batch may run (the
-// session's statement timeout when that is shorter): the longest a slow
-// count holds back the limits, the types and so the listing.
+// session's statement timeout when that is shorter), at most a tenth of
+// the sweep's deadline: the longest a slow count holds back the limits,
+// the types and so the listing.
 const countBudget = 50 * time.Millisecond
 
-// budgetSQL sets the statement timeout to $1 milliseconds, or keeps the
-// session's when that is shorter, until the batch's implicit transaction
+// countBudget is the count's budget for r's sweeps.
+func (r *Reclaimer) countBudget() time.Duration { return min(r.budget, r.cfg.SweepTimeout/10) }
+
+// budgetSQL sets the statement timeout to $1 milliseconds (as
+// interval.Millis renders a duration: at least 1, as 0 turns the timeout
+// off), or keeps the session's when that is shorter, until the batch's implicit transaction
 // ends: the statements queued after it run under it, and the session's
 // own comes back with the batch's end.
 const budgetSQL = `SELECT set_config('statement_timeout',` +
@@ -72,14 +86,17 @@ func (r *Reclaimer) openTable(ctx context.Context, src *TableSource, withLimits 
 	if sql.Types != "" {
 		b.Queue(sql.Types)
 	}
-	withCount := sql.Unstarted != ""
+	withCount := sql.Unstarted != "" && !r.countApart.Load()
 	if withCount {
-		b.Queue(budgetSQL, min(countBudget, r.cfg.SweepTimeout/10).Milliseconds())
+		b.Queue(budgetSQL, interval.Millis(r.countBudget()))
 		b.Queue(sql.Unstarted)
 	}
 	br := sb.SendBatch(ctx, &b)
 	o, ok := readOpening(br, withLimits, sql.Types != "", withCount)
 	cerr := br.Close()
+	if withCount && (!ok || !o.counted) {
+		r.countApart.Store(true)
+	}
 	if !ok {
 		return nil, false
 	}

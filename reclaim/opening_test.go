@@ -66,6 +66,7 @@ func TestSweep_TableLimitsAndTypesTravelInOneRoundTrip(t *testing.T) {
 					ident.Quote(jobs.Table.StartedAtColumn)), id)
 			}
 			r, _ := newReclaimer(t, jobs, reclaim.Config{DB: pool, Limits: tl})
+			reclaim.SetCountBudget(r, time.Minute)
 
 			plan, err := r.Plan(ctx)
 			require.NoError(t, err)
@@ -79,6 +80,7 @@ func TestSweep_TableLimitsAndTypesTravelInOneRoundTrip(t *testing.T) {
 				ReclaimedIDs: []string{chapter}}, rep)
 
 			shadow, _ := newReclaimer(t, jobs, reclaim.Config{DB: pool, Limits: tl, Shadow: true})
+			reclaim.SetCountBudget(shadow, time.Minute)
 			rep, err = shadow.Sweep(ctx)
 			require.NoError(t, err)
 			require.Equal(t, reclaim.Report{Scanned: 2, NoStartTime: 2, UnknownType: 1, Paused: 1}, rep)
@@ -178,6 +180,7 @@ func TestSweep_CountBudgetKeepsAShorterTimeoutAndEndsWithTheBatch(t *testing.T) 
 		table, err := reclaim.NewTableSource(jobs.Guard, conn)
 		require.NoError(t, err)
 		r, _ := newReclaimer(t, jobs, reclaim.Config{Source: table})
+		reclaim.SetCountBudget(r, time.Minute)
 
 		before := trips.Load()
 		rep, err := r.Sweep(ctx)

@@ -150,6 +150,14 @@ type Reclaimer struct {
 	orphans *jobset.Orphans // Config.Workers; nil without a rescue
 	// released: the next sweep runs with its brake released.
 	released atomic.Bool
+	// countApart: the count of the jobs without a start ran out of its
+	// budget in the opening batch (or failed there), and is read after the
+	// reclaims until one of those readings takes under half the budget
+	// (see openTable).
+	countApart atomic.Bool
+	// budget is countBudget; a test that counts round trips lengthens it,
+	// so that a loaded machine cannot push the count out of the batch.
+	budget time.Duration
 	// clock is the last sweep's reading of the two clocks.
 	clock clocks
 	// elapsed reads the reclaimer's side of those readings: time.Now,
@@ -167,7 +175,8 @@ func New(cfg Config) (*Reclaimer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: new: %w", err)
 	}
-	r := &Reclaimer{cfg: cfg, log: cfg.Logger, met: newSweepMetrics(cfg.MeterProvider, cfg.Shadow), elapsed: time.Now}
+	r := &Reclaimer{cfg: cfg, log: cfg.Logger, met: newSweepMetrics(cfg.MeterProvider, cfg.Shadow), elapsed: time.Now,
+		budget: countBudget}
 	if cfg.Guard.Shared().Markers == jobguard.MarkersRedis {
 		r.markers, err = marker.NewRedisStore(cfg.Guard, cfg.Redis, cfg.Markers)
 	} else {

@@ -229,13 +229,15 @@ func (r *Reclaimer) open(ctx context.Context, p *pass, table *TableSource) (limi
 // countUnstarted adds the jobs the source never lists for want of a start,
 // when the opening batch did not count them: counted after the reclaims,
 // which matter more, and a count that fails is noted, not the sweep's
-// failure.
+// failure. One that takes under half the count's budget goes back into
+// the opening batch from the next sweep on (see openTable).
 func (r *Reclaimer) countUnstarted(ctx context.Context, p *pass) {
 	c, ok := r.cfg.Source.(UnstartedCounter)
 	if !ok {
 		return
 	}
 	var n int
+	start := time.Now()
 	err := safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
 		m, err := c.CountUnstarted(ctx)
 		if err == nil {
@@ -243,6 +245,9 @@ func (r *Reclaimer) countUnstarted(ctx context.Context, p *pass) {
 		}
 		return err
 	})
+	if err == nil && time.Since(start) < r.countBudget()/2 {
+		r.countApart.Store(false)
+	}
 	switch {
 	case err == nil:
 		p.rep.NoStartTime += n

@@ -2,7 +2,6 @@ package reclaim_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/reclaim"
@@ -39,42 +37,21 @@ func (c *countTimeouts) all() []string {
 	return append([]string(nil), c.seen...)
 }
 
-// reportingCountPool is a pool of one connection on env's schema, as a
-// role that is not a superuser, with the session statement_timeout given, whose count of the
-// running jobs without a start tells (in a notice, once per row it reads)
-// the statement_timeout it runs under. Every statement reads the rows at
-// once.
+// reportingCountPool is a pool of one connection on countingRole, with
+// the session statement_timeout given, whose count of the running jobs
+// without a start tells (in a notice, once per row it reads) the
+// statement_timeout it runs under.
 func reportingCountPool(t *testing.T, env *testenv.Env, session string) (*pgxpool.Pool, *countTimeouts) {
 	t.Helper()
-	ctx := context.Background()
-	role := strings.ToLower("jgt_tell_" + env.Schema)
-	env.Exec(fmt.Sprintf(`CREATE ROLE %s LOGIN`, ident.Quote(role)))
-	t.Cleanup(func() {
-		_, _ = env.Pool.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %s`, ident.Quote(role)))
-		_, _ = env.Pool.Exec(context.Background(), fmt.Sprintf(`DROP ROLE %s`, ident.Quote(role)))
-	})
-	env.Exec(fmt.Sprintf(`GRANT USAGE ON SCHEMA %s TO %s`, ident.Quote(env.Schema), ident.Quote(role)))
-	env.Exec(fmt.Sprintf(`GRANT ALL ON ALL TABLES IN SCHEMA %s TO %s`, ident.Quote(env.Schema), ident.Quote(role)))
-	env.Exec(`CREATE FUNCTION count_tells() RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
-		BEGIN
-			IF current_query() LIKE '%count(*)%' AND current_query() LIKE '% IS NULL AND %' THEN
-				RAISE NOTICE 'count under %', current_setting('statement_timeout');
-			END IF;
-			RETURN true;
-		END $$`)
-	env.Exec(`ALTER TABLE jobs ENABLE ROW LEVEL SECURITY`)
-	env.Exec(`CREATE POLICY every_row ON jobs USING (count_tells())`)
-	cfg, err := pgxpool.ParseConfig(env.DatabaseURL)
-	require.NoError(t, err)
-	cfg.ConnConfig.User = role
+	cfg := countingRole(t, env, "tell", `RAISE NOTICE 'count under %', current_setting('statement_timeout');`)
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = session
 	seen := &countTimeouts{}
 	cfg.ConnConfig.OnNotice = seen.notice
 	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	require.NoError(t, pool.Ping(ctx))
+	require.NoError(t, pool.Ping(context.Background()))
 	return pool, seen
 }
 
@@ -89,9 +66,7 @@ func TestSweep_UnstartedCountInTheBatchNeverRunsWithoutATimeout(t *testing.T) {
 	ctx := context.Background()
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
-	unstarted := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
-	env.Exec(fmt.Sprintf("UPDATE %s SET %s = NULL WHERE id = $1", jobs.Table.QualifiedName(),
-		ident.Quote(jobs.Table.StartedAtColumn)), unstarted)
+	insertUnstarted(t, jobs)
 	pool, seen := reportingCountPool(t, env, "5min")
 	table, err := reclaim.NewTableSource(jobs.Guard, pool)
 	require.NoError(t, err)

@@ -2,7 +2,6 @@ package reclaim_test
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/reclaim"
@@ -45,9 +43,7 @@ func TestSweep_UnstartedCountOverItsBudgetCostsOnlyTheCountAgain(t *testing.T) {
 	ctx := context.Background()
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
-	unstarted := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
-	env.Exec(fmt.Sprintf("UPDATE %s SET %s = NULL WHERE id = $1", jobs.Table.QualifiedName(),
-		ident.Quote(jobs.Table.StartedAtColumn)), unstarted)
+	insertUnstarted(t, jobs)
 	pool, _ := slowCountingPool(t, env, 0.2)
 	// The source's own connection, as the slow pool's role, its writes
 	// counted.

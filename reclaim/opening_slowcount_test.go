@@ -18,16 +18,14 @@ import (
 	"github.com/jobguard/jobguard/reclaim"
 )
 
-// slowCountingPool is a pool on env's schema, as a role that is not a
-// superuser, whose count of the running jobs without a start takes secs
-// seconds a row it reads (3600: until its statement is cancelled), as a
-// count over a loaded table does: every row the count reads passes a row
-// policy that sleeps while the statement is that count. Every other
-// statement reads the rows at once. Its round trips are counted.
-func slowCountingPool(t *testing.T, env *testenv.Env, secs float64) (*pgxpool.Pool, *benchkit.RoundTrips) {
+// countingRole is a pool config on env's schema, as a role that is not a
+// superuser, whose count of the running jobs without a start does what
+// plpgsql (a function body's statements) says for every row it reads,
+// through a row policy on the jobs table; every other statement reads the
+// rows at once.
+func countingRole(t *testing.T, env *testenv.Env, name, plpgsql string) *pgxpool.Config {
 	t.Helper()
-	ctx := context.Background()
-	role := strings.ToLower("jgt_slow_" + env.Schema)
+	role := strings.ToLower("jgt_" + name + "_" + env.Schema)
 	env.Exec(fmt.Sprintf(`CREATE ROLE %s LOGIN`, ident.Quote(role)))
 	t.Cleanup(func() {
 		_, _ = env.Pool.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %s`, ident.Quote(role)))
@@ -38,7 +36,7 @@ func slowCountingPool(t *testing.T, env *testenv.Env, secs float64) (*pgxpool.Po
 	env.Exec(`CREATE FUNCTION count_is_slow() RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
 		BEGIN
 			IF current_query() LIKE '%count(*)%' AND current_query() LIKE '% IS NULL AND %' THEN
-				PERFORM pg_sleep(` + strconv.FormatFloat(secs, 'f', -1, 64) + `);
+				` + plpgsql + `
 			END IF;
 			RETURN true;
 		END $$`)
@@ -47,12 +45,31 @@ func slowCountingPool(t *testing.T, env *testenv.Env, secs float64) (*pgxpool.Po
 	cfg, err := pgxpool.ParseConfig(env.DatabaseURL)
 	require.NoError(t, err)
 	cfg.ConnConfig.User = role
+	return cfg
+}
+
+// slowCountingPool is a pool on countingRole whose count takes secs
+// seconds a row it reads (3600: until its statement is cancelled), as a
+// count over a loaded table does. Its round trips are counted.
+func slowCountingPool(t *testing.T, env *testenv.Env, secs float64) (*pgxpool.Pool, *benchkit.RoundTrips) {
+	t.Helper()
+	cfg := countingRole(t, env, "slow", `PERFORM pg_sleep(`+strconv.FormatFloat(secs, 'f', -1, 64)+`);`)
 	trips := &benchkit.RoundTrips{}
 	cfg.ConnConfig.Tracer = trips
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	return pool, trips
+}
+
+// insertUnstarted inserts a running job that has no start time, which no
+// sweep over the table lists, and returns its id.
+func insertUnstarted(t *testing.T, jobs *fixture.Jobs) string {
+	t.Helper()
+	id := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
+	jobs.Env.Exec(fmt.Sprintf("UPDATE %s SET %s = NULL WHERE id = $1", jobs.Table.QualifiedName(),
+		ident.Quote(jobs.Table.StartedAtColumn)), id)
+	return id
 }
 
 // The count of the running jobs without a start is noted when it fails,
@@ -64,9 +81,7 @@ func TestSweep_UnstartedCountThatRunsIntoTheDeadlineStillReclaims(t *testing.T) 
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	stalled := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
-	unstarted := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
-	env.Exec(fmt.Sprintf("UPDATE %s SET %s = NULL WHERE id = $1", jobs.Table.QualifiedName(),
-		ident.Quote(jobs.Table.StartedAtColumn)), unstarted)
+	unstarted := insertUnstarted(t, jobs)
 	pool, _ := slowCountingPool(t, env, 3600)
 	table, err := reclaim.NewTableSource(jobs.Guard, pool)
 	require.NoError(t, err)
@@ -88,9 +103,7 @@ func TestSweep_UnstartedCountOverItsBudgetInTheBatchIsReadAfterTheReclaims(t *te
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
 	stalled := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
-	unstarted := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
-	env.Exec(fmt.Sprintf("UPDATE %s SET %s = NULL WHERE id = $1", jobs.Table.QualifiedName(),
-		ident.Quote(jobs.Table.StartedAtColumn)), unstarted)
+	insertUnstarted(t, jobs)
 	pool, trips := slowCountingPool(t, env, 0.2)
 	table, err := reclaim.NewTableSource(jobs.Guard, pool)
 	require.NoError(t, err)

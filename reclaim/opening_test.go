@@ -100,9 +100,7 @@ func TestSweep_LimitsOutsideTheBatchReadAsBefore(t *testing.T) {
 	env.Exec(`CREATE TABLE job_type_limits (job_type text PRIMARY KEY, max_runtime interval NOT NULL)`)
 	env.Exec(`INSERT INTO job_type_limits VALUES ('chapter', '30 minutes')`)
 	pool, _ := tracedPool(t, env, false)
-	unstarted := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
-	env.Exec(fmt.Sprintf("UPDATE %s SET %s = NULL WHERE id = $1", jobs.Table.QualifiedName(),
-		ident.Quote(jobs.Table.StartedAtColumn)), unstarted)
+	insertUnstarted(t, jobs)
 
 	onPool, err := reclaim.NewTableLimits(reclaim.TableLimitsConfig{DB: pool})
 	require.NoError(t, err)
@@ -160,9 +158,7 @@ func TestSweep_CountBudgetKeepsAShorterTimeoutAndEndsWithTheBatch(t *testing.T) 
 		require.NoError(t, err, session)
 	}
 
-	unstarted := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
-	env.Exec(fmt.Sprintf("UPDATE %s SET %s = NULL WHERE id = $1", jobs.Table.QualifiedName(),
-		ident.Quote(jobs.Table.StartedAtColumn)), unstarted)
+	insertUnstarted(t, jobs)
 	for _, simple := range []bool{false, true} {
 		cfg, err := pgx.ParseConfig(env.DatabaseURL)
 		require.NoError(t, err)

@@ -134,7 +134,8 @@ type statements struct {
 	reject  string // $1 job_id, $2 generation, $3 now, $4 completed
 	settle  string // $1 now, $2 completed → kept (sweep)
 	promote string // $1 now, $2 failed → rejected (sweep)
-	owed    string // $1 after id, $2 job_id or NULL, $3 generation or NULL → one owed artifact, locked
+	owed    string // $1 after id → the jobs table's next owed artifact, locked
+	owedOf  string // $1 after id, $2 job_id, $3 generation → the execution's next owed artifact, locked
 	due     string // $1 after id → one artifact whose recheck is due, locked
 	lock    string // $1 kind, $2 ref → whether this transaction now holds the ref's lock
 	held    string // $1 kind, $2 ref, $3 id → whether another execution may complete with the ref, or did
@@ -341,8 +342,17 @@ func buildStatements(cfg Config, cat catalogFacts) statements {
 	const cols = `id, job_id, generation, kind, ref, attempts`
 	s.owed = `SELECT ` + cols + ` FROM ` + art + ` a` +
 		` WHERE ` + mine + ` AND state = 'rejected' AND id > $1` +
-		` AND ($2::text IS NULL OR (job_id = ` + norm(2) + ` AND generation = $3::int8))` +
 		` ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
+	// One execution's owed artifacts are reached through the key of their
+	// execution, as keep reaches them: the state under the C collation, so
+	// that the open artifacts' index (jobs table, state) does not serve, and
+	// the order on id + 0, so that the primary key's order does not either.
+	// Either would read the jobs table's whole owed backlog, which grows
+	// while compensations fail, to find the execution's own.
+	s.owedOf = `SELECT ` + cols + ` FROM ` + art + ` a` +
+		` WHERE ` + mine + ` AND job_id = ` + norm(2) + ` AND generation = $3::int8` +
+		` AND state COLLATE "C" = 'rejected' AND id > $1` +
+		` ORDER BY id + 0 LIMIT 1 FOR UPDATE SKIP LOCKED`
 	// When a recheck is due is the database's business alone: it is
 	// scheduled and compared on statement_timestamp(), so that processes
 	// whose clocks disagree agree on it. A sweeper whose clock ran ahead

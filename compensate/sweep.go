@@ -163,13 +163,10 @@ func (a *Artifacts) next(ctx context.Context, tx pgx.Tx, p pass, after int64, ex
 	var row pgx.Row
 	if p == passRecheck {
 		row = tx.QueryRow(ctx, a.sql.due, after)
+	} else if exec != nil {
+		row = tx.QueryRow(ctx, a.sql.owedOf, after, exec.JobID, exec.Generation)
 	} else {
-		var jobID *string
-		var gen *int64
-		if exec != nil {
-			jobID, gen = &exec.JobID, &exec.Generation
-		}
-		row = tx.QueryRow(ctx, a.sql.owed, after, jobID, gen)
+		row = tx.QueryRow(ctx, a.sql.owed, after)
 	}
 	var art Artifact
 	err := row.Scan(&art.ID, &art.JobID, &art.Generation, &art.Kind, &art.Ref, &art.Attempts)

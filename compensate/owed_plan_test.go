@@ -1,0 +1,72 @@
+package compensate_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobguard/jobguard/compensate"
+)
+
+// Compensating one execution (CompensateExecution, a rejected Finalize)
+// reaches that execution's owed artifacts through the unique key of their
+// execution, never by reading the jobs table's owed artifacts through the
+// index of the open ones or the primary key: when compensations fail (the
+// store is down) the owed artifacts pile up, and each rejected completion
+// would then read every one of them to find its own. Checked under custom
+// and generic plans, and under the default plan cache mode once the
+// statement has run as often as a pooled connection runs it, before the
+// table was analyzed and after.
+func TestCompensateExecution_ReachesItsOwedArtifactsByTheirKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.env.Exec(`INSERT INTO job_artifacts (jobs_table, job_id, generation, kind, ref, state)
+		SELECT $1, g::text, 1, 'file', 'r' || g, (ARRAY['rejected', 'kept', 'done'])[g % 3 + 1]
+		FROM generate_series(1, 30000) AS g`, b.jobs.Guard.TableKey())
+	owed := compensate.OwedOfSQL(b.arts)
+	for _, analyzed := range []bool{false, true} {
+		if analyzed {
+			b.env.Exec(`ANALYZE job_artifacts`)
+		}
+		plans := map[string]string{"auto after ten runs": explainAfterRuns(t, b, owed, 10)}
+		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+			// Artifact 27000 (rejected) of job 27000, generation 1.
+			plans[mode] = b.env.Explain(owed, `0, '27000', 1`, mode)
+		}
+		for mode, plan := range plans {
+			require.NotRegexp(t, `Rows Removed by Filter: [1-9]`, plan, "%s, analyzed %v:\n%s", mode, analyzed, plan)
+			require.Contains(t, plan, "job_artifacts_jobs_table_job_id_generation_kind_ref_key", "%s, analyzed %v:\n%s", mode, analyzed, plan)
+		}
+	}
+}
+
+// explainAfterRuns prepares sql on one connection, executes it runs times
+// for other executions' owed artifacts (as one pooled connection does over
+// as many compensations) under the default plan cache mode, and returns
+// the plan of its next execution, analyzed, in a transaction rolled back.
+func explainAfterRuns(t *testing.T, b *bundle, sql string, runs int) string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := b.env.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = auto`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `PREPARE owed_after_runs AS `+sql)
+	require.NoError(t, err)
+	// A prepared statement outlives the transaction.
+	defer func() { _, _ = tx.Exec(ctx, `DEALLOCATE owed_after_runs`) }()
+	for i := 0; i < runs; i++ {
+		_, err = tx.Exec(ctx, fmt.Sprintf(`EXECUTE owed_after_runs(0, '%d', 1)`, 3*i+1)) // a kept artifact's execution
+		require.NoError(t, err)
+	}
+	rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE owed_after_runs(0, '27000', 1)`)
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return strings.Join(lines, "\n")
+}

@@ -94,7 +94,9 @@ func (r *Reclaimer) openTable(ctx context.Context, src *TableSource, withLimits 
 	br := sb.SendBatch(ctx, &b)
 	o, ok := readOpening(br, withLimits, sql.Types != "", withCount)
 	cerr := br.Close()
-	if withCount && (!ok || !o.counted) {
+	if withCount && ok && !o.counted {
+		// The count itself failed, the limits and the types read: a batch
+		// that failed before the count says nothing of it.
 		r.countApart.Store(true)
 	}
 	if !ok {

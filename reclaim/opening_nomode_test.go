@@ -2,7 +2,6 @@ package reclaim_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
 	"github.com/jobguard/jobguard/reclaim"
@@ -54,9 +52,7 @@ func TestSweep_QuickUnstartedCountStaysInTheBatchBesideALimitsTableWithoutMode(t
 	jobs := fixture.Create(t, env, fixture.Default)
 	env.Exec(`CREATE TABLE job_type_limits (job_type text PRIMARY KEY, max_runtime interval NOT NULL)`)
 	env.Exec(`INSERT INTO job_type_limits VALUES ('chapter', '30 minutes')`)
-	unstarted := jobs.Insert(t, fixture.Job{Generation: 1, UpdatedAgo: 2 * time.Hour})
-	env.Exec(fmt.Sprintf("UPDATE %s SET %s = NULL WHERE id = $1", jobs.Table.QualifiedName(),
-		ident.Quote(jobs.Table.StartedAtColumn)), unstarted)
+	insertUnstarted(t, jobs)
 
 	cfg, err := pgxpool.ParseConfig(env.DatabaseURL)
 	require.NoError(t, err)

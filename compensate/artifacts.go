@@ -343,16 +343,19 @@ func buildStatements(cfg Config, cat catalogFacts) statements {
 	s.owed = `SELECT ` + cols + ` FROM ` + art + ` a` +
 		` WHERE ` + mine + ` AND state = 'rejected' AND id > $1` +
 		` ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
-	// One execution's owed artifacts are reached through the key of their
-	// execution, as keep reaches them: the state under the C collation, so
-	// that the open artifacts' index (jobs table, state) does not serve, and
-	// the order on id + 0, so that the primary key's order does not either.
-	// Either would read the jobs table's whole owed backlog, which grows
-	// while compensations fail, to find the execution's own.
+	// One execution's owed artifacts are taken through the owed index
+	// (MigrationFiles, 0005): its execution's key, then the id, so that
+	// each step reaches the next one at once. The state is compared under
+	// the C collation, as the index's predicate is, so that the statement
+	// implies that predicate and not the open artifacts' index's: that
+	// index leads with the jobs table and the state, and a scan of it reads
+	// the jobs table's whole owed backlog (it grows while compensations
+	// fail) to find the execution's. Without the owed index the execution's
+	// key serves, all of the execution's artifacts read at each step.
 	s.owedOf = `SELECT ` + cols + ` FROM ` + art + ` a` +
 		` WHERE ` + mine + ` AND job_id = ` + norm(2) + ` AND generation = $3::int8` +
 		` AND state COLLATE "C" = 'rejected' AND id > $1` +
-		` ORDER BY id + 0 LIMIT 1 FOR UPDATE SKIP LOCKED`
+		` ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
 	// When a recheck is due is the database's business alone: it is
 	// scheduled and compared on statement_timestamp(), so that processes
 	// whose clocks disagree agree on it. A sweeper whose clock ran ahead

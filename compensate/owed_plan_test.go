@@ -13,9 +13,9 @@ import (
 )
 
 // Compensating one execution (CompensateExecution, a rejected Finalize)
-// reaches that execution's owed artifacts through the unique key of their
-// execution, never by reading the jobs table's owed artifacts through the
-// index of the open ones or the primary key: when compensations fail (the
+// reaches that execution's owed artifacts through the owed index (the
+// execution's key, then the id), never by reading the jobs table's owed
+// artifacts through the index of the open ones or the primary key: when compensations fail (the
 // store is down) the owed artifacts pile up, and each rejected completion
 // would then read every one of them to find its own. Checked under custom
 // and generic plans, and under the default plan cache mode once the
@@ -39,7 +39,7 @@ func TestCompensateExecution_ReachesItsOwedArtifactsByTheirKey(t *testing.T) {
 		}
 		for mode, plan := range plans {
 			require.NotRegexp(t, `Rows Removed by Filter: [1-9]`, plan, "%s, analyzed %v:\n%s", mode, analyzed, plan)
-			require.Contains(t, plan, "job_artifacts_jobs_table_job_id_generation_kind_ref_key", "%s, analyzed %v:\n%s", mode, analyzed, plan)
+			require.Contains(t, plan, "job_artifacts_owed_idx", "%s, analyzed %v:\n%s", mode, analyzed, plan)
 		}
 	}
 }

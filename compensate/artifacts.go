@@ -221,11 +221,19 @@ type catalogFacts struct {
 	// prints it: job ids are stored as text and cast to it, so the sweep's
 	// join uses the jobs table's primary key.
 	idType string
+	// owedIndex: the table has the owed index of MigrationFiles (0005),
+	// valid, over the execution's key and the id, for the owed rows.
+	owedIndex bool
 }
 
+// owedPredicate is the owed index's predicate (MigrationFiles, 0005) as
+// the server prints it.
+const owedPredicate = `((state COLLATE "C") = 'rejected'::text)`
+
 // inspect checks, in one query, that the artifacts table art exists with
-// every column of MigrationFiles, and reads its canonical name and the
-// jobs table's id type.
+// every column of MigrationFiles, and reads its canonical name, the jobs
+// table's id type and whether the owed index is there (a table without it
+// works, one execution's compensation reading more rows).
 func inspect(ctx context.Context, cfg Config, art string) (catalogFacts, error) {
 	jt := cfg.Guard.Table()
 	var f catalogFacts
@@ -238,8 +246,12 @@ func inspect(ctx context.Context, cfg Config, art string) (catalogFacts, error) 
 		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'jobs_table' AND NOT attisdropped),
 		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'changed_at' AND NOT attisdropped),
 		(SELECT format_type(atttypid, NULL) FROM pg_attribute
-		 WHERE attrelid = to_regclass($2) AND attname = $3 AND NOT attisdropped)`,
-		art, jt.QualifiedName(), jt.IDColumn).Scan(&name, &recheck, &keyed, &dated, &idType)
+		 WHERE attrelid = to_regclass($2) AND attname = $3 AND NOT attisdropped),
+		EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indisready
+		 AND pg_get_expr(i.indpred, i.indrelid) = $4
+		 AND (SELECT array_agg(a.attname::text ORDER BY k.n) FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, n)
+		      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum) = ARRAY['jobs_table', 'job_id', 'generation', 'id'])`,
+		art, jt.QualifiedName(), jt.IDColumn, owedPredicate).Scan(&name, &recheck, &keyed, &dated, &idType, &f.owedIndex)
 	switch {
 	case err != nil:
 		return f, err
@@ -350,12 +362,19 @@ func buildStatements(cfg Config, cat catalogFacts) statements {
 	// implies that predicate and not the open artifacts' index's: that
 	// index leads with the jobs table and the state, and a scan of it reads
 	// the jobs table's whole owed backlog (it grows while compensations
-	// fail) to find the execution's. Without the owed index the execution's
-	// key serves, all of the execution's artifacts read at each step.
+	// fail) to find the execution's. Without the owed index (New looks for
+	// it) the order is on id + 0, so that the primary key's order, which
+	// would read every artifact of the jobs table recorded before the
+	// execution's, cannot serve either: the execution's key does, and each
+	// step reads the execution's owed artifacts.
+	order := `id + 0`
+	if cat.owedIndex {
+		order = `id`
+	}
 	s.owedOf = `SELECT ` + cols + ` FROM ` + art + ` a` +
 		` WHERE ` + mine + ` AND job_id = ` + norm(2) + ` AND generation = $3::int8` +
 		` AND state COLLATE "C" = 'rejected' AND id > $1` +
-		` ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
+		` ORDER BY ` + order + ` LIMIT 1 FOR UPDATE SKIP LOCKED`
 	// When a recheck is due is the database's business alone: it is
 	// scheduled and compared on statement_timestamp(), so that processes
 	// whose clocks disagree agree on it. A sweeper whose clock ran ahead

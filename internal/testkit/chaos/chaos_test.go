@@ -852,15 +852,37 @@ func (r *run) kill(ctx context.Context, w *workerProc) {
 // executions come back to heartbeats and saves that the generation must
 // refuse, and the process, told that its lease is lost, starts nothing
 // more and exits.
+//
+// A worker stopped before it has taken its lease (a replacement still
+// starting) would come back to take a fresh one, never lose it, and never
+// exit: it is stopped once its lease is live, and killed instead if that
+// never comes (unless it exits first).
 func (r *run) comeback(ctx context.Context, w *workerProc) {
 	owner := chaos.WorkerProcess(w.incarnation)
-	_ = w.cmd.Process.Signal(syscall.SIGSTOP)
-	r.record(`INSERT INTO stops (incarnation) VALUES ($1)`, w.incarnation)
-	waitUntil(ctx, 5*time.Second, func() bool {
+	live := func() bool {
 		var live bool
 		err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobguard_workers WHERE id = $1 AND expires_at > now())`, owner).Scan(&live)
-		return err == nil && !live
-	})
+		return err == nil && live
+	}
+	exited := func() bool {
+		select {
+		case <-w.exited:
+			return true
+		default:
+			return false
+		}
+	}
+	waitUntil(ctx, stallWindow, func() bool { return exited() || live() })
+	switch {
+	case exited(): // it lost its lease on its own, and said so
+		return
+	case !live():
+		r.kill(ctx, w)
+		return
+	}
+	_ = w.cmd.Process.Signal(syscall.SIGSTOP)
+	r.record(`INSERT INTO stops (incarnation) VALUES ($1)`, w.incarnation)
+	waitUntil(ctx, 5*time.Second, func() bool { return !live() })
 	waitUntil(ctx, time.Second, func() bool {
 		var running bool
 		err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs WHERE lease_id = $1 AND status = 'PROCESSING')`, owner).Scan(&running)

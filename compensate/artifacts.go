@@ -221,8 +221,10 @@ type catalogFacts struct {
 	// prints it: job ids are stored as text and cast to it, so the sweep's
 	// join uses the jobs table's primary key.
 	idType string
-	// owedIndex: the table has the owed index of MigrationFiles (0005),
-	// valid, over the execution's key and the id, for the owed rows.
+	// owedIndex: the table has the owed index of MigrationFiles (0005):
+	// a valid b-tree whose key is the execution's key and the id, plain
+	// columns (INCLUDE columns beside them do not matter), for the owed
+	// rows.
 	owedIndex bool
 }
 
@@ -247,10 +249,12 @@ func inspect(ctx context.Context, cfg Config, art string) (catalogFacts, error) 
 		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'changed_at' AND NOT attisdropped),
 		(SELECT format_type(atttypid, NULL) FROM pg_attribute
 		 WHERE attrelid = to_regclass($2) AND attname = $3 AND NOT attisdropped),
-		EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indisready
-		 AND pg_get_expr(i.indpred, i.indrelid) = $4
+		EXISTS (SELECT 1 FROM pg_index i JOIN pg_class x ON x.oid = i.indexrelid JOIN pg_am am ON am.oid = x.relam
+		 WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indisready AND am.amname = 'btree'
+		 AND i.indexprs IS NULL AND i.indnkeyatts = 4 AND pg_get_expr(i.indpred, i.indrelid) = $4
 		 AND (SELECT array_agg(a.attname::text ORDER BY k.n) FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, n)
-		      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum) = ARRAY['jobs_table', 'job_id', 'generation', 'id'])`,
+		      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+		      WHERE k.n <= i.indnkeyatts) = ARRAY['jobs_table', 'job_id', 'generation', 'id'])`,
 		art, jt.QualifiedName(), jt.IDColumn, owedPredicate).Scan(&name, &recheck, &keyed, &dated, &idType, &f.owedIndex)
 	switch {
 	case err != nil:

@@ -370,7 +370,7 @@ func buildStatements(cfg Config, cat catalogFacts) statements {
 	// it) the order is on id + 0, so that the primary key's order, which
 	// would read every artifact of the jobs table recorded before the
 	// execution's, cannot serve either: the execution's key does, and each
-	// step reads the execution's owed artifacts.
+	// step reads the execution's artifacts.
 	order := `id + 0`
 	if cat.owedIndex {
 		order = `id`

@@ -19,8 +19,8 @@ import (
 // the running jobs without a start when it is quick. A server answers a
 // batch whole, so a slow count would hold the limits and the types back
 // and take the listing's time: the count in the batch runs under a
-// statement timeout of countBudget, and one that runs out (or fails) is
-// read again after the reclaims, with the sweep's time.
+// statement timeout of its budget (countBudget), and one that runs out (or
+// fails) is read again after the reclaims, with the sweep's time.
 //
 // A failed batch costs more than its round trip: pgx drops every
 // statement of it from the connection's caches, to be prepared again. So
@@ -39,20 +39,20 @@ type opening struct {
 	counted   bool
 }
 
-// countBudget is how long the count in the opening batch may run (the
-// session's statement timeout when that is shorter), at most a tenth of
-// the sweep's deadline: the longest a slow count holds back the limits,
-// the types and so the listing.
-const countBudget = 50 * time.Millisecond
+// defaultCountBudget is how long the count in the opening batch may run
+// (the session's statement timeout when that is shorter): the longest a
+// slow count holds back the limits, the types and so the listing.
+const defaultCountBudget = 50 * time.Millisecond
 
-// countBudget is the count's budget for r's sweeps.
+// countBudget is the count's budget for r's sweeps: r.budget, at most a
+// tenth of the sweep's deadline.
 func (r *Reclaimer) countBudget() time.Duration { return min(r.budget, r.cfg.SweepTimeout/10) }
 
 // budgetSQL sets the statement timeout to $1 milliseconds (as
 // interval.Millis renders a duration: at least 1, as 0 turns the timeout
-// off), or keeps the session's when that is shorter, until the batch's implicit transaction
-// ends: the statements queued after it run under it, and the session's
-// own comes back with the batch's end.
+// off), or keeps the session's when that is shorter, until the batch's
+// implicit transaction ends: the statements queued after it run under it,
+// and the session's own comes back with the batch's end.
 const budgetSQL = `SELECT set_config('statement_timeout',` +
 	` (CASE WHEN s.ms > 0 AND s.ms < $1::int8 THEN s.ms ELSE $1::int8 END)::text, true)` +
 	` FROM (SELECT ceil(extract(epoch FROM current_setting('statement_timeout')::interval) * 1000)::int8 AS ms) AS s`
@@ -102,7 +102,8 @@ func (r *Reclaimer) openTable(ctx context.Context, src *TableSource, withLimits 
 	if !ok {
 		return nil, false
 	}
-	if cerr != nil && o.counted {
+	if cerr != nil && (!withCount || o.counted) {
+		// An error of the batch that is not the count's.
 		return nil, false
 	}
 	if withLimits {

@@ -155,8 +155,9 @@ type Reclaimer struct {
 	// reclaims until one of those readings takes under half the budget
 	// (see openTable).
 	countApart atomic.Bool
-	// budget is countBudget; a test that counts round trips lengthens it,
-	// so that a loaded machine cannot push the count out of the batch.
+	// budget is defaultCountBudget; a test that counts round trips
+	// lengthens it, so that a loaded machine cannot push the count out of
+	// the batch.
 	budget time.Duration
 	// clock is the last sweep's reading of the two clocks.
 	clock clocks
@@ -176,7 +177,7 @@ func New(cfg Config) (*Reclaimer, error) {
 		return nil, fmt.Errorf("reclaim: new: %w", err)
 	}
 	r := &Reclaimer{cfg: cfg, log: cfg.Logger, met: newSweepMetrics(cfg.MeterProvider, cfg.Shadow), elapsed: time.Now,
-		budget: countBudget}
+		budget: defaultCountBudget}
 	if cfg.Guard.Shared().Markers == jobguard.MarkersRedis {
 		r.markers, err = marker.NewRedisStore(cfg.Guard, cfg.Redis, cfg.Markers)
 	} else {

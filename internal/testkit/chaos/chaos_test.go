@@ -856,13 +856,20 @@ func (r *run) kill(ctx context.Context, w *workerProc) {
 // A worker stopped before it has taken its lease (a replacement still
 // starting) would come back to take a fresh one, never lose it, and never
 // exit: it is stopped once its lease is live, and killed instead if that
-// never comes (unless it exits first).
+// never comes (unless it exits first, as a replacement that lost its lease
+// on its own). Its lease is read on a context the run's end does not
+// cancel, and a read that fails tells nothing: a stop must last until the
+// lease has lapsed, even when the run ends meanwhile, or the worker comes
+// back to a live lease.
 func (r *run) comeback(ctx context.Context, w *workerProc) {
 	owner := chaos.WorkerProcess(w.incarnation)
-	live := func() bool {
-		var live bool
-		err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobguard_workers WHERE id = $1 AND expires_at > now())`, owner).Scan(&live)
-		return err == nil && live
+	qctx := context.WithoutCancel(ctx)
+	lease := func(live bool) func() bool { // whether the lease is known to be live (or lapsed)
+		return func() bool {
+			var got bool
+			err := r.pool.QueryRow(qctx, `SELECT EXISTS (SELECT 1 FROM jobguard_workers WHERE id = $1 AND expires_at > now())`, owner).Scan(&got)
+			return err == nil && got == live
+		}
 	}
 	exited := func() bool {
 		select {
@@ -872,20 +879,21 @@ func (r *run) comeback(ctx context.Context, w *workerProc) {
 			return false
 		}
 	}
-	waitUntil(ctx, stallWindow, func() bool { return exited() || live() })
+	waitUntil(qctx, stallWindow, func() bool { return exited() || lease(true)() })
 	switch {
-	case exited(): // it lost its lease on its own, and said so
+	case exited():
+		r.respawned.Add(1)
 		return
-	case !live():
-		r.kill(ctx, w)
+	case !lease(true)():
+		r.kill(qctx, w)
 		return
 	}
 	_ = w.cmd.Process.Signal(syscall.SIGSTOP)
 	r.record(`INSERT INTO stops (incarnation) VALUES ($1)`, w.incarnation)
-	waitUntil(ctx, 5*time.Second, func() bool { return !live() })
-	waitUntil(ctx, time.Second, func() bool {
+	waitUntil(qctx, stallWindow, lease(false))
+	waitUntil(qctx, time.Second, func() bool {
 		var running bool
-		err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs WHERE lease_id = $1 AND status = 'PROCESSING')`, owner).Scan(&running)
+		err := r.pool.QueryRow(qctx, `SELECT EXISTS (SELECT 1 FROM jobs WHERE lease_id = $1 AND status = 'PROCESSING')`, owner).Scan(&running)
 		return err == nil && !running
 	})
 	_ = w.cmd.Process.Signal(syscall.SIGCONT)

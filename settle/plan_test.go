@@ -1,8 +1,6 @@
 package settle
 
 import (
-	"context"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,7 +16,6 @@ import (
 // are due, are not read.
 func TestClaim_GenericPlanReadsOnlyItsOwnTablesDueRecords(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	env := testenv.New(t)
 	env.Exec(Migration)
 	env.Exec(`INSERT INTO job_settlements (jobs_table, job_id, generation, state, next_attempt_at)
@@ -31,24 +28,7 @@ func TestClaim_GenericPlanReadsOnlyItsOwnTablesDueRecords(t *testing.T) {
 	require.NoError(t, err)
 	s := buildStatements("job_settlements", `"s"."tasks"`, ledgerlink.Of(ledger).Insert)
 
-	tx, err := env.Pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `PREPARE claim AS `+s.claim)
-	require.NoError(t, err)
-	defer func() { _, _ = tx.Exec(ctx, `DEALLOCATE claim`) }()
-	rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE claim(1000000, now())`)
-	require.NoError(t, err)
-	var lines []string
-	for rows.Next() {
-		var l string
-		require.NoError(t, rows.Scan(&l))
-		lines = append(lines, l)
-	}
-	require.NoError(t, rows.Err())
-	plan := strings.Join(lines, "\n")
+	plan := env.Explain(s.claim, `1000000, now()`, "force_generic_plan")
 	require.Contains(t, plan, "job_settlements_due_idx", plan)
 	require.Regexp(t, `Index Cond: \(\(jobs_table = '"s"."tasks"'::text\) AND \(next_attempt_at <= `, plan)
 	require.NotContains(t, plan, "Rows Removed by Filter", "no other table's record is read:\n"+plan)
@@ -74,7 +54,7 @@ func TestRecordStatements_ReachTheRowByItsPrimaryKey(t *testing.T) {
 	s := buildStatements("job_settlements", `"s"."tasks"`, ledgerlink.Of(ledger).Insert)
 	// Each statement with arguments for the record '3000' (pending) or
 	// '3002' (given up).
-	stmts := map[string]struct{ sql, args string }{
+	stmts := map[string][2]string{
 		"mark":        {s.mark, `'3000', 1, 'video'`},
 		"retry":       {s.retry, `'3000', 1, 'err', 1000000, 0, 0`},
 		"unconfirmed": {s.unconfirmed, `'3000', 1, 'err', 1000000, 0, 0, '{video}'`},
@@ -84,16 +64,8 @@ func TestRecordStatements_ReachTheRowByItsPrimaryKey(t *testing.T) {
 		"state":       {s.state, `'3000', 1`},
 		"reopen":      {s.reopen, `'3002', 1`},
 	}
-	for _, analyzed := range []bool{false, true} {
-		if analyzed {
-			env.Exec(`ANALYZE job_settlements`)
-		}
-		for name, st := range stmts {
-			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-				plan := env.Explain(st.sql, st.args, mode)
-				require.Contains(t, plan, "job_settlements_pkey", "%s, %s, analyzed %v:\n%s", name, mode, analyzed, plan)
-				require.NotRegexp(t, `Rows Removed by Filter: [1-9]`, plan, "%s, %s, analyzed %v:\n%s", name, mode, analyzed, plan)
-			}
-		}
-	}
+	env.Plans("job_settlements", stmts, func(label, plan string) {
+		require.Contains(t, plan, "job_settlements_pkey", "%s:\n%s", label, plan)
+		require.NotRegexp(t, `Rows Removed by Filter: [1-9]`, plan, "%s:\n%s", label, plan)
+	})
 }

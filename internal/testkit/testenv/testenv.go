@@ -255,6 +255,26 @@ func (e *Env) Explain(sql, args, mode string) string {
 	return strings.Join(lines, "\n")
 }
 
+// Plans explains each of stmts (a name → its SQL and its EXECUTE
+// arguments, as Explain takes them) under custom and generic plans, first
+// before table is analyzed, then after, and hands each plan to check with
+// a label that says which: the cases a plan test needs, since the planner
+// may choose otherwise with and without statistics and with and without
+// the arguments' values.
+func (e *Env) Plans(table string, stmts map[string][2]string, check func(label, plan string)) {
+	e.t.Helper()
+	for _, analyzed := range []bool{false, true} {
+		if analyzed {
+			e.Exec(`ANALYZE ` + table)
+		}
+		for name, st := range stmts {
+			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+				check(fmt.Sprintf("%s, %s, analyzed %v", name, mode, analyzed), e.Explain(st[0], st[1], mode))
+			}
+		}
+	}
+}
+
 // Audit records every row written to tables (SQL names, quoted as
 // needed) from now on, by any statement of any session, and returns a
 // func that counts the rows written so far: the proof that something

@@ -139,23 +139,28 @@ func TestSweep_CountBudgetKeepsAShorterTimeoutAndEndsWithTheBatch(t *testing.T) 
 	ctx := context.Background()
 	env := testenv.New(t)
 	jobs := fixture.Create(t, env, fixture.Default)
-	for session, want := range map[string]string{"0": "10min", "5min": "5min", "1500ms": "1500ms",
-		"10min": "10min", "1h": "10min", "2d": "10min"} {
-		err := pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)", session); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, reclaim.BudgetSQL, (10 * time.Minute).Milliseconds()); err != nil {
-				return err
-			}
-			var got string
-			if err := tx.QueryRow(ctx, "SHOW statement_timeout").Scan(&got); err != nil {
-				return err
-			}
-			require.Equal(t, want, got, "session %s", session)
-			return nil
-		})
-		require.NoError(t, err, session)
+	// The session's timeout is read back as an interval: in every
+	// IntervalStyle and time zone a session may have.
+	for _, style := range []string{"postgres", "postgres_verbose", "sql_standard", "iso_8601"} {
+		for session, want := range map[string]string{"0": "10min", "5min": "5min", "1500ms": "1500ms",
+			"10min": "10min", "1h": "10min", "2d": "10min"} {
+			err := pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('IntervalStyle', $2, true),"+
+					" set_config('TimeZone', 'Asia/Seoul', true)", session, style); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, reclaim.BudgetSQL, (10 * time.Minute).Milliseconds()); err != nil {
+					return err
+				}
+				var got string
+				if err := tx.QueryRow(ctx, "SHOW statement_timeout").Scan(&got); err != nil {
+					return err
+				}
+				require.Equal(t, want, got, "session %s, IntervalStyle %s", session, style)
+				return nil
+			})
+			require.NoError(t, err, session)
+		}
 	}
 
 	insertUnstarted(t, jobs)

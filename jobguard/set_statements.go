@@ -123,15 +123,20 @@ func buildSetStatements(t Table, cat catalog) guardlink.SetStatements {
 		match += fmt.Sprintf(" AND t.%s = l.generation", q(t.GenerationColumn))
 	}
 	b.Orphans = buildOrphans(t, cat, ids, typ)
-	b.Fail = fmt.Sprintf(
+	failCTEs := fmt.Sprintf(
 		`WITH l AS (SELECT e.*, t.ctid AS tid FROM unnest($3::%[1]s, $4::text[], $5::timestamptz[], $6::int8[]) AS e(id, status, updated_at, generation)`+
 			` JOIN %[3]s AS t ON t.%[2]s = e.id FOR NO KEY UPDATE OF t SKIP LOCKED),`+
 			` u AS (UPDATE %[3]s AS t SET %[4]s = $1, %[5]s = %[12]s, %[6]s = %[7]s FROM l`+
-			` WHERE t.ctid = l.tid AND t.%[2]s = l.id AND %[8]s RETURNING t.%[2]s AS id, %[9]s AS generation, %[10]s AS parent, %[11]s AS type)`+
-			` SELECT u.id::text, u.generation, u.parent, u.type FROM u`+
-			` UNION ALL SELECT NULL, count(*), NULL, '' FROM l`,
+			` WHERE t.ctid = l.tid AND t.%[2]s = l.id AND %[8]s RETURNING t.%[2]s AS id, %[9]s AS generation, %[10]s AS parent, %[11]s AS type)`,
 		ids, q(t.IDColumn), tbl, q(t.StatusColumn), q(t.FailureReasonColumn), q(t.UpdatedAtColumn),
 		nowExpr(cat.columns[t.UpdatedAtColumn]), match, gen, parent, typ, cat.columns[t.FailureReasonColumn].fitted("$2"))
+	const failRows = ` SELECT u.id::text, u.generation, u.parent, u.type FROM u` +
+		` UNION ALL SELECT NULL, count(*), NULL, '' FROM l`
+	b.Fail = failCTEs + failRows
+	// A write alongside is one more CTE: the server runs it to completion
+	// whether or not the statement reads it, in the statement's snapshot
+	// and transaction, so it commits exactly with the rows it reads.
+	b.FailWith = func(write string) string { return failCTEs + `, alongside AS (` + write + `)` + failRows }
 	return b
 }
 

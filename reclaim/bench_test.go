@@ -34,7 +34,7 @@ type benchTable struct {
 	active  int
 	limits  *reclaim.TableLimits
 	markers *marker.RedisStore
-	// guard writes its markers in Postgres, in the reclaim's transaction.
+	// guard writes its markers in Postgres, in the reclaim's statement.
 	pgGuard *jobguard.Guard
 }
 
@@ -136,9 +136,10 @@ func benchRunning() []int {
 // SELECT on the partial index, with the database's clock), checks that
 // they made no progress, and fails them in one statement that skips rows
 // another transaction holds (FOR NO KEY UPDATE SKIP LOCKED) and matches
-// status, updated_at and generation, then writes their markers: in
-// Postgres, in the same transaction, never lowering a live marker's
-// generation; in Redis, through the marker store's script. The table
+// status, updated_at and generation, and writes their markers: in
+// Postgres, in the same statement (a data-modifying CTE of the rows it
+// failed), never lowering a live marker's generation; in Redis, after it,
+// through the marker store's script. The table
 // holds 100k finished rows (JOBGUARD_BENCH_FINISHED) beside 1k, 10k (and,
 // with JOBGUARD_BENCH_LARGE=1, 100k) running jobs, 1% or 10% of them
 // stuck; the brake is off (its caps would hold most of them back).
@@ -254,18 +255,25 @@ UPDATE jobs AS t SET status = 'FAILED', failure_reason = $4, updated_at = statem
 WHERE t.ctid = l.tid AND t.status = 'PROCESSING' AND t.updated_at = l.updated_at AND t.generation = l.generation
 RETURNING t.id::text, t.generation`
 
-// floorMarkers is the floor's write of the markers in Postgres: never
-// lowering a live marker's generation.
-const floorMarkers = `
-INSERT INTO job_reclaim_markers AS m (jobs_table, job_id, generation, reason, reclaimed_at, expires_at)
-SELECT $1, u.job_id, u.generation, $4, statement_timestamp(), statement_timestamp() + interval '7 days'
-FROM unnest($2::text[], $3::int8[]) AS u(job_id, generation) ORDER BY u.job_id
-ON CONFLICT (jobs_table, job_id) DO UPDATE SET generation = excluded.generation, reason = excluded.reason,
-  reclaimed_at = excluded.reclaimed_at, expires_at = excluded.expires_at
-WHERE m.generation <= excluded.generation OR m.expires_at <= statement_timestamp()`
+// floorFailMarked is the floor's write with the markers in Postgres:
+// floorFail, and the markers of the rows it failed in the same statement,
+// never lowering a live marker's generation.
+const floorFailMarked = `
+WITH l AS (SELECT e.*, t.ctid AS tid FROM unnest($1::uuid[], $2::timestamptz[], $3::int8[]) AS e(id, updated_at, generation)
+           JOIN jobs AS t ON t.id = e.id FOR NO KEY UPDATE OF t SKIP LOCKED),
+f AS (UPDATE jobs AS t SET status = 'FAILED', failure_reason = $4, updated_at = statement_timestamp() FROM l
+      WHERE t.ctid = l.tid AND t.status = 'PROCESSING' AND t.updated_at = l.updated_at AND t.generation = l.generation
+      RETURNING t.id, t.generation),
+m AS (INSERT INTO job_reclaim_markers AS m (jobs_table, job_id, generation, reason, reclaimed_at, expires_at)
+      SELECT $5, f.id::text, f.generation, $4, statement_timestamp(), statement_timestamp() + interval '7 days'
+      FROM f ORDER BY f.id::text
+      ON CONFLICT (jobs_table, job_id) DO UPDATE SET generation = excluded.generation, reason = excluded.reason,
+        reclaimed_at = excluded.reclaimed_at, expires_at = excluded.expires_at
+      WHERE m.generation <= excluded.generation OR m.expires_at <= statement_timestamp())
+SELECT f.id::text, f.generation FROM f`
 
 // floorSweep is the hand-written reclaim that BenchmarkSweep compares with:
-// with markers in Postgres, the fail and the markers in one transaction;
+// with markers in Postgres, the fail and the markers in one statement;
 // with markers in Redis, the fail, then the markers through the store.
 func floorSweep(ctx context.Context, t *benchTable, backend string, want int) error {
 	ids, updated, gens, err := floorRead(ctx, t)
@@ -274,10 +282,8 @@ func floorSweep(ctx context.Context, t *benchTable, backend string, want int) er
 	}
 	var done []string
 	var doneGens []int64
-	write := func(db interface {
-		Query(context.Context, string, ...any) (pgx.Rows, error)
-	}) error {
-		rows, err := db.Query(ctx, floorFail, ids, updated, gens, jobguard.ReclaimedReasonDefault)
+	write := func(sql string, args ...any) error {
+		rows, err := t.pool.Query(ctx, sql, args...)
 		if err != nil {
 			return err
 		}
@@ -290,14 +296,8 @@ func floorSweep(ctx context.Context, t *benchTable, backend string, want int) er
 		return err
 	}
 	if backend == "postgres" {
-		err = pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
-			if err := write(tx); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, floorMarkers, t.pgGuard.TableKey(), done, doneGens, jobguard.ReclaimedReasonDefault)
-			return err
-		})
-	} else if err = write(t.pool); err == nil {
+		err = write(floorFailMarked, ids, updated, gens, jobguard.ReclaimedReasonDefault, t.pgGuard.TableKey())
+	} else if err = write(floorFail, ids, updated, gens, jobguard.ReclaimedReasonDefault); err == nil {
 		ms := make([]marker.Marker, len(done))
 		for i, id := range done {
 			ms[i] = marker.Marker{JobID: id, Generation: doneGens[i], Reason: jobguard.ReclaimedReasonDefault}

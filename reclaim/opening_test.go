@@ -14,6 +14,8 @@ import (
 	"github.com/jobguard/jobguard/internal/testkit/benchkit"
 	"github.com/jobguard/jobguard/internal/testkit/fixture"
 	"github.com/jobguard/jobguard/internal/testkit/testenv"
+	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 	"github.com/jobguard/jobguard/reclaim"
 )
 
@@ -38,14 +40,20 @@ func tracedPool(t *testing.T, env *testenv.Env, simple bool) (*pgxpool.Pool, *be
 // Over the jobs table with the limits in a table on the same handle, a
 // sweep reads the limits and modes, the active types and the count of the
 // running jobs without a start in one round trip, then the overdue page,
-// then writes: three round trips with markers in Redis, where each read
-// was one of its own before (five). The report is what the reads say: the
-// limit and the mode of each type, a type without a limit reported, the
-// jobs without a start counted; a plan and a shadow sweep read the same.
+// then writes: three round trips, where each read was one of its own
+// before (five), with the markers in Redis (written after the commit) and
+// in Postgres (written by the reclaim's own statement). The report is what
+// the reads say: the limit and the mode of each type, a type without a
+// limit reported, the jobs without a start counted; a plan and a shadow
+// sweep read the same.
 func TestSweep_TableLimitsAndTypesTravelInOneRoundTrip(t *testing.T) {
 	t.Parallel()
-	for _, simple := range []bool{false, true} {
-		t.Run(fmt.Sprintf("simple=%v", simple), func(t *testing.T) {
+	for _, c := range []struct {
+		simple   bool
+		postgres bool
+	}{{false, false}, {true, false}, {false, true}, {true, true}} {
+		simple := c.simple
+		t.Run(fmt.Sprintf("simple=%v/markers_in_postgres=%v", simple, c.postgres), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			env := testenv.New(t)
@@ -65,7 +73,11 @@ func TestSweep_TableLimitsAndTypesTravelInOneRoundTrip(t *testing.T) {
 				env.Exec(fmt.Sprintf("UPDATE %s SET %s = NULL WHERE id = $1", jobs.Table.QualifiedName(),
 					ident.Quote(jobs.Table.StartedAtColumn)), id)
 			}
-			r, _ := newReclaimer(t, jobs, reclaim.Config{DB: pool, Limits: tl})
+			guard := jobs.Guard
+			if c.postgres {
+				guard = jobs.NoRedis(t)
+			}
+			r, _ := newReclaimer(t, jobs, reclaim.Config{Guard: guard, DB: pool, Limits: tl})
 			reclaim.SetCountBudget(r, time.Minute)
 
 			plan, err := r.Plan(ctx)
@@ -79,7 +91,16 @@ func TestSweep_TableLimitsAndTypesTravelInOneRoundTrip(t *testing.T) {
 			require.Equal(t, reclaim.Report{Scanned: 3, NoStartTime: 2, UnknownType: 1, Paused: 1, Reclaimed: 1,
 				ReclaimedIDs: []string{chapter}}, rep)
 
-			shadow, _ := newReclaimer(t, jobs, reclaim.Config{DB: pool, Limits: tl, Shadow: true})
+			if c.postgres {
+				store, err := marker.NewPostgresStore(guard, marker.Config{})
+				require.NoError(t, err)
+				m, found, err := store.Read(ctx, env.Pool, chapter)
+				require.NoError(t, err)
+				require.True(t, found, "the marker committed with the reclaim")
+				require.Equal(t, marker.Marker{JobID: chapter, Generation: 1, Reason: jobguard.ReclaimedReasonDefault, At: m.At}, m)
+			}
+
+			shadow, _ := newReclaimer(t, jobs, reclaim.Config{Guard: guard, DB: pool, Limits: tl, Shadow: true})
 			reclaim.SetCountBudget(shadow, time.Minute)
 			rep, err = shadow.Sweep(ctx)
 			require.NoError(t, err)

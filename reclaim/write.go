@@ -70,27 +70,17 @@ func (r *Reclaimer) failUnchanged(ctx context.Context, db jobguard.DB, batch []j
 	return jobset.New(r.cfg.Guard).FailIfUnchanged(ctx, db, batch, r.cfg.Guard.Shared().ReclaimedReason)
 }
 
-// writeAll is write without parent rules: one statement, and with the
-// markers kept in Postgres, one transaction that commits them with the
-// reclaim, whose BEGIN travels with the write (three round trips).
+// writeAll is write without parent rules: one statement, which with the
+// markers kept in Postgres writes them too, so that they commit exactly
+// with the reclaim (one round trip, where a transaction of the write and
+// the markers took three).
 func (r *Reclaimer) writeAll(ctx context.Context, chosen []jobset.Job) (outcome, error) {
 	var res jobset.FailResult
 	var err error
 	if r.table == nil {
 		res, err = r.failUnchanged(ctx, r.cfg.DB, chosen)
 	} else {
-		// BEGIN travels with the write: the transaction's first
-		// statement decides what the markers are.
-		var tx pgx.Tx
-		tx, res, err = jobset.New(r.cfg.Guard).BeginFailIfUnchanged(ctx, r.cfg.DB, chosen, r.cfg.Guard.Shared().ReclaimedReason)
-		if err == nil {
-			if err = r.mark(ctx, tx, res.Failed); err == nil {
-				err = tx.Commit(ctx)
-			}
-			if err != nil {
-				_ = tx.Rollback(ctx)
-			}
-		}
+		res, err = jobset.New(r.cfg.Guard).FailIfUnchangedMarked(ctx, r.cfg.DB, chosen, r.cfg.Guard.Shared().ReclaimedReason, r.table)
 	}
 	if err != nil {
 		return outcome{}, err

@@ -20,6 +20,11 @@ type SetStatements struct {
 	History      string // $1 types, $2 limits, $3 window, $4 per type, $5 percentile, $6 reclaimed reason
 	Unstarted    string // → the count
 	Fail         string // $1 failed, $2 reason, $3 ids, $4 statuses, $5 updated_at, $6 generations
+	// FailWith is Fail with a write alongside (a Alongside's SQL(7)), as a
+	// data-modifying CTE that reads u(id, generation): the rows the
+	// statement failed, id in the id column's type and generation as
+	// written (0 on a table without generations).
+	FailWith func(write string) string
 	// Orphans builds the rescue's statements around live, the predicate
 	// "the lease of the owner expression is live" (package lease's
 	// Workers.Live); nil when the table maps no owner or no generation.
@@ -37,23 +42,32 @@ type OrphanStatements struct {
 // jobguard sets it in an init.
 var SetOf func(guard any) SetStatements
 
-// Alongside is a write that travels in the statement of a finalize's
-// conditional completion, as a data-modifying CTE's reader: package settle
-// writes its record with it. The completion becomes
+// Alongside is a write that travels in another package's statement, as a
+// data-modifying CTE that reads the rows that statement changed, so that
+// it commits exactly with them. Package settle writes its record in a
+// finalize's conditional completion, which becomes
 //
 //	WITH completed AS (<the completion> RETURNING 1) <SQL(first)>
 //
 // so the write sees exactly the rows the completion changed: none when
-// the completion is refused. SQL must write one row per row of completed,
-// so that the statement's row count is the completion's, which jobguard
-// judges as it judges the completion alone.
+// the completion is refused. There SQL must write one row per row of
+// completed, so that the statement's row count is the completion's, which
+// jobguard judges as it judges the completion alone. Package marker
+// writes the reclaim markers in a reclaim's write (SetStatements.FailWith),
+// reading u.
 type Alongside struct {
-	// SQL is the write, reading completed, with its parameters numbered
-	// from first (the completion's own come before them).
+	// SQL is the write, reading the statement's rows, with its parameters
+	// numbered from first (the statement's own come before them).
 	SQL func(first int) string
 	// Args are its parameters.
 	Args []any
 }
+
+// MarkersAlongside returns the write of the reclaim markers of the jobs a
+// reclaim's statement fails (SetStatements.FailWith), in store, a
+// *marker.PostgresStore, with reason, and the key of the jobs table whose
+// markers store keeps. Package marker sets it in an init.
+var MarkersAlongside func(store any, reason string) (a Alongside, tableKey string)
 
 // FinalizeAlongside returns spec, a jobguard.FinalizeSpec, whose
 // completion carries a in its statement. Package jobguard sets it in an

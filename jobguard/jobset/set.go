@@ -15,6 +15,7 @@ import (
 	"github.com/jobguard/jobguard/internal/pgvalue"
 	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
+	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // Set reads the rows of many jobs of one guard's table in one query
@@ -384,7 +385,27 @@ type FailResult struct {
 // Overdue. Give it a pgx.Tx to make the follow-up writes (parents) part of
 // the same transaction.
 func (s *Set) FailIfUnchanged(ctx context.Context, db jobguard.DB, expected []Job, reason string) (FailResult, error) {
-	return s.fail(expected, reason, func(sql string, args ...any) (pgx.Rows, error) { return db.Query(ctx, sql, args...) })
+	return s.fail(expected, reason, s.sql.Fail, nil, func(sql string, args ...any) (pgx.Rows, error) { return db.Query(ctx, sql, args...) })
+}
+
+// FailIfUnchangedMarked is FailIfUnchanged that also writes, in the same
+// statement, the reclaim marker of every job it fails to markers, a store
+// of the same jobs table: the generation the job failed at, reason, and
+// the store's TTL, as markers.Write would (a live marker of a higher
+// generation is kept). The markers commit exactly with the failures, in
+// one round trip, whatever db is: a pool, a connection, or a caller's
+// transaction. A job left alone (moved, locked) gets no marker.
+func (s *Set) FailIfUnchangedMarked(ctx context.Context, db jobguard.DB, expected []Job, reason string, markers *marker.PostgresStore) (FailResult, error) {
+	if markers == nil {
+		return FailResult{}, errors.New("jobguard: fail unchanged: the marker store is nil")
+	}
+	write, key := guardlink.MarkersAlongside(markers, reason)
+	if key != s.guard.TableKey() {
+		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: the marker store keeps the markers of %s, not of %s", key, s.guard.TableKey())
+	}
+	return s.fail(expected, reason, s.sql.FailWith(write.SQL(7)), write.Args, func(sql string, args ...any) (pgx.Rows, error) {
+		return db.Query(ctx, sql, args...)
+	})
 }
 
 // BatchDB is a handle that sends a batch that begins a transaction:
@@ -406,7 +427,7 @@ func (s *Set) BeginFailIfUnchanged(ctx context.Context, db BatchDB, expected []J
 			jobguard.ErrInTransaction, st)
 	}
 	var br pgx.BatchResults
-	res, err = s.fail(expected, reason, func(sql string, args ...any) (pgx.Rows, error) {
+	res, err = s.fail(expected, reason, s.sql.Fail, nil, func(sql string, args ...any) (pgx.Rows, error) {
 		var b pgx.Batch
 		b.BeginTx(pgx.TxOptions{})
 		b.Queue(sql, args...)
@@ -436,8 +457,9 @@ func (s *Set) BeginFailIfUnchanged(ctx context.Context, db BatchDB, expected []J
 	return tx, res, nil
 }
 
-// fail is FailIfUnchanged, its write sent by query.
-func (s *Set) fail(expected []Job, reason string, query func(sql string, args ...any) (pgx.Rows, error)) (FailResult, error) {
+// fail is FailIfUnchanged, its write sent by query: sql, a statement of
+// Fail's parameters and results, with extra after Fail's parameters.
+func (s *Set) fail(expected []Job, reason, sql string, extra []any, query func(sql string, args ...any) (pgx.Rows, error)) (FailResult, error) {
 	// One entry per row: of two spellings of one job, the later counts.
 	at := make(map[string]int, len(expected)) // canonical id → index in rows
 	rows := make([]Job, 0, len(expected))
@@ -470,8 +492,9 @@ func (s *Set) fail(expected []Job, reason string, query func(sql string, args ..
 		updatedArg = lit
 	}
 	failed := s.guard.Table().Statuses.Failed
-	res, err := query(s.sql.Fail, failed, pgvalue.StorableText(reason),
-		pgarray.Texts(ids), pgarray.Texts(statuses), updatedArg, pgarray.Ints(gens))
+	args := append([]any{failed, pgvalue.StorableText(reason),
+		pgarray.Texts(ids), pgarray.Texts(statuses), updatedArg, pgarray.Ints(gens)}, extra...)
+	res, err := query(sql, args...)
 	if err != nil {
 		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/jobguard/jobguard/internal/guardlink"
 	"github.com/jobguard/jobguard/internal/interval"
 	"github.com/jobguard/jobguard/internal/pgarray"
 	"github.com/jobguard/jobguard/internal/sqlfile"
@@ -57,6 +58,18 @@ type PostgresStore struct {
 		write string // $1 table key, $2 ids, $3 generations, $4 reasons, $5 TTL in µs
 		read  string // $1 table key, $2 id → generation, reason, reclaimed_at
 		del   string // $1 table key, $2 id
+		// alongside is write reading u(id, generation), the rows a
+		// reclaim's statement failed, its parameters from first: the table
+		// key, the reason, the TTL in µs.
+		alongside func(first int) string
+	}
+}
+
+func init() {
+	guardlink.MarkersAlongside = func(store any, reason string) (guardlink.Alongside, string) {
+		s := store.(*PostgresStore)
+		key := s.jobs.TableKey()
+		return guardlink.Alongside{SQL: s.sql.alongside, Args: []any{key, reason, s.ttl}}, key
 	}
 }
 
@@ -82,13 +95,21 @@ func NewPostgresStore(jobs Jobs, cfg Config) (*PostgresStore, error) {
 	// marker backwards. An expired marker says nothing, and is replaced.
 	// Rows are written in the order of their ids, so that two writers of
 	// overlapping batches lock them in one order and never deadlock.
-	s.sql.write = fmt.Sprintf(`INSERT INTO %s AS m (jobs_table, job_id, generation, reason, reclaimed_at, expires_at)`+
-		` SELECT $1, u.job_id, u.generation, u.reason, statement_timestamp(), statement_timestamp() + %s`+
-		` FROM unnest($2::text[], $3::int8[], $4::text[]) AS u(job_id, generation, reason) ORDER BY u.job_id`+
-		` ON CONFLICT (jobs_table, job_id) DO UPDATE SET generation = excluded.generation, reason = excluded.reason,`+
-		` reclaimed_at = excluded.reclaimed_at, expires_at = excluded.expires_at`+
-		` WHERE m.generation <= excluded.generation OR m.expires_at <= statement_timestamp()`,
-		tbl, interval.Param("$5"))
+	insert := `INSERT INTO ` + tbl + ` AS m (jobs_table, job_id, generation, reason, reclaimed_at, expires_at)`
+	const conflict = ` ON CONFLICT (jobs_table, job_id) DO UPDATE SET generation = excluded.generation, reason = excluded.reason,` +
+		` reclaimed_at = excluded.reclaimed_at, expires_at = excluded.expires_at` +
+		` WHERE m.generation <= excluded.generation OR m.expires_at <= statement_timestamp()`
+	s.sql.write = insert +
+		` SELECT $1, u.job_id, u.generation, u.reason, statement_timestamp(), statement_timestamp() + ` + interval.Param("$5") +
+		` FROM unnest($2::text[], $3::int8[], $4::text[]) AS u(job_id, generation, reason) ORDER BY u.job_id` + conflict
+	// In a reclaim's statement the job is named as its id column prints
+	// it, which is its canonical id, and the generation is the one the
+	// statement failed.
+	s.sql.alongside = func(first int) string {
+		p := func(i int) string { return fmt.Sprintf("$%d", first+i) }
+		return insert + ` SELECT ` + p(0) + `::text, u.id::text, u.generation, ` + p(1) + `::text, statement_timestamp(), statement_timestamp() + ` +
+			interval.Param(p(2)) + ` FROM u ORDER BY u.id::text` + conflict
+	}
 	s.sql.read = fmt.Sprintf(`SELECT generation, reason, reclaimed_at FROM %s`+
 		` WHERE jobs_table = $1 AND job_id = $2 AND expires_at > statement_timestamp()`, tbl)
 	s.sql.del = fmt.Sprintf(`DELETE FROM %s WHERE jobs_table = $1 AND job_id = $2`, tbl)

@@ -104,11 +104,13 @@ func NewPostgresStore(jobs Jobs, cfg Config) (*PostgresStore, error) {
 		` FROM unnest($2::text[], $3::int8[], $4::text[]) AS u(job_id, generation, reason) ORDER BY u.job_id` + conflict
 	// In a reclaim's statement the job is named as its id column prints
 	// it, which is its canonical id, and the generation is the one the
-	// statement failed.
+	// statement failed. The rows are ordered as write orders them, in the
+	// database's collation rather than the id column's own, so that the
+	// two lock shared markers in one order.
 	s.sql.alongside = func(first int) string {
 		p := func(i int) string { return fmt.Sprintf("$%d", first+i) }
 		return insert + ` SELECT ` + p(0) + `::text, u.id::text, u.generation, ` + p(1) + `::text, statement_timestamp(), statement_timestamp() + ` +
-			interval.Param(p(2)) + ` FROM u ORDER BY u.id::text` + conflict
+			interval.Param(p(2)) + ` FROM u ORDER BY u.id::text COLLATE "default"` + conflict
 	}
 	s.sql.read = fmt.Sprintf(`SELECT generation, reason, reclaimed_at FROM %s`+
 		` WHERE jobs_table = $1 AND job_id = $2 AND expires_at > statement_timestamp()`, tbl)

@@ -30,7 +30,7 @@
 // The run itself is TestChaos (go test ./internal/testkit/chaos/), with the
 // reclaim markers in a private Redis. TestChaos_PostgresOnly is a shorter
 // run with no Redis reachable at all, as a deployment without one: the
-// markers in the marker table, written in the reclaim's transaction; the
+// markers in the marker table, written by the reclaim's statement; the
 // reclaim notices sent with NOTIFY to a watch.Watcher in every worker,
 // which cancels the call of a reclaimed execution (half the calls honour
 // it and stop; the other half return late and meet the guarded

@@ -173,19 +173,15 @@ func (r *Reclaimer) list(ctx context.Context, p *pass) error {
 	if !p.listUntil.IsZero() {
 		lctx, cancel = context.WithDeadline(ctx, p.listUntil)
 	}
-	if open != nil {
-		// The jobs table's own listing is this package's code on a pgx
-		// handle, which ends with its context, as the writes do: it runs
-		// on the sweep's goroutine, which a goroutine of its own (and its
-		// stack, grown anew at every sweep) would only slow down.
-		err = table.overdue(lctx, q, open.types, func(page []ActiveJob) error { return r.page(lctx, p, page, limits) })
-	} else {
-		err = safe.Bounded(lctx, r.listGrace(), func(lctx context.Context) error {
-			return r.cfg.Source.Active(lctx, q, func(page []ActiveJob) error {
-				return g.run(func() error { return r.page(lctx, p, page, limits) })
-			})
-		})
-	}
+	err = safe.Bounded(lctx, r.listGrace(), func(lctx context.Context) error {
+		page := func(page []ActiveJob) error {
+			return g.run(func() error { return r.page(lctx, p, page, limits) })
+		}
+		if open != nil {
+			return table.overdue(lctx, q, open.types, page)
+		}
+		return r.cfg.Source.Active(lctx, q, page)
+	})
 	cancel()
 	g.close()
 	// What the pages decided to reclaim, braked, also when the source
@@ -208,15 +204,13 @@ func (r *Reclaimer) list(ctx context.Context, p *pass) error {
 // (table not nil), the limits and the active types travel as one batch
 // (see openTable), returned as open.
 func (r *Reclaimer) open(ctx context.Context, p *pass, table *TableSource) (limits map[string]time.Duration, open *opening, err error) {
-	if table != nil && r.limitsWith(table) {
-		// This package's own reads on the source's pgx handle: on the
-		// sweep's goroutine, as the listing (see list).
-		if o, ok := r.openTable(ctx, table, true); ok {
-			p.modes = o.modes
-			return o.limits, o, nil
-		}
-	}
 	err = safe.Bounded(ctx, safe.Grace, func(ctx context.Context) error {
+		if table != nil && r.limitsWith(table) {
+			if o, ok := r.openTable(ctx, table, true); ok {
+				open, limits, p.modes = o, o.limits, o.modes
+				return nil
+			}
+		}
 		l, m, err := readLimits(ctx, r.cfg.Limits)
 		if err != nil {
 			return err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,3 +163,82 @@ func TestNew_RedisMarkersNeedRedis(t *testing.T) {
 
 func sqlf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
 func quote(name string) string               { return ident.Quote(name) }
+
+// Sweepers in separate pools race over the same stalled jobs with their
+// markers in Postgres, each marker written by its reclaim's statement,
+// while a late writer puts markers of a newer generation on half of the
+// jobs: every job is reclaimed once and marked, no marker is lowered,
+// and no statement deadlocks with another (which the server would end
+// with an error).
+func TestSweep_ConcurrentReclaimersWithMarkersInPostgresMarkEachJobOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	jobs := fixture.Create(t, env, fixture.Default)
+	guard := jobs.NoRedis(t)
+	const n = 200
+	var ids []string
+	for range n {
+		ids = append(ids, jobs.Insert(t, fixture.Job{Generation: 3, UpdatedAgo: 2 * time.Hour}))
+	}
+	store, err := marker.NewPostgresStore(guard, marker.Config{})
+	require.NoError(t, err)
+
+	const sweepers = 4
+	reps := make([]reclaim.Report, sweepers)
+	errs := make([]error, sweepers+1)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range sweepers {
+		pool := env.Connect(testenv.Config{}) // a separate pool each, like separate instances
+		r, err := reclaim.New(reclaim.Config{Guard: guard, DB: pool, Brake: noBrake,
+			Limits: reclaim.StaticLimits{"chapter": 30 * time.Minute}})
+		require.NoError(t, err)
+		wg.Go(func() {
+			<-start
+			reps[i], errs[i] = r.Sweep(ctx)
+		})
+	}
+	late := make([]marker.Marker, 0, n/2)
+	for i := 0; i < n; i += 2 {
+		// In descending order, against the reclaims' ascending one.
+		late = append(late, marker.Marker{JobID: ids[n-2-i], Generation: 9, Reason: "a later reclaim"})
+	}
+	wg.Go(func() {
+		<-start
+		for _, m := range late {
+			if err := store.Write(ctx, env.Pool, m); err != nil {
+				errs[sweepers] = err
+				return
+			}
+		}
+	})
+	close(start)
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+
+	var reclaimed []string
+	for _, rep := range reps {
+		reclaimed = append(reclaimed, rep.ReclaimedIDs...)
+	}
+	slices.Sort(reclaimed)
+	want := slices.Clone(ids)
+	slices.Sort(want)
+	require.Equal(t, want, reclaimed, "every job reclaimed exactly once")
+	newer := make(map[string]bool, len(late))
+	for _, m := range late {
+		newer[m.JobID] = true
+	}
+	for _, id := range ids {
+		m, found, err := store.Read(ctx, env.Pool, id)
+		require.NoError(t, err)
+		require.True(t, found, "job %s is marked", id)
+		if newer[id] {
+			require.EqualValues(t, 9, m.Generation, "job %s: a marker is never lowered", id)
+		} else {
+			require.EqualValues(t, 3, m.Generation, "job %s: the generation that lost the job", id)
+		}
+	}
+}

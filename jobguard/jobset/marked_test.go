@@ -3,7 +3,6 @@ package jobset_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,19 +15,6 @@ import (
 	"github.com/jobguard/jobguard/jobguard/jobset"
 	"github.com/jobguard/jobguard/jobguard/marker"
 )
-
-// otherSpelling is another spelling of the canonical id id that the id
-// column reads as the same value: upper case for a uuid, a plus sign and
-// leading zeros for an integer; a text id has none.
-func otherSpelling(jobs *fixture.Jobs, id string) string {
-	switch jobs.IDType {
-	case fixture.IDUUID:
-		return strings.ToUpper(id)
-	case fixture.IDInt:
-		return "+00" + id
-	}
-	return id
-}
 
 // The markers are written by the reclaim's own statement for exactly the
 // jobs it failed, keyed by the canonical id whatever spelling the caller
@@ -71,9 +57,11 @@ func TestFailIfUnchangedMarked_MarksExactlyTheJobsItFails(t *testing.T) {
 		require.NoError(t, err)
 
 		var expected []jobset.Job
-		for _, id := range all {
+		for i, id := range all {
+			// Each job named another way (a text id has only one).
 			j := snap[id]
-			j.ID = otherSpelling(jobs, id)
+			spellings := jobs.Spellings(id)
+			j.ID = spellings[(i+1)%len(spellings)].ID
 			expected = append(expected, j)
 		}
 		res, err := jobset.New(guard).FailIfUnchangedMarked(ctx, db, expected, "stuck", store)

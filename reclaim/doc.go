@@ -51,9 +51,8 @@
 // whose parents are free, and those of types without a rule, commit within
 // the deadline. The reclaim markers that the start guard reads go where
 // the guard's Shared.Markers says: in Postgres (the default) they are
-// written by the reclaim's own statement (with parent rules, in its
-// transaction), so a marker commits with its reclaim or not at all, and
-// no Redis is needed; in Redis they are written
+// written by the reclaim's own statement, so a marker commits with its
+// reclaim or not at all, and no Redis is needed; in Redis they are written
 // after the commit, in one pipelined round trip. Either way a marker never
 // lowers the generation it records, and the notices follow the commit. Several reclaimers
 // sweeping the same jobs at once reclaim each job once.
@@ -237,9 +236,8 @@
 // rules, one transaction, then one for each job whose rule failed, tried
 // alone). Parent rules run inside that transaction, each in a savepoint
 // of its own, and see the rows it changed. Markers in Postgres are written
-// inside it (without parent rules, by the page's one statement, as a
-// data-modifying CTE of the rows it failed); Redis markers and notices go
-// out only after it has committed.
+// by the page's fail itself, as a data-modifying CTE of the rows it
+// failed; Redis markers and notices go out only after it has committed.
 //
 // A write whose COMMIT (or whose one statement) was sent but never
 // answered, because the connection failed or the sweep's context ended

@@ -242,3 +242,51 @@ func TestSweep_ConcurrentReclaimersWithMarkersInPostgresMarkEachJobOnce(t *testi
 		}
 	}
 }
+
+// With parent rules, the markers in Postgres are written by the page's
+// fail itself, inside its savepoint, as without them: the page's write
+// costs the round trips it costs with the markers in Redis (written after
+// the commit, outside Postgres), and a rule that fails still takes its
+// jobs' markers back with their reclaim.
+func TestSweep_PostgresMarkersWithParentRulesCostNoStatementOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rules := map[string]reclaim.ParentRule{
+		"chapter": func(context.Context, pgx.Tx, []jobset.Job) error { return nil },
+		"export":  func(context.Context, pgx.Tx, []jobset.Job) error { return errors.New("parent refuses") },
+	}
+	trips := map[bool]int64{}
+	for _, postgres := range []bool{false, true} {
+		env := testenv.New(t)
+		jobs := fixture.Create(t, env, fixture.Default)
+		pool, counted := tracedPool(t, env, false)
+		guard := jobs.Guard
+		if postgres {
+			guard = jobs.NoRedis(t)
+		}
+		old := time.Now().Add(-time.Hour)
+		ok := jobs.Insert(t, fixture.Job{Type: "chapter", Generation: 1, UpdatedAgo: time.Hour})
+		refused := jobs.Insert(t, fixture.Job{Type: "export", Generation: 1, UpdatedAgo: time.Hour})
+		r, _ := newReclaimer(t, jobs, reclaim.Config{Guard: guard, DB: pool, OnReclaim: rules,
+			Limits: reclaim.StaticLimits{"chapter": 30 * time.Minute, "export": 30 * time.Minute},
+			Source: listSource{{ID: ok, Type: "chapter", StartedAt: old}, {ID: refused, Type: "export", StartedAt: old}}})
+		before := counted.Load()
+		rep, err := r.Sweep(ctx)
+		require.NoError(t, err)
+		trips[postgres] = counted.Load() - before
+		require.Equal(t, []string{ok}, rep.ReclaimedIDs)
+		require.Equal(t, 1, rep.RuleErrors)
+		if postgres {
+			s, err := marker.NewPostgresStore(guard, marker.Config{})
+			require.NoError(t, err)
+			m, found, err := s.Read(ctx, env.Pool, ok)
+			require.NoError(t, err)
+			require.True(t, found)
+			require.EqualValues(t, 1, m.Generation)
+			_, found, err = s.Read(ctx, env.Pool, refused)
+			require.NoError(t, err)
+			require.False(t, found, "no marker for a reclaim that did not commit")
+		}
+	}
+	require.Equal(t, trips[false], trips[true], "round trips with markers in Redis, then in Postgres")
+}

@@ -68,9 +68,8 @@ type Report struct {
 	RuleErrors int
 	// MarkerErrors counts reclaimed jobs whose Redis marker could not be
 	// written. The database reason still refuses them at start. Markers in
-	// Postgres are written by the reclaim's statement (or in its
-	// transaction): one that cannot be written fails its reclaim instead,
-	// so this stays zero.
+	// Postgres are written by the reclaim's statement: one that cannot be
+	// written fails its reclaim instead, so this stays zero.
 	MarkerErrors int
 	// NoticeErrors counts reclaimed jobs whose notice could not be published.
 	// Their workers' watchers still find the reclaim at their next check.

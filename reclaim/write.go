@@ -16,7 +16,6 @@ import (
 	"github.com/jobguard/jobguard/internal/txstate"
 	"github.com/jobguard/jobguard/jobguard"
 	"github.com/jobguard/jobguard/jobguard/jobset"
-	"github.com/jobguard/jobguard/jobguard/marker"
 )
 
 // outcome is what the write did with the jobs chosen for reclaim.
@@ -65,23 +64,23 @@ func (r *Reclaimer) write(ctx context.Context, p *pass, chosen []jobset.Job, typ
 }
 
 // failUnchanged fails the jobs of batch still as read, on db, with the
-// reclaimer's failure reason.
+// reclaimer's failure reason, in one statement, which with the markers
+// kept in Postgres writes theirs too, so that they commit (or roll back)
+// exactly with the reclaim; with Redis, announce writes them after the
+// commit.
 func (r *Reclaimer) failUnchanged(ctx context.Context, db jobguard.DB, batch []jobset.Job) (jobset.FailResult, error) {
-	return jobset.New(r.cfg.Guard).FailIfUnchanged(ctx, db, batch, r.cfg.Guard.Shared().ReclaimedReason)
+	set, reason := jobset.New(r.cfg.Guard), r.cfg.Guard.Shared().ReclaimedReason
+	if r.table != nil {
+		return set.FailIfUnchangedMarked(ctx, db, batch, reason, r.table)
+	}
+	return set.FailIfUnchanged(ctx, db, batch, reason)
 }
 
-// writeAll is write without parent rules: one statement, which with the
-// markers kept in Postgres writes them too, so that they commit exactly
-// with the reclaim (one round trip, where a transaction of the write and
-// the markers took three).
+// writeAll is write without parent rules: one statement, the markers kept
+// in Postgres included (one round trip, where a transaction of the write
+// and the markers took three).
 func (r *Reclaimer) writeAll(ctx context.Context, chosen []jobset.Job) (outcome, error) {
-	var res jobset.FailResult
-	var err error
-	if r.table == nil {
-		res, err = r.failUnchanged(ctx, r.cfg.DB, chosen)
-	} else {
-		res, err = jobset.New(r.cfg.Guard).FailIfUnchangedMarked(ctx, r.cfg.DB, chosen, r.cfg.Guard.Shared().ReclaimedReason, r.table)
-	}
+	res, err := r.failUnchanged(ctx, r.cfg.DB, chosen)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -213,20 +212,6 @@ func (r *Reclaimer) ruleFailed(ctx context.Context, out *outcome, c jobset.Job, 
 		slog.String("job_id", c.ID), slog.String("job_type", re.typ), slog.Any("error", err))
 }
 
-// mark writes the markers of the reclaimed jobs in tx, the reclaim's own
-// transaction, when they are kept in Postgres; with Redis, announce writes
-// them after the commit.
-func (r *Reclaimer) mark(ctx context.Context, tx pgx.Tx, reclaimed []jobset.Job) error {
-	if r.table == nil || len(reclaimed) == 0 {
-		return nil
-	}
-	markers := make([]marker.Marker, len(reclaimed))
-	for i, c := range reclaimed {
-		markers[i] = marker.Marker{JobID: c.ID, Generation: c.Generation, Reason: r.cfg.Guard.Shared().ReclaimedReason}
-	}
-	return r.table.Write(ctx, tx, markers...)
-}
-
 // ruleError is the failure of the parent rule of the jobs of type typ, as
 // opposed to a failure of the sweep's own statements: it holds back only
 // those jobs. The type is a field, not a sentinel value: a table without a
@@ -295,9 +280,6 @@ func (r *Reclaimer) attempt(ctx context.Context, tx pgx.Tx, p *pass, outer strin
 	defer func() { _ = sp.Rollback(ctx) }() // a no-op once released
 	res, err := r.failUnchanged(ctx, sp, batch)
 	if err != nil {
-		return jobset.FailResult{}, err
-	}
-	if err := r.mark(ctx, sp, res.Failed); err != nil {
 		return jobset.FailResult{}, err
 	}
 	byType := map[string][]jobset.Job{}

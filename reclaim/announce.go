@@ -122,7 +122,8 @@ func (r *Reclaimer) announce(ctx context.Context, reclaimed []jobset.Job, rep *R
 	for i, c := range reclaimed {
 		execs[i] = jobguard.Execution{JobID: c.ID, Generation: c.Generation}
 	}
-	// Markers in Postgres committed with the reclaim (see mark).
+	// Markers in Postgres committed with the reclaim, written by its
+	// statement (see failUnchanged).
 	if r.markers != nil {
 		now := r.cfg.Now()
 		markers := make([]marker.Marker, len(reclaimed))

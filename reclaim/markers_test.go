@@ -108,6 +108,7 @@ func TestSweep_PostgresMarkerAndReclaimCommitTogether(t *testing.T) {
 			jobs.Env.Exec(`ALTER TABLE job_reclaim_markers ADD CONSTRAINT refuse CHECK (generation < 0) NOT VALID`)
 			_, err := r.Sweep(ctx)
 			require.ErrorContains(t, err, "refuse")
+			require.ErrorContains(t, err, "write the markers", "the error says the write was the markers' too")
 			require.Equal(t, "PROCESSING", jobs.Read(t, id).Status, "no reclaim without its marker")
 
 			jobs.Env.Exec(`ALTER TABLE job_reclaim_markers DROP CONSTRAINT refuse`)

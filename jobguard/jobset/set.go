@@ -385,7 +385,7 @@ type FailResult struct {
 // Overdue. Give it a pgx.Tx to make the follow-up writes (parents) part of
 // the same transaction.
 func (s *Set) FailIfUnchanged(ctx context.Context, db jobguard.DB, expected []Job, reason string) (FailResult, error) {
-	return s.fail(expected, reason, s.sql.Fail, nil, func(sql string, args ...any) (pgx.Rows, error) { return db.Query(ctx, sql, args...) })
+	return s.fail("fail unchanged", expected, reason, s.sql.Fail, nil, func(sql string, args ...any) (pgx.Rows, error) { return db.Query(ctx, sql, args...) })
 }
 
 // FailIfUnchangedMarked is FailIfUnchanged that also writes, in the same
@@ -403,7 +403,10 @@ func (s *Set) FailIfUnchangedMarked(ctx context.Context, db jobguard.DB, expecte
 	if key != s.guard.TableKey() {
 		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: the marker store keeps the markers of %s, not of %s", key, s.guard.TableKey())
 	}
-	return s.fail(expected, reason, s.sql.FailWith(write.SQL(7)), write.Args, func(sql string, args ...any) (pgx.Rows, error) {
+	// Its errors say that the statement writes the markers too: a wait
+	// on a marker row another transaction holds, or a marker the table
+	// refuses, fails the whole write.
+	return s.fail("fail unchanged and write the markers", expected, reason, s.sql.FailWith(write.SQL(7)), write.Args, func(sql string, args ...any) (pgx.Rows, error) {
 		return db.Query(ctx, sql, args...)
 	})
 }
@@ -427,7 +430,7 @@ func (s *Set) BeginFailIfUnchanged(ctx context.Context, db BatchDB, expected []J
 			jobguard.ErrInTransaction, st)
 	}
 	var br pgx.BatchResults
-	res, err = s.fail(expected, reason, s.sql.Fail, nil, func(sql string, args ...any) (pgx.Rows, error) {
+	res, err = s.fail("fail unchanged", expected, reason, s.sql.Fail, nil, func(sql string, args ...any) (pgx.Rows, error) {
 		var b pgx.Batch
 		b.BeginTx(pgx.TxOptions{})
 		b.Queue(sql, args...)
@@ -458,15 +461,16 @@ func (s *Set) BeginFailIfUnchanged(ctx context.Context, db BatchDB, expected []J
 }
 
 // fail is FailIfUnchanged, its write sent by query: sql, a statement of
-// Fail's parameters and results, with extra after Fail's parameters.
-func (s *Set) fail(expected []Job, reason, sql string, extra []any, query func(sql string, args ...any) (pgx.Rows, error)) (FailResult, error) {
+// Fail's parameters and results, with extra after Fail's parameters. op
+// names the write in its errors.
+func (s *Set) fail(op string, expected []Job, reason, sql string, extra []any, query func(sql string, args ...any) (pgx.Rows, error)) (FailResult, error) {
 	// One entry per row: of two spellings of one job, the later counts.
 	at := make(map[string]int, len(expected)) // canonical id → index in rows
 	rows := make([]Job, 0, len(expected))
 	for _, e := range expected {
 		n, err := s.guard.CanonicalID(e.ID)
 		if err != nil {
-			return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
+			return FailResult{}, fmt.Errorf("jobguard: %s: %w", op, err)
 		}
 		e.ID = n
 		if i, seen := at[n]; seen {
@@ -496,7 +500,7 @@ func (s *Set) fail(expected []Job, reason, sql string, extra []any, query func(s
 		pgarray.Texts(ids), pgarray.Texts(statuses), updatedArg, pgarray.Ints(gens)}, extra...)
 	res, err := query(sql, args...)
 	if err != nil {
-		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
+		return FailResult{}, fmt.Errorf("jobguard: %s: %w", op, err)
 	}
 	// A changed row is one of rows: its id, and its parent and type when
 	// they are as read, are the strings the caller gave, not new ones.
@@ -528,7 +532,7 @@ func (s *Set) fail(expected []Job, reason, sql string, extra []any, query func(s
 		return nil
 	})
 	if err != nil {
-		return FailResult{}, fmt.Errorf("jobguard: fail unchanged: %w", err)
+		return FailResult{}, fmt.Errorf("jobguard: %s: %w", op, err)
 	}
 	out.Moved = locked - len(out.Failed)
 	out.Locked = len(ids) - locked

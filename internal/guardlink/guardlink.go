@@ -20,7 +20,7 @@ type SetStatements struct {
 	History      string // $1 types, $2 limits, $3 window, $4 per type, $5 percentile, $6 reclaimed reason
 	Unstarted    string // → the count
 	Fail         string // $1 failed, $2 reason, $3 ids, $4 statuses, $5 updated_at, $6 generations
-	// FailWith is Fail with a write alongside (a Alongside's SQL(7)), as a
+	// FailWith is Fail with a write alongside (an Alongside's SQL(7)), as a
 	// data-modifying CTE that reads u(id, generation): the rows the
 	// statement failed, id in the id column's type and generation as
 	// written (0 on a table without generations).

@@ -123,34 +123,61 @@ func TestSweep_PostgresMarkerAndReclaimCommitTogether(t *testing.T) {
 }
 
 // Invariant 4: a job whose parent rule fails is not reclaimed and gets no
-// marker; the others of the batch get theirs.
+// marker; the others of the batch get theirs. The page's fail writes the
+// markers in Postgres inside its savepoint, so the sweep costs the round
+// trips it costs with the markers in Redis (written after the commit,
+// outside Postgres): the page, then the page without the refused type,
+// then the refused job alone.
 func TestSweep_PostgresMarkerOnlyForWhatCommitted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	jobs := fixture.Create(t, testenv.New(t), fixture.Default)
-	guard := jobs.NoRedis(t)
-	ok := jobs.Insert(t, fixture.Job{Type: "chapter", Generation: 1, UpdatedAgo: time.Hour})
-	refused := jobs.Insert(t, fixture.Job{Type: "export", Generation: 1, UpdatedAgo: time.Hour})
-	old := time.Now().Add(-time.Hour)
-	r, _ := pgReclaimer(t, guard, jobs, reclaim.Config{
-		Limits: reclaim.StaticLimits{"chapter": 30 * time.Minute, "export": 30 * time.Minute},
-		Source: listSource{{ID: ok, Type: "chapter", StartedAt: old}, {ID: refused, Type: "export", StartedAt: old}},
-		OnReclaim: map[string]reclaim.ParentRule{"export": func(context.Context, pgx.Tx, []jobset.Job) error {
-			return errors.New("parent refuses")
-		}},
-	})
-	rep, err := r.Sweep(ctx)
-	require.NoError(t, err)
-	require.Equal(t, []string{ok}, rep.ReclaimedIDs)
-	require.Equal(t, 1, rep.RuleErrors)
-	s, err := marker.NewPostgresStore(guard, marker.Config{})
-	require.NoError(t, err)
-	_, found, err := s.Read(ctx, jobs.Env.Pool, ok)
-	require.NoError(t, err)
-	require.True(t, found)
-	_, found, err = s.Read(ctx, jobs.Env.Pool, refused)
-	require.NoError(t, err)
-	require.False(t, found, "no marker for a reclaim that did not commit")
+	trips := map[bool]int64{}
+	for _, postgres := range []bool{true, false} {
+		env := testenv.New(t)
+		jobs := fixture.Create(t, env, fixture.Default)
+		pool, counted := tracedPool(t, env, false)
+		ok := jobs.Insert(t, fixture.Job{Type: "chapter", Generation: 1, UpdatedAgo: time.Hour})
+		refused := jobs.Insert(t, fixture.Job{Type: "export", Generation: 1, UpdatedAgo: time.Hour})
+		old := time.Now().Add(-time.Hour)
+		cfg := reclaim.Config{DB: pool,
+			Limits: reclaim.StaticLimits{"chapter": 30 * time.Minute, "export": 30 * time.Minute},
+			Source: listSource{{ID: ok, Type: "chapter", StartedAt: old}, {ID: refused, Type: "export", StartedAt: old}},
+			OnReclaim: map[string]reclaim.ParentRule{
+				"chapter": func(context.Context, pgx.Tx, []jobset.Job) error { return nil },
+				"export":  func(context.Context, pgx.Tx, []jobset.Job) error { return errors.New("parent refuses") },
+			},
+		}
+		guard := jobs.Guard
+		var r *reclaim.Reclaimer
+		if postgres {
+			guard = jobs.NoRedis(t)
+			cfg.Guard = guard
+			var err error
+			r, err = reclaim.New(cfg) // no Redis configured at all
+			require.NoError(t, err)
+		} else {
+			r, _ = newReclaimer(t, jobs, cfg)
+		}
+		before := counted.Load()
+		rep, err := r.Sweep(ctx)
+		require.NoError(t, err)
+		trips[postgres] = counted.Load() - before
+		require.Equal(t, []string{ok}, rep.ReclaimedIDs)
+		require.Equal(t, 1, rep.RuleErrors)
+		if !postgres {
+			continue
+		}
+		s, err := marker.NewPostgresStore(guard, marker.Config{})
+		require.NoError(t, err)
+		m, found, err := s.Read(ctx, env.Pool, ok)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.EqualValues(t, 1, m.Generation)
+		_, found, err = s.Read(ctx, env.Pool, refused)
+		require.NoError(t, err)
+		require.False(t, found, "no marker for a reclaim that did not commit")
+	}
+	require.Equal(t, trips[false], trips[true], "round trips with markers in Redis, then in Postgres")
 }
 
 func TestNew_RedisMarkersNeedRedis(t *testing.T) {
@@ -242,52 +269,4 @@ func TestSweep_ConcurrentReclaimersWithMarkersInPostgresMarkEachJobOnce(t *testi
 			require.EqualValues(t, 3, m.Generation, "job %s: the generation that lost the job", id)
 		}
 	}
-}
-
-// With parent rules, the markers in Postgres are written by the page's
-// fail itself, inside its savepoint, as without them: the page's write
-// costs the round trips it costs with the markers in Redis (written after
-// the commit, outside Postgres), and a rule that fails still takes its
-// jobs' markers back with their reclaim.
-func TestSweep_PostgresMarkersWithParentRulesCostNoStatementOfTheirOwn(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	rules := map[string]reclaim.ParentRule{
-		"chapter": func(context.Context, pgx.Tx, []jobset.Job) error { return nil },
-		"export":  func(context.Context, pgx.Tx, []jobset.Job) error { return errors.New("parent refuses") },
-	}
-	trips := map[bool]int64{}
-	for _, postgres := range []bool{false, true} {
-		env := testenv.New(t)
-		jobs := fixture.Create(t, env, fixture.Default)
-		pool, counted := tracedPool(t, env, false)
-		guard := jobs.Guard
-		if postgres {
-			guard = jobs.NoRedis(t)
-		}
-		old := time.Now().Add(-time.Hour)
-		ok := jobs.Insert(t, fixture.Job{Type: "chapter", Generation: 1, UpdatedAgo: time.Hour})
-		refused := jobs.Insert(t, fixture.Job{Type: "export", Generation: 1, UpdatedAgo: time.Hour})
-		r, _ := newReclaimer(t, jobs, reclaim.Config{Guard: guard, DB: pool, OnReclaim: rules,
-			Limits: reclaim.StaticLimits{"chapter": 30 * time.Minute, "export": 30 * time.Minute},
-			Source: listSource{{ID: ok, Type: "chapter", StartedAt: old}, {ID: refused, Type: "export", StartedAt: old}}})
-		before := counted.Load()
-		rep, err := r.Sweep(ctx)
-		require.NoError(t, err)
-		trips[postgres] = counted.Load() - before
-		require.Equal(t, []string{ok}, rep.ReclaimedIDs)
-		require.Equal(t, 1, rep.RuleErrors)
-		if postgres {
-			s, err := marker.NewPostgresStore(guard, marker.Config{})
-			require.NoError(t, err)
-			m, found, err := s.Read(ctx, env.Pool, ok)
-			require.NoError(t, err)
-			require.True(t, found)
-			require.EqualValues(t, 1, m.Generation)
-			_, found, err = s.Read(ctx, env.Pool, refused)
-			require.NoError(t, err)
-			require.False(t, found, "no marker for a reclaim that did not commit")
-		}
-	}
-	require.Equal(t, trips[false], trips[true], "round trips with markers in Redis, then in Postgres")
 }

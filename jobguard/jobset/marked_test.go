@@ -20,7 +20,8 @@ import (
 // jobs it failed, keyed by the canonical id whatever spelling the caller
 // gave, at the generation that lost the job, as Write would write them: a
 // live marker of a higher generation is kept, an expired one replaced.
-// A job that moved or that another transaction holds gets none.
+// A job that moved, that a new start fenced out (on a table with
+// generations), or that another transaction holds gets none.
 func TestFailIfUnchangedMarked_MarksExactlyTheJobsItFails(t *testing.T) {
 	t.Parallel()
 	fixture.EachVariant(t, func(t *testing.T, jobs *fixture.Jobs) {
@@ -40,15 +41,19 @@ func TestFailIfUnchangedMarked_MarksExactlyTheJobsItFails(t *testing.T) {
 		held := jobs.Insert(t, fixture.Job{Generation: 2, UpdatedAgo: time.Hour})
 		newer := jobs.Insert(t, fixture.Job{Generation: 2, UpdatedAgo: time.Hour})
 		expired := jobs.Insert(t, fixture.Job{Generation: 2, UpdatedAgo: time.Hour})
+		restarted := jobs.Insert(t, fixture.Job{Generation: 2, UpdatedAgo: time.Hour})
 		require.NoError(t, store.Write(ctx, db,
 			marker.Marker{JobID: newer, Generation: 7, Reason: "an earlier reclaim"},
 			marker.Marker{JobID: expired, Generation: 7, Reason: "long ago"}))
 		jobs.Env.Exec(`UPDATE job_reclaim_markers SET expires_at = statement_timestamp() - interval '1 second' WHERE job_id = $1`, expired)
 
-		all := []string{stalled, progressed, held, newer, expired}
+		all := []string{stalled, progressed, held, newer, expired, restarted}
 		snap, err := jobset.New(guard).Snapshot(ctx, db, all)
 		require.NoError(t, err)
 		require.NoError(t, guard.Touch(ctx, db, jobguard.Execution{JobID: progressed, Generation: 2}))
+		if guard.Fenced() {
+			batchBumpGeneration(t, jobs, restarted)
+		}
 		worker, err := db.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = worker.Rollback(ctx) }()
@@ -66,13 +71,18 @@ func TestFailIfUnchangedMarked_MarksExactlyTheJobsItFails(t *testing.T) {
 		}
 		res, err := jobset.New(guard).FailIfUnchangedMarked(ctx, db, expected, "stuck", store)
 		require.NoError(t, err)
-		require.Equal(t, 1, res.Moved)
+		wantFailed, wantMoved := []string{stalled, newer, expired}, 2
+		if !guard.Fenced() {
+			// Status-only mode cannot see a new start.
+			wantFailed, wantMoved = append(wantFailed, restarted), 1
+		}
+		require.Equal(t, wantMoved, res.Moved)
 		require.Equal(t, 1, res.Locked)
 		var failed []string
 		for _, j := range res.Failed {
 			failed = append(failed, j.ID)
 		}
-		require.ElementsMatch(t, []string{stalled, newer, expired}, failed)
+		require.ElementsMatch(t, wantFailed, failed)
 		require.NoError(t, worker.Rollback(ctx))
 
 		read := func(id string) (marker.Marker, bool) {
@@ -88,6 +98,8 @@ func TestFailIfUnchangedMarked_MarksExactlyTheJobsItFails(t *testing.T) {
 			_, found := read(id)
 			require.False(t, found, "no marker for a job the write left alone")
 		}
+		_, found = read(restarted)
+		require.Equal(t, !guard.Fenced(), found, "a marker only for a job the write failed")
 		m, _ = read(newer)
 		require.Equal(t, marker.Marker{JobID: newer, Generation: 7, Reason: "an earlier reclaim"}, m, "a live marker of a higher generation is kept")
 		m, _ = read(expired)
@@ -95,7 +107,7 @@ func TestFailIfUnchangedMarked_MarksExactlyTheJobsItFails(t *testing.T) {
 
 		var n int
 		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM job_reclaim_markers`).Scan(&n))
-		require.Equal(t, 3, n, "one row per job, under its canonical id")
+		require.Equal(t, len(wantFailed), n, "one row per job, under its canonical id")
 	})
 }
 

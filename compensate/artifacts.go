@@ -223,8 +223,11 @@ type catalogFacts struct {
 	idType string
 	// owedIndex: the table has the owed index of MigrationFiles (0005):
 	// a valid b-tree whose key is the execution's key and the id, plain
-	// columns (INCLUDE columns beside them do not matter), for the owed
-	// rows.
+	// columns, each compared as the column compares it (its own collation,
+	// its type's default operator class), for the owed rows. INCLUDE
+	// columns beside them do not matter; a key the statements' equalities
+	// cannot use (another collation or operator class) is taken for
+	// absent.
 	owedIndex bool
 }
 
@@ -252,9 +255,11 @@ func inspect(ctx context.Context, cfg Config, art string) (catalogFacts, error) 
 		EXISTS (SELECT 1 FROM pg_index i JOIN pg_class x ON x.oid = i.indexrelid JOIN pg_am am ON am.oid = x.relam
 		 WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indisready AND am.amname = 'btree'
 		 AND i.indexprs IS NULL AND i.indnkeyatts = 4 AND pg_get_expr(i.indpred, i.indrelid) = $4
-		 AND (SELECT array_agg(a.attname::text ORDER BY k.n) FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, n)
+		 AND (SELECT array_agg(a.attname::text ORDER BY k.n)
+		      FROM unnest(i.indkey::int2[], i.indcollation::oid[], i.indclass::oid[]) WITH ORDINALITY AS k(attnum, coll, opc, n)
 		      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-		      WHERE k.n <= i.indnkeyatts) = ARRAY['jobs_table', 'job_id', 'generation', 'id'])`,
+		      JOIN pg_opclass o ON o.oid = k.opc
+		      WHERE k.n <= i.indnkeyatts AND k.coll = a.attcollation AND o.opcdefault) = ARRAY['jobs_table', 'job_id', 'generation', 'id'])`,
 		art, jt.QualifiedName(), jt.IDColumn, owedPredicate).Scan(&name, &recheck, &keyed, &dated, &idType, &f.owedIndex)
 	switch {
 	case err != nil:

@@ -58,7 +58,9 @@ var (
 // CONCURRENTLY that failed, which IF NOT EXISTS does not build again), and
 // when an index of the owed rows names the same columns but cannot serve
 // the drain (the id only INCLUDEd, an expression in the key, another
-// access method): New takes each for absent.
+// access method, a key column compared under another collation or
+// operator class than the drain's equalities use): New takes each for
+// absent.
 func TestCompensateExecution_WithoutTheOwedIndexReadsOnlyTheExecutionsArtifacts(t *testing.T) {
 	t.Parallel()
 	const pred = `WHERE state COLLATE "C" = 'rejected'`
@@ -71,6 +73,10 @@ func TestCompensateExecution_WithoutTheOwedIndexReadsOnlyTheExecutionsArtifacts(
 			CREATE INDEX job_artifacts_owed_idx ON job_artifacts (jobs_table, job_id, lower(kind), generation, id) ` + pred,
 		"a brin index": `DROP INDEX job_artifacts_owed_idx;
 			CREATE INDEX job_artifacts_owed_idx ON job_artifacts USING brin (jobs_table, job_id, generation, id) ` + pred,
+		"the jobs table under another collation": `DROP INDEX job_artifacts_owed_idx;
+			CREATE INDEX job_artifacts_owed_idx ON job_artifacts (jobs_table COLLATE "C", job_id, generation, id) ` + pred,
+		"the jobs table under another operator class": `DROP INDEX job_artifacts_owed_idx;
+			CREATE INDEX job_artifacts_owed_idx ON job_artifacts (jobs_table text_pattern_ops, job_id, generation, id) ` + pred,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobguard/jobguard/internal/ident"
 	"github.com/jobguard/jobguard/internal/testkit/benchkit"
 	"github.com/jobguard/jobguard/settle"
 	"github.com/jobguard/jobguard/usage"
@@ -219,15 +223,18 @@ func TestFinalize_ACounterItCannotUseFailsOnlyTheBillingOfItsMeter(t *testing.T)
 	}
 }
 
-// A record's counted meters are totalled in one round trip, however many:
-// the billing of two counted meters costs what the billing of one does.
-func TestFinalize_CountedMetersAreTotalledInOneRoundTrip(t *testing.T) {
+// A finalize whose usage only the ledger's counters bill is billed in one
+// statement, whatever the meters and their counters: its round trips are
+// the completion's two and one more, as with nothing to bill.
+func TestFinalize_CountedUsageIsBilledInOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.env.Exec(`CREATE TABLE totals (account text PRIMARY KEY, ms bigint NOT NULL DEFAULT 0, tokens bigint NOT NULL DEFAULT 0)`)
+	b.env.Exec(`CREATE TABLE totals (account text PRIMARY KEY, ms bigint NOT NULL DEFAULT 0, tokens bigint NOT NULL DEFAULT 0);
+		CREATE TABLE frame_totals (account text PRIMARY KEY, frames bigint NOT NULL DEFAULT 0)`)
 	ledger, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{
 		"video_ms": {Table: "totals", Key: "account", Column: "ms"},
-		"tokens":   {Table: "totals", Key: "account", Column: "tokens"}}})
+		"tokens":   {Table: "totals", Key: "account", Column: "tokens"},
+		"frames":   {Table: "frame_totals", Key: "account", Column: "frames"}}})
 	require.NoError(t, err)
 	trips := &benchkit.RoundTrips{}
 	cfg, err := pgxpool.ParseConfig(b.env.DatabaseURL)
@@ -238,21 +245,123 @@ func TestFinalize_CountedMetersAreTotalledInOneRoundTrip(t *testing.T) {
 	t.Cleanup(pool.Close)
 	s := b.settler(t, quick(settle.Config{DB: pool, Ledger: ledger, Increments: map[string]settle.Increment{}}))
 
-	finalize := func(usage []usage.Entry) int64 {
-		t.Helper()
+	for _, tc := range []struct {
+		name  string
+		usage []usage.Entry
+	}{
+		{"nothing to bill", nil},
+		{"one meter", []usage.Entry{{Account: "a", Meter: "video_ms", Quantity: 1}}},
+		{"two meters of one table, two accounts", []usage.Entry{{Account: "b", Meter: "tokens", Quantity: 2}, {Account: "a", Meter: "video_ms", Quantity: 1}}},
+		{"three meters of two tables", []usage.Entry{{Account: "a", Meter: "frames", Quantity: 3}, {Account: "b", Meter: "video_ms", Quantity: 4},
+			{Account: "a", Meter: "tokens", Quantity: 5}}},
+	} {
 		exec, spec := b.video(t, 700)
-		spec.Updates, spec.Usage = nil, usage
+		spec.Updates, spec.Usage = nil, tc.usage
 		before := trips.Load()
 		res, err := s.Finalize(context.Background(), pool, exec, spec)
-		require.NoError(t, err)
-		require.True(t, res.Settled)
-		return trips.Load() - before
+		require.NoError(t, err, tc.name)
+		require.True(t, res.Settled, tc.name)
+		require.Equal(t, int64(3), trips.Load()-before, "%s: round trips of the finalize", tc.name)
+		require.Len(t, res.Accruals, len(tc.usage), tc.name)
+		for i, acc := range res.Accruals {
+			require.True(t, acc.Accrued, "%s: %s", tc.name, acc.Entry.Meter)
+			require.Equal(t, tc.usage[i], acc.Entry, "%s: accruals in the record's order", tc.name)
+		}
+		rec, ok := b.record(t, exec)
+		require.True(t, ok)
+		require.Equal(t, "confirmed", rec.State, tc.name)
 	}
-	one := finalize([]usage.Entry{{Account: "a", Meter: "video_ms", Quantity: 1}})
-	two := finalize([]usage.Entry{{Account: "a", Meter: "video_ms", Quantity: 1}, {Account: "b", Meter: "tokens", Quantity: 2}})
-	require.Equal(t, one, two, "round trips of a finalize billing one counted meter, and two")
-	var ms, tokens int64
-	require.NoError(t, b.env.Pool.QueryRow(context.Background(), `SELECT (SELECT ms FROM totals WHERE account = 'a'),
-		(SELECT tokens FROM totals WHERE account = 'b')`).Scan(&ms, &tokens))
-	require.Equal(t, []int64{2, 2}, []int64{ms, tokens})
+	var totals string
+	require.NoError(t, b.env.Pool.QueryRow(context.Background(), `SELECT string_agg(t, ' ' ORDER BY t) FROM (
+		SELECT account || ':' || ms || '/' || tokens AS t FROM totals UNION ALL SELECT account || ':' || frames FROM frame_totals) x`).Scan(&totals))
+	require.Equal(t, "a:2/5 a:3 b:4/2", totals)
+}
+
+// A record whose usage is rewritten while a sweep's attempt runs is billed
+// as it is, never as the attempt read it: the attempt bills nothing and
+// fails, and the next bills the record's usage, ledger row and counter
+// alike.
+func TestSweep_CountedUsageRewrittenDuringTheAttemptIsBilledAsTheRecordHoldsIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, total := b.countedSettler(t, "text")
+	ctx := context.Background()
+	exec, spec := b.video(t, 500)
+	spec.Usage = []usage.Entry{{Account: "acct-old", Meter: "video_ms", Quantity: 500}}
+	b.faults.set("content", 1)
+	_, err := s.Finalize(ctx, b.env.Pool, exec, spec)
+	require.ErrorIs(t, err, settle.ErrPending)
+
+	var once sync.Once
+	b.hooks.enter = func(name string) {
+		once.Do(func() {
+			b.env.Exec(`UPDATE job_settlements SET usage = jsonb_set(usage, '{0,account}', '"acct-new"') WHERE job_id = $1`, exec.JobID)
+		})
+	}
+	time.Sleep(5 * time.Millisecond) // past BackoffMin
+	rep, err := s.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Taken)
+	require.Zero(t, rep.Settled, "the attempt that read the old usage")
+	require.Zero(t, b.billed(t, exec).LedgerRows)
+	require.Equal(t, []int64{-1, -1}, []int64{total("acct-old"), total("acct-new")}, "no counter moved")
+	rec, _ := b.record(t, exec)
+	require.Equal(t, "pending", rec.State)
+	require.Contains(t, rec.Error, "not confirmed")
+
+	b.settleAll(t, s)
+	var account string
+	require.NoError(t, b.env.Pool.QueryRow(ctx, `SELECT account FROM usage_ledger WHERE job_id = $1`, exec.JobID).Scan(&account))
+	require.Equal(t, "acct-new", account)
+	require.Equal(t, []int64{-1, 500}, []int64{total("acct-old"), total("acct-new")})
+}
+
+// When a counted meter was billed already, its earlier accrual is read
+// once the billing has committed; a read that fails there does not undo
+// the billing: the Result is settled, the error says what was not read,
+// and the duplicate's Accrual holds its entry.
+func TestFinalize_DuplicateWhoseEarlierAccrualCannotBeReadIsSettledWithAnError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.env.Exec(`CREATE TABLE totals (account text PRIMARY KEY, ms bigint NOT NULL DEFAULT 0)`)
+	// A role that may insert ledger rows and read back what the billing
+	// returns, but not the rest of an earlier row.
+	role := strings.ToLower("jgt_settle_dup_" + b.env.Schema)
+	b.env.Exec(fmt.Sprintf(`CREATE ROLE %s LOGIN`, ident.Quote(role)))
+	t.Cleanup(func() {
+		_, _ = b.env.Pool.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %s`, ident.Quote(role)))
+		_, _ = b.env.Pool.Exec(context.Background(), fmt.Sprintf(`DROP ROLE %s`, ident.Quote(role)))
+	})
+	b.env.Exec(fmt.Sprintf(`GRANT USAGE ON SCHEMA %s TO %s`, ident.Quote(b.env.Schema), ident.Quote(role)))
+	b.env.Exec(fmt.Sprintf(`GRANT ALL ON ALL TABLES IN SCHEMA %s TO %s`, ident.Quote(b.env.Schema), ident.Quote(role)))
+	b.env.Exec(fmt.Sprintf(`REVOKE SELECT ON usage_ledger FROM %s`, ident.Quote(role)))
+	b.env.Exec(fmt.Sprintf(`GRANT SELECT (jobs_table, job_id, meter, quantity) ON usage_ledger TO %s`, ident.Quote(role)))
+	cfg, err := pgxpool.ParseConfig(b.env.DatabaseURL)
+	require.NoError(t, err)
+	cfg.ConnConfig.User = role
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	ledger, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{
+		"video_ms": {Table: "totals", Key: "account", Column: "ms"}, "tokens": {Table: "totals", Key: "account", Column: "ms"}}})
+	require.NoError(t, err)
+	s := b.settler(t, quick(settle.Config{DB: pool, Ledger: ledger, Increments: map[string]settle.Increment{}}))
+
+	exec, spec := b.video(t, 500)
+	spec.Usage = []usage.Entry{{Account: "acct-9", Meter: "video_ms", Quantity: 500}, {Account: "acct-8", Meter: "tokens", Quantity: 7}}
+	b.env.Exec(`INSERT INTO usage_ledger (jobs_table, job_id, meter, generation, account, quantity) VALUES ($1, $2, 'video_ms', 1, 'acct-9', 500)`,
+		b.jobs.Guard.TableKey(), exec.JobID)
+	res, err := s.Finalize(context.Background(), pool, exec, spec)
+	require.ErrorContains(t, err, "settled; reading the accruals back")
+	require.NotErrorIs(t, err, settle.ErrPending)
+	require.True(t, res.Settled)
+	require.Len(t, res.Accruals, 2)
+	require.False(t, res.Accruals[0].Accrued)
+	require.Equal(t, spec.Usage[0], res.Accruals[0].Entry)
+	require.True(t, res.Accruals[1].Accrued, "the new row's accrual needs no read")
+	rec, _ := b.record(t, exec)
+	require.Equal(t, "confirmed", rec.State)
+	var totals string
+	require.NoError(t, b.env.Pool.QueryRow(context.Background(), `SELECT string_agg(account || ':' || ms, ' ' ORDER BY account) FROM totals`).Scan(&totals))
+	require.Equal(t, "acct-8:7", totals, "the duplicate is not totalled again")
 }

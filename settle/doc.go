@@ -27,7 +27,10 @@
 //     that follows it at once), and billing happens once all have, in the
 //     transaction that marks the record confirmed: the ledger row per (job,
 //     meter), and each increment only for a new ledger row. "Confirmed"
-//     and "billed" commit together, so they never disagree.
+//     and "billed" commit together, so they never disagree. When only the
+//     ledger's counters bill the record (no increment among its meters),
+//     that transaction is one statement: the confirmation, the ledger rows
+//     and the totals.
 //   - The in-process path is as before: a finalize whose updates succeed
 //     bills at once. The sweep (Settler.Sweep, Settler.Run) catches up only
 //     on records left pending by a crash or a failure: it re-runs their

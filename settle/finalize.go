@@ -1,13 +1,16 @@
 package settle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobguard/jobguard/internal/guardlink"
 	"github.com/jobguard/jobguard/internal/pgarray"
@@ -72,7 +75,15 @@ type Result struct {
 //  4. When all have succeeded, one transaction confirms the record and
 //     bills its usage in the ledger (keyed by job and meter, each
 //     increment run only for a new ledger row): "confirmed" and "billed"
-//     commit together or not at all.
+//     commit together or not at all. When the ledger counts every meter
+//     (usage.Config.Counters), none has an increment, and no two share a
+//     counter table, that transaction is a single statement, with the
+//     counters' totals in it: one round trip.
+//
+// In that case a duplicate (a meter the ledger had billed for the job
+// already) has its earlier accrual read after the billing committed:
+// should that read fail, Finalize returns the Result, Settled, with an
+// error that says so, and the duplicate's Accrual holds only its entry.
 //
 // When an update or the billing fails, or the process dies, the record
 // stays pending and the settle sweep finishes it (Sweep, Run): it re-runs
@@ -148,7 +159,7 @@ func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 		s.met.finalized(ctx, s.met.pending)
 		return res, fmt.Errorf("%w: %w", ErrPending, err)
 	}
-	b, err := s.bill(ctx, fin)
+	b, err := s.bill(ctx, fin, rec)
 	if err != nil {
 		s.met.finalized(ctx, s.met.pending)
 		if errors.Is(err, ErrGivenUp) {
@@ -160,6 +171,9 @@ func (s *Settler) Finalize(ctx context.Context, db jobguard.DB, exec jobguard.Ex
 	}
 	s.met.finalized(ctx, s.met.settled)
 	res.Settled, res.Accruals = true, b.accruals
+	if b.unread != nil {
+		return res, fmt.Errorf("settle: finalize: settled; reading the accruals back: %w", b.unread)
+	}
 	return res, nil
 }
 
@@ -291,13 +305,26 @@ type billing struct {
 	// raced is true when the record was confirmed already (by a finalize
 	// or a sweep that got there first): nothing was done.
 	raced bool
+	// unread is why billCounted could not read the accruals back once
+	// its billing had committed (a duplicate's earlier accrual, whose
+	// Accrual then has only the entry).
+	unread error
 }
 
-// bill confirms fin's record and bills its usage in one transaction on
-// Config.DB. fin must be Confirmed: every update of the record succeeded.
-// A record that is confirmed already is left as it is (raced); one that
-// was given up returns ErrGivenUp and bills nothing.
-func (s *Settler) bill(ctx context.Context, fin jobguard.Finalized) (billing, error) {
+// bill confirms fin's record, rec, and bills its usage in one transaction
+// on Config.DB. fin must be Confirmed: every update of the record
+// succeeded. A record that is confirmed already is left as it is (raced);
+// one that was given up returns ErrGivenUp and bills nothing.
+func (s *Settler) bill(ctx context.Context, fin jobguard.Finalized, rec record) (billing, error) {
+	if meters, accounts, ok := s.countedOnly(rec.usage); ok {
+		b, err := s.billCounted(ctx, fin, rec, meters, accounts)
+		if pe := (*pgconn.PgError)(nil); !errors.As(err, &pe) || pe.Code != "21000" { // cardinality_violation
+			return b, err
+		}
+		// Two meters' counters are one row after all (one table under
+		// two names): the statement rolled back whole, and the
+		// transaction below takes the row once per meter.
+	}
 	exec := fin.Execution()
 	at := s.ledger.Now()
 	tx, raw, inserted, err := s.beginConfirm(ctx, fin, at)
@@ -306,14 +333,7 @@ func (s *Settler) bill(ctx context.Context, fin jobguard.Finalized) (billing, er
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
 	if raw == nil {
-		var state State
-		if err := tx.QueryRow(ctx, s.sql.state, exec.JobID, exec.Generation).Scan(&state); err != nil {
-			return billing{}, fmt.Errorf("settle: bill: job %s generation %d: read state: %w", exec.JobID, exec.Generation, err)
-		}
-		if state == StateGivenUp {
-			return billing{}, fmt.Errorf("settle: bill: job %s generation %d: %w", exec.JobID, exec.Generation, ErrGivenUp)
-		}
-		return billing{raced: true}, nil
+		return s.unconfirmed(ctx, tx, exec)
 	}
 	entries, err := decodeUsage(*raw)
 	if err != nil {
@@ -361,6 +381,89 @@ func (s *Settler) bill(ctx context.Context, fin jobguard.Finalized) (billing, er
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return billing{}, fmt.Errorf("settle: bill: commit: %w", err)
+	}
+	return b, nil
+}
+
+// unconfirmed is the billing of exec's record when the confirmation
+// matched nothing: the record is confirmed already (raced), or given up
+// (ErrGivenUp), as its state read through db says. Nothing was billed.
+func (s *Settler) unconfirmed(ctx context.Context, db jobguard.DB, exec jobguard.Execution) (billing, error) {
+	var state State
+	if err := db.QueryRow(ctx, s.sql.state, exec.JobID, exec.Generation).Scan(&state); err != nil {
+		return billing{}, fmt.Errorf("settle: bill: job %s generation %d: read state: %w", exec.JobID, exec.Generation, err)
+	}
+	switch state {
+	case StateGivenUp:
+		return billing{}, fmt.Errorf("settle: bill: job %s generation %d: %w", exec.JobID, exec.Generation, ErrGivenUp)
+	case StateConfirmed:
+		return billing{raced: true}, nil
+	}
+	// Only billCounted's confirmation can leave a pending record: it
+	// confirms one that holds the usage it was built for and nothing
+	// else, and a Reopen can make a given-up record pending again
+	// after its confirmation found it given up.
+	return billing{}, fmt.Errorf("settle: bill: job %s generation %d: the record is %s and was not confirmed", exec.JobID, exec.Generation, state)
+}
+
+// countedOnly returns the meters of entries and their accounts in the
+// order Count takes their counters' rows (table, then account), when the
+// whole billing can be one statement: every meter is counted by the
+// ledger, none has an increment, and no two add to one account in one
+// table, whose row one statement cannot change twice.
+func (s *Settler) countedOnly(entries []usage.Entry) (meters, accounts []string, ok bool) {
+	sorted := slices.Clone(entries)
+	order := func(a, b usage.Entry) int {
+		return cmp.Or(cmp.Compare(s.ledger.Table(a.Meter), s.ledger.Table(b.Meter)), cmp.Compare(a.Account, b.Account))
+	}
+	slices.SortStableFunc(sorted, order)
+	for i, e := range sorted {
+		if s.cfg.Increments[e.Meter] != nil || !s.ledger.Counted(e.Meter) || i > 0 && order(sorted[i-1], e) == 0 {
+			return nil, nil, false
+		}
+		meters, accounts = append(meters, e.Meter), append(accounts, e.Account)
+	}
+	return meters, accounts, true
+}
+
+// billCounted is bill for a record whose usage countedOnly admits (meters
+// and accounts, in its order): the confirmation, the ledger rows and the
+// counters' totals are one statement, which commits by itself, so that
+// a finalize's billing is one round trip. It bills rec's usage only if the
+// record holds exactly that, as it does unless someone rewrote it. A
+// duplicate's earlier accrual is read once the statement has committed:
+// should that read fail, the billing stands, the duplicate's Accrual has
+// only the entry, and the error is billing.unread.
+func (s *Settler) billCounted(ctx context.Context, fin jobguard.Finalized, rec record, meters, accounts []string) (billing, error) {
+	exec := fin.Execution()
+	at := s.ledger.Now()
+	args := make([]any, 0, 7+2*len(meters))
+	args = append(args, exec.JobID, exec.Generation, fin.TableKey(), exec.JobID, exec.Generation, at, rec.usageJSON)
+	for i := range meters {
+		args = append(args, meters[i], accounts[i])
+	}
+	var raw string
+	var inserted []string
+	err := s.cfg.DB.QueryRow(ctx, s.sql.counted(meters), args...).Scan(&raw, &inserted)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s.unconfirmed(ctx, s.cfg.DB, exec)
+	}
+	if err != nil {
+		return billing{}, fmt.Errorf("settle: bill: confirm: %w", err)
+	}
+	// The billing has committed: what follows only reports it.
+	var b billing
+	entries, err := decodeUsage(raw)
+	if err != nil {
+		b.unread, entries = err, rec.usage
+	}
+	for _, e := range entries {
+		acc, err := s.ledger.Judged(ctx, s.cfg.DB, fin, e, slices.Contains(inserted, e.Meter), at)
+		if err != nil {
+			b.unread = errors.Join(b.unread, fmt.Errorf("meter %s: %w", e.Meter, err))
+			acc = usage.Accrual{Execution: exec, Entry: e}
+		}
+		b.accruals = append(b.accruals, acc.(usage.Accrual))
 	}
 	return b, nil
 }

@@ -26,7 +26,7 @@ func TestClaim_GenericPlanReadsOnlyItsOwnTablesDueRecords(t *testing.T) {
 	env.Exec(`ANALYZE job_settlements`)
 	ledger, err := usage.NewLedger(usage.Config{})
 	require.NoError(t, err)
-	s := buildStatements("job_settlements", `"s"."tasks"`, ledgerlink.Of(ledger).Insert)
+	s := buildStatements("job_settlements", `"s"."tasks"`, ledgerlink.Of(ledger))
 
 	plan := env.Explain(s.claim, `1000000, now()`, "force_generic_plan")
 	require.Contains(t, plan, "job_settlements_due_idx", plan)
@@ -51,7 +51,7 @@ func TestRecordStatements_ReachTheRowByItsPrimaryKey(t *testing.T) {
 		FROM generate_series(1, 30000) AS g`)
 	ledger, err := usage.NewLedger(usage.Config{})
 	require.NoError(t, err)
-	s := buildStatements("job_settlements", `"s"."tasks"`, ledgerlink.Of(ledger).Insert)
+	s := buildStatements("job_settlements", `"s"."tasks"`, ledgerlink.Of(ledger))
 	// Each statement with arguments for the record '3000' (pending) or
 	// '3002' (given up).
 	stmts := map[string][2]string{

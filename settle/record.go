@@ -38,6 +38,9 @@ type record struct {
 	updates []storedUpdate
 	pending []string
 	usage   []usage.Entry
+	// usageJSON is the usage column, as the finalize wrote it or the
+	// sweep read it.
+	usageJSON string
 }
 
 // storedUpdate is an Update as the record stores it.
@@ -93,6 +96,7 @@ func (s *Settler) newRecord(exec jobguard.Execution, spec Spec) (record, columns
 		return record{}, columns{}, fmt.Errorf("Usage: %w", err)
 	}
 	cols.usage = string(e)
+	rec.usageJSON = cols.usage
 	return rec, cols, nil
 }
 

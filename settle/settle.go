@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -221,6 +222,14 @@ type statements struct {
 	// usage, the meters of the new ledger rows; no row when the record
 	// was not pending.
 	confirm string
+	// counted is confirm for a record whose every meter the ledger
+	// counts, each in a counter table of its own, given in the ledger's
+	// order: the counters' totals go in with the ledger rows, and the
+	// statement is the whole billing. Its parameters are confirm's, then
+	// $7 the record's usage as the finalize or the sweep has it (the
+	// record is confirmed only if it holds just that), then each meter
+	// and its account.
+	counted func(meters []string) string
 	state   string // $1 job_id, $2 generation → state
 	claim   string // $1 lease µs, $2 due by → job_id, generation, pending, updates, usage, attempts, claim
 	reopen  string // $1 job_id, $2 generation
@@ -268,7 +277,7 @@ func New(ctx context.Context, cfg Config) (*Settler, error) {
 		pol:       policy{maxAttempts: cfg.MaxAttempts, backoffMin: cfg.BackoffMin, backoffMax: cfg.BackoffMax},
 		log:       cfg.Logger,
 		ledger:    ledger,
-		sql:       buildStatements(tbl, cfg.Guard.TableKey(), ledger.Insert),
+		sql:       buildStatements(tbl, cfg.Guard.TableKey(), ledger),
 		met:       newSettleMetrics(cfg.MeterProvider),
 		retention: retentionRule(tbl, cfg.Guard.TableKey()),
 	}, nil
@@ -376,9 +385,9 @@ func (cfg Config) withDefaults() (Config, error) {
 // tables share one records table and each Settler reads, takes and writes
 // only its own table's.
 //
-// ledger is the ledger's insert (ledgerlink.Ledger.Insert), which the
-// billing runs in the statement that confirms the record.
-func buildStatements(tbl, jobs string, ledger func(source string, first int) string) statements {
+// ledger is the ledger's side of the billing: its insert, and its
+// counters' upserts, which run in the statement that confirms the record.
+func buildStatements(tbl, jobs string, ledger ledgerlink.Ledger) statements {
 	const (
 		now = `statement_timestamp()`
 	)
@@ -441,10 +450,34 @@ func buildStatements(tbl, jobs string, ledger func(source string, first int) str
 	// given up already), so a record is billed only by the transaction
 	// that confirms it. An entry whose ledger row exists already is left
 	// out of the meters returned, and judged a duplicate.
-	s.confirm = `WITH confirmed AS (UPDATE ` + tbl + ` SET state = 'confirmed', pending = '{}', last_error = NULL, settled_at = ` + now +
-		`, updated_at = ` + now + pk + pending + ` RETURNING usage), billed AS (` +
-		ledger(`confirmed, jsonb_to_recordset(confirmed.usage) AS e(account text, meter text, quantity int8, attributes jsonb)`, 3) +
-		`) SELECT confirmed.usage::text, ARRAY(SELECT meter FROM billed) FROM confirmed`
+	confirm := func(also string) string {
+		return `WITH confirmed AS (UPDATE ` + tbl + ` SET state = 'confirmed', pending = '{}', last_error = NULL, settled_at = ` + now +
+			`, updated_at = ` + now + pk + pending + also + ` RETURNING usage), billed AS (` +
+			ledger.Insert(`confirmed, jsonb_to_recordset(confirmed.usage) AS e(account text, meter text, quantity int8, attributes jsonb)`, 3) + `)`
+	}
+	answer := ` SELECT confirmed.usage::text, ARRAY(SELECT meter FROM billed) FROM confirmed`
+	s.confirm = confirm("") + answer
+	// The counters' upserts take their rows after every ledger row is in,
+	// and one after the other in the order given, each gated on the count
+	// of the rows before it: the order Count takes them in, so that two
+	// billings that share a counter's row take it, and every row before
+	// it, in one order.
+	var counted sync.Map // meters joined → statement
+	s.counted = func(meters []string) string {
+		key := strings.Join(meters, "\x00")
+		if sql, ok := counted.Load(key); ok {
+			return sql.(string)
+		}
+		sql, gate := confirm(` AND usage = $7::jsonb`), `(SELECT count(*) FROM billed) > 0`
+		for i, m := range meters {
+			sql += fmt.Sprintf(`, c%d AS (`, i) +
+				ledger.CountFrom(m, fmt.Sprintf(`SELECT $%d, b.quantity FROM billed b WHERE b.meter = $%d AND %s`, 9+2*i, 8+2*i, gate)) + `)`
+			gate = fmt.Sprintf(`(SELECT count(*) FROM c%d) >= 0`, i)
+		}
+		sql += answer
+		counted.Store(key, sql)
+		return sql
+	}
 	s.state = `SELECT state FROM ` + tbl + pk
 	// A sweep takes the most overdue pending record that no other
 	// transaction holds, and pushes it a lease ahead in the same statement,

@@ -163,6 +163,7 @@ func (s *Settler) claim(ctx context.Context, dueBy time.Time) (claimed, bool, er
 	if c.updates, c.unreadable = decodeUpdates(updates); c.unreadable == nil {
 		c.usage, c.unreadable = decodeUsage(entries)
 	}
+	c.usageJSON = entries
 	return c, true, nil
 }
 
@@ -266,7 +267,7 @@ func (s *Settler) run(ctx context.Context, c claimed, res *attemptResult) (outco
 		}
 		return failed, err
 	}
-	b, err := s.bill(ctx, fin)
+	b, err := s.bill(ctx, fin, c.record)
 	if err != nil {
 		return failed, err
 	}

@@ -235,7 +235,12 @@ func init() {
 			Insert:  l.insertFrom,
 			Counted: func(meter string) bool { _, ok := l.totals[meter]; return ok },
 			Count:   l.count,
-			Now:     l.now,
+			Table:   func(meter string) string { return l.counters[meter].tbl },
+			CountFrom: func(meter, rows string) string {
+				c := l.counters[meter]
+				return upsert(c.tbl, c.key, c.col, rows) + ` RETURNING 1`
+			},
+			Now: l.now,
 			Accrued: func(ctx context.Context, tx pgx.Tx, fin jobguard.Finalized, entry any, inserted bool, at time.Time,
 				increment func(ctx context.Context, tx pgx.Tx) error) (any, error) {
 				e := entry.(Entry)
@@ -243,6 +248,17 @@ func init() {
 					return Accrual{}, err
 				}
 				acc, err := l.judge(ctx, tx, inserted, fin, e, at, increment)
+				if err == nil && acc.Accrued {
+					l.met.count(ctx, l.met.accrued)
+				}
+				return acc, err
+			},
+			Judged: func(ctx context.Context, db jobguard.DB, fin jobguard.Finalized, entry any, inserted bool, at time.Time) (any, error) {
+				e := entry.(Entry)
+				if _, err := l.admit(ctx, fin, e); err != nil {
+					return Accrual{}, err
+				}
+				acc, err := l.inserted(ctx, db, inserted, fin, e, at)
 				if err == nil && acc.Accrued {
 					l.met.count(ctx, l.met.accrued)
 				}
@@ -263,7 +279,7 @@ func (l *Ledger) count(ctx context.Context, tx pgx.Tx, entries []any) error {
 		es[i] = e.(Entry)
 	}
 	slices.SortStableFunc(es, func(a, b Entry) int {
-		return cmp.Or(cmp.Compare(l.tables[a.Meter], l.tables[b.Meter]), cmp.Compare(a.Account, b.Account))
+		return cmp.Or(cmp.Compare(l.counters[a.Meter].tbl, l.counters[b.Meter].tbl), cmp.Compare(a.Account, b.Account))
 	})
 	if len(es) == 0 {
 		return nil

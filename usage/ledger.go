@@ -110,13 +110,16 @@ type Ledger struct {
 	// its column. Package settle runs it for each new ledger row of the
 	// meter.
 	totals map[string]string
-	// tables is each counted meter's counter table, quoted: the order in
-	// which settle's billing takes their rows.
-	tables map[string]string
+	// counters is each counted meter's counter, its names quoted; the
+	// table's is the order in which billings take the counters' rows.
+	counters map[string]counterNames
 	// insertFrom is insert for the entries of a source (ledgerlink.Ledger.Insert).
 	insertFrom func(source string, first int) string
 	read       string // $1 job_id, $2 meter, $3 jobs_table → generation, account, quantity, attributes, recorded_at
 }
+
+// counterNames are a counter's table, key and column, quoted.
+type counterNames struct{ tbl, key, col string }
 
 // NewLedger validates cfg and builds the ledger's statements once.
 func NewLedger(cfg Config) (*Ledger, error) {
@@ -134,7 +137,7 @@ func NewLedger(cfg Config) (*Ledger, error) {
 		` VALUES ($8, $1, $2, $3, $4, $5, $6::jsonb, $7) ON CONFLICT (jobs_table, job_id, meter) DO NOTHING`
 	counted := make(map[string]string, len(cfg.Counters))
 	totals := make(map[string]string, len(cfg.Counters))
-	tables := make(map[string]string, len(cfg.Counters))
+	counters := make(map[string]counterNames, len(cfg.Counters))
 	for meter, c := range cfg.Counters {
 		if err := CheckMeter(meter); err != nil {
 			return nil, fmt.Errorf("usage: new ledger: Counters[%q]: %w", meter, err)
@@ -152,20 +155,20 @@ func NewLedger(cfg Config) (*Ledger, error) {
 		counted[meter] = `WITH l AS (` + insert + ` RETURNING quantity), c AS (` +
 			upsert(ctbl, key, col, `SELECT $9, l.quantity FROM l`) + `) SELECT FROM l`
 		totals[meter] = upsert(ctbl, key, col, `VALUES ($1, $2)`)
-		tables[meter] = ctbl
+		counters[meter] = counterNames{tbl: ctbl, key: key, col: col}
 	}
 	return &Ledger{
-		now:     cfg.Now,
-		met:     newLedgerMetrics(cfg.MeterProvider),
-		insert:  insert,
-		counted: counted,
-		totals:  totals,
-		tables:  tables,
+		now:      cfg.Now,
+		met:      newLedgerMetrics(cfg.MeterProvider),
+		insert:   insert,
+		counted:  counted,
+		totals:   totals,
+		counters: counters,
 		insertFrom: func(source string, first int) string {
 			p := func(i int) string { return fmt.Sprintf("$%d", first+i) }
 			return `INSERT INTO ` + tbl + ` (jobs_table, job_id, meter, generation, account, quantity, attributes, recorded_at)` +
 				` SELECT ` + p(0) + `::text, ` + p(1) + `::text, e.meter, ` + p(2) + `::int8, e.account, e.quantity, e.attributes, ` + p(3) + `::timestamptz` +
-				` FROM ` + source + ` ON CONFLICT (jobs_table, job_id, meter) DO NOTHING RETURNING meter`
+				` FROM ` + source + ` ON CONFLICT (jobs_table, job_id, meter) DO NOTHING RETURNING meter, quantity`
 		},
 		read: `SELECT generation, account, quantity, attributes::text, recorded_at FROM ` + tbl +
 			` WHERE jobs_table = $3 AND job_id = $1 AND meter = $2`,

@@ -23,7 +23,8 @@ type Ledger struct {
 	// a FROM list in which e names each entry, with the columns meter
 	// (text), account (text), quantity (int8) and attributes (jsonb). It
 	// skips an entry whose (job, meter) has a row already (ON CONFLICT DO
-	// NOTHING) and returns the meter of each row it inserts. Its
+	// NOTHING) and returns the meter and the quantity of each row it
+	// inserts. Its
 	// parameters, numbered from first: the jobs table, the job id, the
 	// generation, the time recorded.
 	Insert func(source string, first int) string
@@ -36,6 +37,15 @@ type Ledger struct {
 	// billings do not deadlock on the rows they share. When it returns an
 	// error, roll tx back.
 	Count func(ctx context.Context, tx pgx.Tx, entries []any) error
+	// Table is the counter table of a counted meter, quoted: Count's
+	// order, and how a billing tells which meters share a table.
+	Table func(meter string) string
+	// CountFrom is Count's upsert of a counted meter's total for the rows
+	// (account, quantity) of rows, a SELECT, returning one row per row
+	// it adds to: for a statement of the biller's that counts its new
+	// ledger rows itself. The account is best a parameter, so that the
+	// server types it by the counter's key column, as Count's does.
+	CountFrom func(meter, rows string) string
 	// Now is the ledger's clock, for the time recorded.
 	Now func() time.Time
 	// Accrued judges one entry, a usage.Entry, once Insert has run in tx
@@ -46,6 +56,10 @@ type Ledger struct {
 	// error, roll tx back.
 	Accrued func(ctx context.Context, tx pgx.Tx, fin jobguard.Finalized, entry any, inserted bool, at time.Time,
 		increment func(ctx context.Context, tx pgx.Tx) error) (any, error)
+	// Judged is Accrued for an entry without an increment, whose row the
+	// biller's statement inserted (inserted) or found (a duplicate, whose
+	// earlier accrual is read through db) and has committed.
+	Judged func(ctx context.Context, db jobguard.DB, fin jobguard.Finalized, entry any, inserted bool, at time.Time) (any, error)
 }
 
 // Of returns ledger's (a *usage.Ledger) side of a billing. Package usage

@@ -57,10 +57,13 @@ type world struct {
 	settler  *settle.Settler
 	// parker is the settler whose attempts park (park_test.go), and
 	// parking the attempt armed to park.
-	parker     *settle.Settler
-	parking    *parking
+	parker  *settle.Settler
+	parking *parking
+	// increments bill seconds into bills; tokens has none, so that a
+	// record billing tokens alone (or nothing) is billed by settle's one
+	// statement, and one billing seconds by its transaction.
 	increments map[string]settle.Increment
-	// ledger counts both meters into totals, beside the increments'
+	// ledger counts both meters into totals, beside the increment's
 	// bills: Accrue and the settlers of the jobs table bill through it.
 	ledger *usage.Ledger
 	// arts are the artifacts of the two workers and of the compensate
@@ -161,7 +164,7 @@ func newWorld(t *testing.T, v fixture.Variant, simple bool, zone string) *world 
 		}
 	}
 	increment := incrementOf("")
-	w.increments = map[string]settle.Increment{"tokens": increment, "seconds": increment}
+	w.increments = map[string]settle.Increment{"seconds": increment}
 	if w.ledger, err = usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{
 		"tokens":  {Table: "totals", Key: "account", Column: "tokens"},
 		"seconds": {Table: "totals", Key: "account", Column: "seconds"},

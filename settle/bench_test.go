@@ -37,7 +37,7 @@ func benchJobs(b *testing.B, bd *bundle, n int) []string {
 }
 
 // BenchmarkFinalize is a finalize with two metadata updates and one usage
-// entry, three ways, in interleaved rounds (see benchkit.Rounds):
+// entry, five ways, in interleaved rounds (see benchkit.Rounds):
 //
 //   - floor: the same writes by hand in one transaction: the conditional
 //     completion, both updates, the ledger row and the increment. Seven
@@ -48,6 +48,9 @@ func benchJobs(b *testing.B, bd *bundle, n int) []string {
 //   - settle: settle's Finalize, which also writes the record with the
 //     completion and confirms it in the billing transaction: billing
 //     exactly once.
+//   - today-counted and settle-counted: the same two with the account's
+//     total kept by the ledger's counter (usage.Counter), no increment:
+//     Accrue is one statement, and so is settle's billing.
 //
 // Each reports its round trips (settle-trips), its time, and its ratio to
 // the floor's time in the same round; settle's is also taken to today's
@@ -74,7 +77,7 @@ func BenchmarkFinalize(b *testing.B) {
 		return err
 	}
 	// Every op of every round finalizes a job of its own.
-	ids := benchJobs(b, bd, 4*b.N)
+	ids := benchJobs(b, bd, 6*b.N)
 	next := 0
 	job := func() (jobguard.Execution, string) {
 		id := ids[next]
@@ -164,10 +167,57 @@ VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, bd.jobs.Guard.TableKey(
 		return err
 	}
 
+	// The same two ways with the account's total kept by the ledger's
+	// counter instead of an increment: Accrue is then one statement, and
+	// so is settle's billing.
+	counted, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{
+		"video_ms": {Table: "accounts", Key: "id", Column: "video_ms"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	todayCounted := func() error {
+		exec, vid := job()
+		fin, err := bd.jobs.Guard.Finalize(ctx, pool, exec, jobguard.FinalizeSpec{
+			Updates: []jobguard.Update{
+				{Name: "video", Run: func(ctx context.Context) error { return update(benchVideo, vid, int64(1000)) }},
+				{Name: "content", Run: func(ctx context.Context) error { return update(benchContent, vid) }},
+			},
+			UpdateTimeout: settle.UpdateTimeoutDefault,
+		})
+		if err != nil {
+			return err
+		}
+		acc, err := counted.Accrue(ctx, pool, fin, entry, nil)
+		if err == nil && !acc.Accrued {
+			err = fmt.Errorf("job %s: not accrued", exec.JobID)
+		}
+		return err
+	}
+	sc := bd.settler(b, settle.Config{
+		DB:         pool,
+		Handlers:   map[string]settle.Handler{"video": run(benchVideo), "content": run(benchContent)},
+		Ledger:     counted,
+		Increments: map[string]settle.Increment{},
+	})
+	settledCounted := func() error {
+		exec, vid := job()
+		args := videoArgs{VideoID: vid, DurationMS: 1000}
+		res, err := sc.Finalize(ctx, pool, exec, settle.Spec{
+			Updates: []settle.Update{{Name: "video", Args: args}, {Name: "content", Args: args}},
+			Usage:   []usage.Entry{entry},
+		})
+		if err == nil && !res.Settled {
+			err = fmt.Errorf("job %s: not settled", exec.JobID)
+		}
+		return err
+	}
+
 	benchkit.Rounds(b, trips, 1, "finalize",
 		benchkit.Op{Name: "floor", Run: floor},
 		benchkit.Op{Name: "settle", Run: settled},
 		benchkit.Op{Name: "today", Run: today},
 		benchkit.Op{Name: "settle-vs", Run: settled, Versus: "today"},
+		benchkit.Op{Name: "today-counted", Run: todayCounted},
+		benchkit.Op{Name: "settle-counted", Run: settledCounted, Versus: "today-counted"},
 	)
 }

@@ -76,8 +76,8 @@ type Result struct {
 //     bills its usage in the ledger (keyed by job and meter, each
 //     increment run only for a new ledger row): "confirmed" and "billed"
 //     commit together or not at all. When the ledger counts every meter
-//     (usage.Config.Counters), none has an increment, and no two share a
-//     counter table, that transaction is a single statement, with the
+//     (usage.Config.Counters), none has an increment, and no two add to
+//     one account's row, that transaction is a single statement, with the
 //     counters' totals in it: one round trip.
 //
 // In that case a duplicate (a meter the ledger had billed for the job
@@ -322,8 +322,9 @@ func (s *Settler) bill(ctx context.Context, fin jobguard.Finalized, rec record) 
 			return b, err
 		}
 		// Two meters' counters are one row after all (one table under
-		// two names): the statement rolled back whole, and the
-		// transaction below takes the row once per meter.
+		// two names, a key that compares two accounts equal): the
+		// statement rolled back whole, and the transaction below takes
+		// the row once per meter.
 	}
 	exec := fin.Execution()
 	at := s.ledger.Now()

@@ -223,9 +223,9 @@ type statements struct {
 	// was not pending.
 	confirm string
 	// counted is confirm for a record whose every meter the ledger
-	// counts, each in a counter table of its own, given in the ledger's
-	// order: the counters' totals go in with the ledger rows, and the
-	// statement is the whole billing. Its parameters are confirm's, then
+	// counts, the meters given in the order Count takes their rows
+	// (counter table, then account): the counters' totals go in with the
+	// ledger rows, and the statement is the whole billing. Its parameters are confirm's, then
 	// $7 the record's usage as the finalize or the sweep has it (the
 	// record is confirmed only if it holds just that), then each meter
 	// and its account.

@@ -313,12 +313,14 @@ func TestRun_LeaderNoticesAFrozenPathAndStillStops(t *testing.T) {
 	path.Freeze()
 	frozen := time.Now()
 	// The check that follows the sweep under way (cut at SweepTimeout)
-	// gives up after LivenessTimeout.
+	// gives up after LivenessTimeout. How soon depends on the machine's
+	// speed, and is only logged beside that bound: the standby's takeover
+	// from a frozen leader is the bound's own test.
 	require.Eventually(t, func() bool { return strings.Contains(a.logs.String(), "leader connection lost") },
-		fastInterval+fastSweep+fastLiveness+slack, 10*time.Millisecond)
-	t.Logf("a noticed %v after the freeze", time.Since(frozen).Round(time.Millisecond))
+		testenv.Patience, 10*time.Millisecond)
+	t.Logf("a noticed %v after the freeze (bound %v)", time.Since(frozen).Round(time.Millisecond), fastInterval+fastSweep+fastLiveness)
 
-	requireStops(t, a, fastLiveness+slack)
+	requireStops(t, a, testenv.Patience)
 }
 
 func TestRun_ReturnsWhenCancelledInsideAFrozenCheck(t *testing.T) {

@@ -311,11 +311,34 @@ type billing struct {
 	unread error
 }
 
+// billAttempts is how many times bill tries a billing that the server
+// aborted as a deadlock.
+const billAttempts = 3
+
 // bill confirms fin's record, rec, and bills its usage in one transaction
 // on Config.DB. fin must be Confirmed: every update of the record
 // succeeded. A record that is confirmed already is left as it is (raced);
 // one that was given up returns ErrGivenUp and bills nothing.
+//
+// Billings take the counters' rows in one order, by how the counters and
+// accounts are spelled; one row spelled two ways (a table with and
+// without its schema, a uuid in two cases) can still be taken in opposite
+// orders by two billings, and the server then aborts one of them as a
+// deadlock. Nothing of an aborted billing is left, increments included,
+// and the other has gone on: the billing is tried again at once, a few
+// times, before it is left to the sweep.
 func (s *Settler) bill(ctx context.Context, fin jobguard.Finalized, rec record) (billing, error) {
+	for attempt := 1; ; attempt++ {
+		b, err := s.billOnce(ctx, fin, rec)
+		if pe := (*pgconn.PgError)(nil); attempt < billAttempts && ctx.Err() == nil && errors.As(err, &pe) && pe.Code == "40P01" { // deadlock_detected
+			continue
+		}
+		return b, err
+	}
+}
+
+// billOnce is one try of bill.
+func (s *Settler) billOnce(ctx context.Context, fin jobguard.Finalized, rec record) (billing, error) {
 	if meters, accounts, ok := s.countedOnly(rec.usage); ok {
 		b, err := s.billCounted(ctx, fin, rec, meters, accounts)
 		if pe := (*pgconn.PgError)(nil); !errors.As(err, &pe) || pe.Code != "21000" { // cardinality_violation

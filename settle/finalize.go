@@ -330,7 +330,10 @@ const billAttempts = 3
 func (s *Settler) bill(ctx context.Context, fin jobguard.Finalized, rec record) (billing, error) {
 	for attempt := 1; ; attempt++ {
 		b, err := s.billOnce(ctx, fin, rec)
-		if pe := (*pgconn.PgError)(nil); attempt < billAttempts && ctx.Err() == nil && errors.As(err, &pe) && pe.Code == "40P01" { // deadlock_detected
+		// A panic is the caller's code failing, whatever its value: it
+		// fails the billing and is reported, never tried again at once.
+		if pe := (*pgconn.PgError)(nil); attempt < billAttempts && ctx.Err() == nil && safe.AsPanic(err) == nil &&
+			errors.As(err, &pe) && pe.Code == "40P01" { // deadlock_detected
 			continue
 		}
 		return b, err

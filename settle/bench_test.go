@@ -112,18 +112,23 @@ VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, bd.jobs.Guard.TableKey(
 		})
 	}
 
-	today := func() error {
+	// finalize is jobguard's Finalize of the next job with both updates.
+	finalize := func() (jobguard.Finalized, error) {
 		exec, vid := job()
-		fin, err := bd.jobs.Guard.Finalize(ctx, pool, exec, jobguard.FinalizeSpec{
+		return bd.jobs.Guard.Finalize(ctx, pool, exec, jobguard.FinalizeSpec{
 			Updates: []jobguard.Update{
 				{Name: "video", Run: func(ctx context.Context) error { return update(benchVideo, vid, int64(1000)) }},
 				{Name: "content", Run: func(ctx context.Context) error { return update(benchContent, vid) }},
 			},
 			UpdateTimeout: settle.UpdateTimeoutDefault,
 		})
+	}
+	today := func() error {
+		fin, err := finalize()
 		if err != nil {
 			return err
 		}
+		exec := fin.Execution()
 		acc, err := usage.Accrue(ctx, pool, fin, entry, func(ctx context.Context, tx pgx.Tx) error {
 			_, err := tx.Exec(ctx, benchBill, entry.Account, entry.Quantity)
 			return err
@@ -176,17 +181,11 @@ VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, bd.jobs.Guard.TableKey(
 		b.Fatal(err)
 	}
 	todayCounted := func() error {
-		exec, vid := job()
-		fin, err := bd.jobs.Guard.Finalize(ctx, pool, exec, jobguard.FinalizeSpec{
-			Updates: []jobguard.Update{
-				{Name: "video", Run: func(ctx context.Context) error { return update(benchVideo, vid, int64(1000)) }},
-				{Name: "content", Run: func(ctx context.Context) error { return update(benchContent, vid) }},
-			},
-			UpdateTimeout: settle.UpdateTimeoutDefault,
-		})
+		fin, err := finalize()
 		if err != nil {
 			return err
 		}
+		exec := fin.Execution()
 		acc, err := counted.Accrue(ctx, pool, fin, entry, nil)
 		if err == nil && !acc.Accrued {
 			err = fmt.Errorf("job %s: not accrued", exec.JobID)

@@ -49,7 +49,9 @@ func TestRecordStatements_ReachTheRowByItsPrimaryKey(t *testing.T) {
 		SELECT '"s"."tasks"', g::text, 1, (ARRAY['pending', 'confirmed', 'given_up'])[g % 3 + 1],
 		       CASE WHEN g % 3 > 0 THEN now() END, now() - interval '1 hour'
 		FROM generate_series(1, 30000) AS g`)
-	ledger, err := usage.NewLedger(usage.Config{})
+	env.Exec(`CREATE TABLE totals (account text PRIMARY KEY, ms bigint NOT NULL DEFAULT 0)`)
+	ledger, err := usage.NewLedger(usage.Config{Counters: map[string]usage.Counter{
+		"video_ms": {Table: "totals", Key: "account", Column: "ms"}}})
 	require.NoError(t, err)
 	s := buildStatements("job_settlements", `"s"."tasks"`, ledgerlink.Of(ledger))
 	// Each statement with arguments for the record '3000' (pending) or
@@ -61,6 +63,7 @@ func TestRecordStatements_ReachTheRowByItsPrimaryKey(t *testing.T) {
 		"giveUp":      {s.giveUp, `'3000', 1, 'err', 0, 0`},
 		"handBack":    {s.handBack, `'3000', 1, 0, 0`},
 		"confirm":     {s.confirm, `'3000', 1, '"s"."tasks"', '3000', 1, now()`},
+		"counted":     {s.counted([]string{"video_ms"}), `'3000', 1, '"s"."tasks"', '3000', 1, now(), '[]', 'video_ms', 'acct'`},
 		"state":       {s.state, `'3000', 1`},
 		"reopen":      {s.reopen, `'3002', 1`},
 	}

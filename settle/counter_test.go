@@ -224,10 +224,20 @@ func TestFinalize_ACounterItCannotUseFailsOnlyTheBillingOfItsMeter(t *testing.T)
 }
 
 // A finalize whose usage only the ledger's counters bill is billed in one
-// statement, whatever the meters and their counters: its round trips are
-// the completion's two and one more, as with nothing to bill.
+// statement, whatever the meters and their counters, in either protocol
+// and whatever the session's time zone: its round trips are the
+// completion's two and one more, as with nothing to bill.
 func TestFinalize_CountedUsageIsBilledInOneRoundTrip(t *testing.T) {
 	t.Parallel()
+	for _, simple := range []bool{false, true} {
+		t.Run(fmt.Sprintf("simple=%v", simple), func(t *testing.T) {
+			t.Parallel()
+			countedInOneRoundTrip(t, simple)
+		})
+	}
+}
+
+func countedInOneRoundTrip(t *testing.T, simple bool) {
 	b := setup(t)
 	b.env.Exec(`CREATE TABLE totals (account text PRIMARY KEY, ms bigint NOT NULL DEFAULT 0, tokens bigint NOT NULL DEFAULT 0);
 		CREATE TABLE frame_totals (account text PRIMARY KEY, frames bigint NOT NULL DEFAULT 0)`)
@@ -240,6 +250,10 @@ func TestFinalize_CountedUsageIsBilledInOneRoundTrip(t *testing.T) {
 	cfg, err := pgxpool.ParseConfig(b.env.DatabaseURL)
 	require.NoError(t, err)
 	cfg.ConnConfig.Tracer = trips
+	if simple {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+		cfg.ConnConfig.RuntimeParams["timezone"] = "Asia/Kathmandu"
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,14 +24,7 @@ import (
 // rows at once.
 func countingRole(t *testing.T, env *testenv.Env, name, plpgsql string) *pgxpool.Config {
 	t.Helper()
-	role := strings.ToLower("jgt_" + name + "_" + env.Schema)
-	env.Exec(fmt.Sprintf(`CREATE ROLE %s LOGIN`, ident.Quote(role)))
-	t.Cleanup(func() {
-		_, _ = env.Pool.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %s`, ident.Quote(role)))
-		_, _ = env.Pool.Exec(context.Background(), fmt.Sprintf(`DROP ROLE %s`, ident.Quote(role)))
-	})
-	env.Exec(fmt.Sprintf(`GRANT USAGE ON SCHEMA %s TO %s`, ident.Quote(env.Schema), ident.Quote(role)))
-	env.Exec(fmt.Sprintf(`GRANT ALL ON ALL TABLES IN SCHEMA %s TO %s`, ident.Quote(env.Schema), ident.Quote(role)))
+	_, cfg := env.Role(name)
 	env.Exec(`CREATE FUNCTION count_is_slow() RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
 		BEGIN
 			IF current_query() LIKE '%count(*)%' AND current_query() LIKE '% IS NULL AND %' THEN
@@ -42,9 +34,6 @@ func countingRole(t *testing.T, env *testenv.Env, name, plpgsql string) *pgxpool
 		END $$`)
 	env.Exec(`ALTER TABLE jobs ENABLE ROW LEVEL SECURITY`)
 	env.Exec(`CREATE POLICY every_row ON jobs USING (count_is_slow())`)
-	cfg, err := pgxpool.ParseConfig(env.DatabaseURL)
-	require.NoError(t, err)
-	cfg.ConnConfig.User = role
 	return cfg
 }
 

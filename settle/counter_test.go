@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -340,19 +339,9 @@ func TestFinalize_DuplicateWhoseEarlierAccrualCannotBeReadIsSettledWithAnError(t
 	b.env.Exec(`CREATE TABLE totals (account text PRIMARY KEY, ms bigint NOT NULL DEFAULT 0)`)
 	// A role that may insert ledger rows and read back what the billing
 	// returns, but not the rest of an earlier row.
-	role := strings.ToLower("jgt_settle_dup_" + b.env.Schema)
-	b.env.Exec(fmt.Sprintf(`CREATE ROLE %s LOGIN`, ident.Quote(role)))
-	t.Cleanup(func() {
-		_, _ = b.env.Pool.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %s`, ident.Quote(role)))
-		_, _ = b.env.Pool.Exec(context.Background(), fmt.Sprintf(`DROP ROLE %s`, ident.Quote(role)))
-	})
-	b.env.Exec(fmt.Sprintf(`GRANT USAGE ON SCHEMA %s TO %s`, ident.Quote(b.env.Schema), ident.Quote(role)))
-	b.env.Exec(fmt.Sprintf(`GRANT ALL ON ALL TABLES IN SCHEMA %s TO %s`, ident.Quote(b.env.Schema), ident.Quote(role)))
+	role, cfg := b.env.Role("settle_dup")
 	b.env.Exec(fmt.Sprintf(`REVOKE SELECT ON usage_ledger FROM %s`, ident.Quote(role)))
 	b.env.Exec(fmt.Sprintf(`GRANT SELECT (jobs_table, job_id, meter, quantity) ON usage_ledger TO %s`, ident.Quote(role)))
-	cfg, err := pgxpool.ParseConfig(b.env.DatabaseURL)
-	require.NoError(t, err)
-	cfg.ConnConfig.User = role
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)

@@ -220,6 +220,29 @@ func (e *Env) Exec(sql string, args ...any) {
 	}
 }
 
+// Role creates a login role that is not a superuser, named after name and
+// the test's schema, which may use the schema and do anything to the
+// tables in it now (GRANT ALL), and is dropped at cleanup; it returns a
+// pool config on the schema as that role. A test narrows its privileges
+// with Exec (REVOKE, GRANT on columns) before it connects.
+func (e *Env) Role(name string) (role string, cfg *pgxpool.Config) {
+	e.t.Helper()
+	role = strings.ToLower("jgt_" + name + "_" + e.Schema)
+	e.Exec(fmt.Sprintf(`CREATE ROLE %s LOGIN`, ident.Quote(role)))
+	e.t.Cleanup(func() {
+		_, _ = e.Pool.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %s`, ident.Quote(role)))
+		_, _ = e.Pool.Exec(context.Background(), fmt.Sprintf(`DROP ROLE %s`, ident.Quote(role)))
+	})
+	e.Exec(fmt.Sprintf(`GRANT USAGE ON SCHEMA %s TO %s`, ident.Quote(e.Schema), ident.Quote(role)))
+	e.Exec(fmt.Sprintf(`GRANT ALL ON ALL TABLES IN SCHEMA %s TO %s`, ident.Quote(e.Schema), ident.Quote(role)))
+	cfg, err := pgxpool.ParseConfig(e.DatabaseURL)
+	if err != nil {
+		e.t.Fatalf("testenv: %v", redact.New(e.DatabaseURL).Error(err))
+	}
+	cfg.ConnConfig.User = role
+	return role, cfg
+}
+
 // Explain runs sql once, as a prepared statement executed with args (SQL
 // literals, as EXECUTE takes them) under plan_cache_mode mode
 // ("force_custom_plan" or "force_generic_plan"), in a transaction it rolls

@@ -254,11 +254,7 @@ func init() {
 				return acc, err
 			},
 			Judged: func(ctx context.Context, db jobguard.DB, fin jobguard.Finalized, entry any, inserted bool, at time.Time) (any, error) {
-				e := entry.(Entry)
-				if _, err := l.admit(ctx, fin, e); err != nil {
-					return Accrual{}, err
-				}
-				acc, err := l.inserted(ctx, db, inserted, fin, e, at)
+				acc, err := l.inserted(ctx, db, inserted, fin, entry.(Entry), at)
 				if err == nil && acc.Accrued {
 					l.met.count(ctx, l.met.accrued)
 				}

@@ -58,7 +58,10 @@ type Ledger struct {
 		increment func(ctx context.Context, tx pgx.Tx) error) (any, error)
 	// Judged is Accrued for an entry without an increment, whose row the
 	// biller's statement inserted (inserted) or found (a duplicate, whose
-	// earlier accrual is read through db) and has committed.
+	// earlier accrual is read through db) and has committed. It does not
+	// check the entry again: a refusal after the commit would bill all the
+	// same, so the biller checks before (as settle does when it stores
+	// the record).
 	Judged func(ctx context.Context, db jobguard.DB, fin jobguard.Finalized, entry any, inserted bool, at time.Time) (any, error)
 }
 

@@ -368,3 +368,31 @@ func TestFinalize_DuplicateWhoseEarlierAccrualCannotBeReadIsSettledWithAnError(t
 	require.NoError(t, b.env.Pool.QueryRow(context.Background(), `SELECT string_agg(account || ':' || ms, ' ' ORDER BY account) FROM totals`).Scan(&totals))
 	require.Equal(t, "acct-8:7", totals, "the duplicate is not totalled again")
 }
+
+// A record holding an entry that Accrue would refuse (written by hand, or
+// by another version: a negative quantity) is not billed: the ledger's
+// CHECK refuses its row, and the statement with it, totals included, and
+// the record's error names the constraint.
+func TestSweep_CountedEntryAccrueRefusesIsNotBilled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, total := b.countedSettler(t, "text")
+	ctx := context.Background()
+	exec, spec := b.video(t, 500)
+	spec.Usage = []usage.Entry{{Account: "acct-7", Meter: "video_ms", Quantity: 500}}
+	b.faults.set("content", 1)
+	_, err := s.Finalize(ctx, b.env.Pool, exec, spec)
+	require.ErrorIs(t, err, settle.ErrPending)
+	b.env.Exec(`UPDATE job_settlements SET usage = jsonb_set(usage, '{0,quantity}', '-5') WHERE job_id = $1`, exec.JobID)
+
+	time.Sleep(5 * time.Millisecond) // past BackoffMin
+	rep, err := s.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Taken)
+	require.Zero(t, rep.Settled)
+	require.Zero(t, b.billed(t, exec).LedgerRows)
+	require.Equal(t, int64(-1), total("acct-7"))
+	rec, _ := b.record(t, exec)
+	require.Equal(t, "pending", rec.State)
+	require.Contains(t, rec.Error, "usage_ledger_quantity_check")
+}
